@@ -1,0 +1,3 @@
+/* crc32c.c -- placeholder until implemented. */
+#include "config.h"
+#include "tm-internal.h"

@@ -1,0 +1,3 @@
+/* encode.c -- placeholder until implemented. */
+#include "config.h"
+#include "tm-internal.h"

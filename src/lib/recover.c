@@ -1,0 +1,3 @@
+/* recover.c -- placeholder until implemented. */
+#include "config.h"
+#include "tm-internal.h"

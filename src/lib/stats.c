@@ -1,0 +1,3 @@
+/* stats.c -- placeholder until implemented. */
+#include "config.h"
+#include "tm-internal.h"

@@ -1,0 +1,80 @@
+/*
+ * tm-address.h -- graph node addresses and patterns (ARCHITECTURE 3).
+ *
+ *   model.layers.3.mlp.fc1            a module node
+ *   model.layers.3.mlp:out.1          a tensor slot of a node
+ *   model.layers.3.mlp.fc1.weight:grad  a parameter slot
+ *   model.shared#2:out                the second call of a node in a step
+ *   model.layers.*.mlp, model.**      patterns: * one segment, ** any depth
+ *
+ * Parsing normalises (whitespace trimmed, "layers[3]" -> "layers.3"), so that
+ * tm_address_format(tm_address_parse(x)) is the canonical spelling of x.
+ * Unknown addresses get suggestions: the existing addresses nearest by edit
+ * distance, as "did you mean" in git and GDB.
+ */
+#ifndef TM_ADDRESS_H
+#define TM_ADDRESS_H
+
+#include "tm-types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TM_ADDRESS_MAX 1024      /* bytes in a normalised address */
+#define TM_ADDRESS_MAX_SEGMENTS 128
+
+/* A parsed address or pattern. Opaque: parse, match, format, free. */
+typedef struct tm_address tm_address;
+
+/*
+ * Parses text into *out.  On error returns TM_ERR_ADDRESS and, if errcol is
+ * not NULL, the 0-based column of the offending character; if errmsg is not
+ * NULL, a static one-line description ("empty segment", "bad slot name").
+ */
+int tm_address_parse(const char *text, tm_address **out, int *errcol,
+		     const char **errmsg);
+void tm_address_free(tm_address *a);
+
+/* Canonical text ("model.layers.3.mlp#2:out.1") into buf. */
+int tm_address_format(const tm_address *a, char *buf, size_t len);
+/* The node path part only, canonical ("model.layers.*.mlp"). */
+const char *tm_address_path(const tm_address *a);
+
+int tm_address_is_pattern(const tm_address *a);   /* contains * or ** */
+int tm_address_has_slot(const tm_address *a);
+/* The slot; when the slot index was written as "*" (":out.*"), *any_index is 1. */
+struct tm_slot tm_address_slot(const tm_address *a, int *any_index);
+/* Occurrence "#N", 0 when not given (any call). */
+uint32_t tm_address_call(const tm_address *a);
+
+/* Does the node path match (ignores slot and #N)? Segment-wise glob. */
+int tm_address_match_path(const tm_address *a, const char *node_address);
+/*
+ * Does an event tensor match: path, #N (if given) and slot (if given)?
+ * call is the event's occurrence number.
+ */
+int tm_address_match(const tm_address *a, const char *node_address,
+		     uint32_t call, struct tm_slot slot);
+
+/* Plain string helper: does path match the glob pattern text? -1 on a bad pattern. */
+int tm_path_glob(const char *pattern, const char *path);
+
+/*
+ * Nearest existing addresses to `text` (edit distance over the node table),
+ * best first, at most `max`; returns how many were written to out[] (pointers
+ * into the table's strings).  Only reasonably close ones are returned.
+ */
+size_t tm_address_suggest(const tm_nodetab *t, const char *text,
+			  const char **out, size_t max);
+
+/* Levenshtein distance, bounded: returns limit+1 when the distance exceeds limit. */
+size_t tm_edit_distance(const char *a, const char *b, size_t limit);
+
+/* Parses a slot spelled "out", "out.1", "grad_in.0", "data", "grad". */
+int tm_slot_parse(const char *text, struct tm_slot *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TM_ADDRESS_H */

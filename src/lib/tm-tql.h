@@ -1,0 +1,119 @@
+/*
+ * tm-tql.h -- TQL, the condition and query language (doc/tql.md).
+ *
+ * Breakpoint conditions, watch expressions, print, find and display all
+ * compile a TQL source once to bytecode and evaluate it per event on a VM
+ * that does no allocation.  Values are three-valued where data is missing:
+ * a field inside a gap or not captured at the event's level is *unknown*,
+ * which propagates, and a condition that is unknown does not fire.
+ */
+#ifndef TM_TQL_H
+#define TM_TQL_H
+
+#include <stdio.h>
+#include "tm-types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum tm_tql_type {
+	TM_TQL_UNKNOWN = 0,   /* no value: gap, level, no such data */
+	TM_TQL_BOOL,
+	TM_TQL_INT,           /* int64 */
+	TM_TQL_NUM,           /* double */
+	TM_TQL_STR,
+	TM_TQL_SHAPE          /* tensor.shape: rank + dims */
+};
+
+struct tm_tql_value {
+	uint8_t type;                 /* enum tm_tql_type */
+	uint32_t unknown_reason;      /* tm_gap_reason bits when UNKNOWN (0: no data) */
+	union {
+		int b;
+		int64_t i;
+		double d;
+		struct { const char *s; size_t len; } str;
+		struct { const int64_t *dims; uint8_t rank; } shape;
+	} v;
+};
+/* "3", "1.5e+04", "true", "\"model.fc1\"", "[4, 32]", "<unknown: level>". */
+int tm_tql_value_format(const struct tm_tql_value *v, char *buf, size_t len);
+
+/*
+ * What an evaluation looks at.  tensor is the tensor in focus (the slot the
+ * breakpoint or find is about), NULL when the event has none.  Addressed
+ * terms (NODE:SLOT.field) and $variables are answered by the environment.
+ */
+struct tm_tql_env {
+	void *user;
+	/* Latest tensor of node/slot/call (call 0 = any) at or before the
+	 * playhead; NULL if unknown, with *reason set (tm_gap_reason bits). */
+	const struct tm_tensor *(*lookup)(void *user, uint32_t node,
+					 struct tm_slot slot, uint32_t call,
+					 const struct tm_event **event,
+					 uint32_t *reason);
+	/* Convenience variable $name, or value history $N / $ / $$ / $$N
+	 * (name is "3", "", "$", "$2"): TM_OK or TM_ERR_NOT_FOUND. */
+	int (*variable)(void *user, const char *name, struct tm_tql_value *out);
+};
+
+struct tm_tql_ctx {
+	const struct tm_event *event;     /* may be NULL (print with no trace) */
+	const struct tm_tensor *tensor;   /* may be NULL */
+	const tm_nodetab *nodes;          /* may be NULL */
+	const struct tm_tql_env *env;     /* may be NULL */
+};
+
+typedef struct tm_tql_funcs tm_tql_funcs;   /* extension functions (libffi) */
+typedef struct tm_tql_prog tm_tql_prog;
+
+struct tm_tql_compile_opts {
+	const tm_nodetab *nodes;   /* to resolve addressed terms; NULL: none allowed */
+	const tm_tql_funcs *funcs; /* extension functions; may be NULL */
+	int want_bool;             /* 1: a condition; non-bool result is an error */
+};
+
+/*
+ * Compiles src.  On TM_ERR_TQL, *errors (if not NULL) receives a malloc'd
+ * text with every error found, each as
+ *     tql:1:18: error: MESSAGE
+ *     tensor.nan_count > "x"
+ *                        ^~~
+ * Other codes for out-of-memory etc.
+ */
+int tm_tql_compile(const char *src, const struct tm_tql_compile_opts *opts,
+		   tm_tql_prog **out, char **errors);
+void tm_tql_free(tm_tql_prog *p);
+const char *tm_tql_source(const tm_tql_prog *p);
+int tm_tql_result_type(const tm_tql_prog *p);   /* static type, UNKNOWN if dynamic */
+
+/* Evaluates p on ctx.  Strings/shapes in *out point into p or the ctx and
+ * are valid until the next evaluation. */
+int tm_tql_eval(tm_tql_prog *p, const struct tm_tql_ctx *ctx,
+		struct tm_tql_value *out);
+/* Condition convenience: 1 true, 0 false, -1 unknown. */
+int tm_tql_test(tm_tql_prog *p, const struct tm_tql_ctx *ctx);
+/* Forgets prev()/delta() history (the playhead jumped). */
+void tm_tql_reset(tm_tql_prog *p);
+/* Bytecode listing, one instruction a line. */
+int tm_tql_disassemble(const tm_tql_prog *p, FILE *out);
+
+/* Does the program read addressed terms (needs env->lookup)? */
+int tm_tql_uses_lookup(const tm_tql_prog *p);
+
+/* Extension functions through libffi (trusted code: it runs native code). */
+tm_tql_funcs *tm_tql_funcs_new(void);
+void tm_tql_funcs_free(tm_tql_funcs *f);
+/* spec: "LIB SYMBOL(double, int64) -> bool"; *error gets a malloc'd message. */
+int tm_tql_funcs_load(tm_tql_funcs *f, const char *spec, char **error);
+/* Name of the n-th loaded function, NULL past the end. */
+const char *tm_tql_funcs_name(const tm_tql_funcs *f, size_t n);
+
+/* Field names for completion: "tensor.nan_count", "node.path", "step", ... */
+const char *const *tm_tql_field_names(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TM_TQL_H */

@@ -1,0 +1,345 @@
+/*
+ * tm-types.h -- the event model shared by every part of tensormorph.
+ *
+ * This is ARCHITECTURE sections 4-6 written down as C: what one observation of
+ * a module call looks like (an event carrying tensor summaries), the node table
+ * events refer to by id, run metadata, gap and crash records, and the numbered
+ * error codes every tm_* function returns.  The .tmrun file, the wire protocol,
+ * TQL and tmdb all speak in these structures; nothing else defines them.
+ *
+ * Conventions: functions return 0 (TM_OK) or a positive tm_err code; handles
+ * are opaque; every *_free(NULL) is a no-op; nothing here holds global state.
+ */
+#ifndef TM_TYPES_H
+#define TM_TYPES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- errors */
+
+/*
+ * Stable numbered error codes (zstd style).  Numbers never change meaning once
+ * released; new codes are appended.  tm_strerror() gives the one-line text.
+ */
+enum tm_err {
+	TM_OK = 0,
+	TM_ERR_GENERIC = 1,       /* unspecified failure */
+	TM_ERR_NOMEM = 2,         /* out of memory */
+	TM_ERR_IO = 3,            /* read/write/open failed (errno kept in detail) */
+	TM_ERR_INVALID_ARG = 4,   /* caller passed something meaningless */
+	TM_ERR_BAD_MAGIC = 5,     /* not a .tmrun file / not a tensormorph frame */
+	TM_ERR_VERSION = 6,       /* format version this library cannot read */
+	TM_ERR_CRC = 7,           /* checksum mismatch: the bytes are damaged */
+	TM_ERR_TRUNCATED = 8,     /* data ends early (e.g. killed writer) */
+	TM_ERR_TOO_LARGE = 9,     /* a declared size or count exceeds its cap */
+	TM_ERR_CORRUPT = 10,      /* structurally invalid content */
+	TM_ERR_NO_INDEX = 11,     /* file has no index; scanned instead */
+	TM_ERR_NOT_FOUND = 12,    /* no such node / seq / record */
+	TM_ERR_END = 13,          /* iteration reached the end (not a failure) */
+	TM_ERR_ADDRESS = 14,      /* malformed node address or pattern */
+	TM_ERR_TQL = 15,          /* TQL compile error (details in diagnostics) */
+	TM_ERR_COMPRESS = 16,     /* zstd refused to (de)compress */
+	TM_ERR_CLOSED = 17,       /* handle already closed / peer disconnected */
+	TM_ERR_AGAIN = 18,        /* need more input (incremental decoders) */
+	TM_ERR_RESERVED = 19,     /* reserved bits/fields set that must be zero */
+	TM_ERR_UNSUPPORTED = 20,  /* valid but not supported by this build */
+	TM_ERR__COUNT
+};
+
+/* One line, never NULL, for any int (unknown codes get a generic text). */
+const char *tm_strerror(int err);
+/* The symbolic name, e.g. "TM_ERR_CRC". */
+const char *tm_errname(int err);
+
+/* ---------------------------------------------------------------- time */
+
+enum tm_phase {
+	TM_PHASE_FWD = 0,
+	TM_PHASE_BWD = 1
+};
+const char *tm_phase_name(int phase);  /* "fwd" / "bwd" */
+
+/*
+ * What a module-call boundary an event stands for.  A forward call gives an
+ * ENTER (inputs) and an EXIT (outputs); backward gives one BWD event per
+ * module with grad_out/grad_in slots; parameters give PARAM events (data and
+ * grad stats, once per step at level >= 2).
+ */
+enum tm_event_kind {
+	TM_EV_ENTER = 0,
+	TM_EV_EXIT = 1,
+	TM_EV_BWD = 2,
+	TM_EV_PARAM = 3,
+	TM_EV__COUNT
+};
+const char *tm_event_kind_name(int kind);
+
+/* ---------------------------------------------------------------- slots */
+
+/* ARCHITECTURE 3: NODE:out.N, :in.N, :grad_out.N, :grad_in.N, :data, :grad */
+enum tm_slot_kind {
+	TM_SLOT_OUT = 0,
+	TM_SLOT_IN = 1,
+	TM_SLOT_GRAD_OUT = 2,
+	TM_SLOT_GRAD_IN = 3,
+	TM_SLOT_DATA = 4,
+	TM_SLOT_GRAD = 5,
+	TM_SLOT__COUNT
+};
+
+struct tm_slot {
+	uint8_t kind;    /* enum tm_slot_kind */
+	uint16_t index;  /* out.N; always 0 for data/grad */
+};
+const char *tm_slot_kind_name(int kind);  /* "out", "in", ... */
+/* Canonical text: index 0 prints bare ("out", "grad_in"), others "out.1". */
+int tm_slot_format(struct tm_slot s, char *buf, size_t len);
+
+/* ---------------------------------------------------------------- dtypes */
+
+enum tm_dtype {
+	TM_DT_UNKNOWN = 0,
+	TM_DT_F32, TM_DT_F64, TM_DT_F16, TM_DT_BF16,
+	TM_DT_F8E4M3, TM_DT_F8E5M2,
+	TM_DT_I8, TM_DT_I16, TM_DT_I32, TM_DT_I64,
+	TM_DT_U8, TM_DT_U16, TM_DT_U32, TM_DT_U64,
+	TM_DT_BOOL,
+	TM_DT_C64, TM_DT_C128,
+	TM_DT__COUNT
+};
+const char *tm_dtype_name(int dt);          /* "f32", "bf16", ... */
+int tm_dtype_from_name(const char *name);   /* also torch names; UNKNOWN if none */
+size_t tm_dtype_size(int dt);               /* bytes per element, 0 if unknown */
+
+/* ---------------------------------------------------------------- stats */
+
+/*
+ * The statistics of ARCHITECTURE 5, one index each so that TQL, the encoder
+ * and the views address them uniformly.  A stat is present only when its bit
+ * is set in tm_tensor.have; an absent stat is *unknown* (never zero).
+ * min/max/mean/abs_max/l2/std are over finite elements.
+ */
+enum tm_stat {
+	/* level 1: health */
+	TM_STAT_NUMEL = 0,
+	TM_STAT_NAN_COUNT,
+	TM_STAT_INF_COUNT,       /* pos + neg */
+	TM_STAT_POSINF_COUNT,
+	TM_STAT_NEGINF_COUNT,
+	TM_STAT_MIN,
+	TM_STAT_MAX,
+	TM_STAT_MEAN,
+	TM_STAT_ABS_MAX,
+	TM_STAT_L2,
+	/* level 2 */
+	TM_STAT_STD,
+	TM_STAT_ZERO_COUNT,
+	TM_STAT__COUNT
+};
+#define TM_STAT_BIT(s) (UINT32_C(1) << (s))
+#define TM_STATS_L1_MASK \
+	(TM_STAT_BIT(TM_STAT_NUMEL) | TM_STAT_BIT(TM_STAT_NAN_COUNT) | \
+	 TM_STAT_BIT(TM_STAT_INF_COUNT) | TM_STAT_BIT(TM_STAT_POSINF_COUNT) | \
+	 TM_STAT_BIT(TM_STAT_NEGINF_COUNT) | TM_STAT_BIT(TM_STAT_MIN) | \
+	 TM_STAT_BIT(TM_STAT_MAX) | TM_STAT_BIT(TM_STAT_MEAN) | \
+	 TM_STAT_BIT(TM_STAT_ABS_MAX) | TM_STAT_BIT(TM_STAT_L2))
+#define TM_STATS_L2_MASK \
+	(TM_STATS_L1_MASK | TM_STAT_BIT(TM_STAT_STD) | TM_STAT_BIT(TM_STAT_ZERO_COUNT))
+
+struct tm_stat_info {
+	const char *name;   /* TQL field name after "tensor.": "nan_count" */
+	uint8_t level;      /* lowest probe level that captures it */
+	uint8_t integer;    /* 1: a count (TQL integer), 0: a real number */
+	const char *help;
+};
+/* Table indexed by enum tm_stat. */
+extern const struct tm_stat_info tm_stat_table[TM_STAT__COUNT];
+int tm_stat_from_name(const char *name);  /* -1 if none */
+
+#define TM_HIST_BINS 32
+#define TM_MAX_RANK 8
+
+/*
+ * One tensor summary inside an event: the slot it fills, what it is, and the
+ * stats the probe level captured.  payload, when present (level 3 or an
+ * explicit capture), is the raw little-endian contents, row-major.
+ */
+struct tm_tensor {
+	struct tm_slot slot;
+	uint8_t dtype;                  /* enum tm_dtype */
+	uint8_t rank;                   /* <= TM_MAX_RANK */
+	uint8_t device_type;            /* 0 cpu, 1 cuda, 2 other */
+	uint16_t device_index;
+	int64_t shape[TM_MAX_RANK];
+	uint32_t have;                  /* TM_STAT_BIT()s of the stats present */
+	double stat[TM_STAT__COUNT];    /* counts stored exactly (< 2^53) */
+	uint8_t have_hist;              /* level 2: 32-bin histogram present */
+	double hist_lo, hist_hi;        /* bin range (finite min .. max) */
+	uint32_t hist[TM_HIST_BINS];
+	const void *payload;            /* NULL if not captured */
+	uint64_t payload_len;           /* bytes */
+};
+
+/* ---------------------------------------------------------------- events */
+
+#define TM_NODE_NONE UINT32_MAX
+#define TM_MAX_TENSORS 64           /* per event; more are a gap (LEVEL) */
+
+/*
+ * One event: a boundary of one module call (or one parameter observation).
+ * time_ns is the event's moment since run start: the call start for ENTER,
+ * the call end for EXIT/BWD.  start_ns/end_ns are the call's span, both
+ * known at EXIT (0 at ENTER for end_ns).
+ */
+struct tm_event {
+	uint64_t seq;
+	uint64_t step;
+	uint8_t phase;          /* enum tm_phase */
+	uint8_t kind;           /* enum tm_event_kind */
+	uint8_t level;          /* probe level that produced it (0-3) */
+	uint32_t node;          /* node id */
+	uint32_t call;          /* occurrence within the step, 1-based: NODE#call */
+	uint64_t time_ns;
+	uint64_t start_ns;
+	uint64_t end_ns;
+	uint32_t ntensors;
+	struct tm_tensor *tensors;
+};
+
+/* ---------------------------------------------------------------- gaps */
+
+/*
+ * ARCHITECTURE 6: dropped events still consume seqs; a gap names the range.
+ * Reasons are a bitmask since one range can be lost for several reasons.
+ */
+enum tm_gap_reason {
+	TM_GAP_BACKPRESSURE = 1u << 0,  /* ring full, consumer behind */
+	TM_GAP_LEVEL = 1u << 1,         /* not captured at this level */
+	TM_GAP_FILTERED = 1u << 2,      /* excluded by a node filter */
+	TM_GAP_CRASH = 1u << 3,         /* writer died */
+	TM_GAP_TRUNCATED = 1u << 4,     /* file ends early */
+	TM_GAP__ALL = 0x1f
+};
+/* "backpressure|level" into buf; returns TM_OK or TM_ERR_INVALID_ARG. */
+int tm_gap_reason_format(uint32_t reasons, char *buf, size_t len);
+
+struct tm_gap {
+	uint64_t first_seq;
+	uint64_t last_seq;      /* inclusive */
+	uint64_t count;         /* events lost (may be < range if unknown) */
+	uint32_t reason;        /* tm_gap_reason bits */
+	uint64_t time_ns;       /* when the drop was noticed */
+	uint64_t step;
+};
+
+/* ---------------------------------------------------------------- crashes */
+
+#define TM_MAX_FRAMES 64
+
+struct tm_crash {
+	uint64_t seq;           /* seq of the last event before the crash */
+	uint64_t step;
+	uint64_t time_ns;
+	int32_t signo;
+	uint32_t node;          /* node being executed, or TM_NODE_NONE */
+	uint8_t phase;
+	uint32_t nframes;
+	const char *frames[TM_MAX_FRAMES];  /* "0x... symbol+off" lines */
+};
+
+/* ---------------------------------------------------------------- nodes */
+
+enum tm_node_kind {
+	TM_NODE_MODULE = 0,
+	TM_NODE_PARAM = 1,
+	TM_NODE_BUFFER = 2
+};
+
+/* A graph node: a module or a parameter, named by its address. */
+struct tm_node {
+	uint32_t id;
+	uint32_t parent;        /* TM_NODE_NONE for the root */
+	uint16_t depth;         /* root = 0 */
+	uint8_t kind;           /* enum tm_node_kind */
+	const char *address;    /* "model.layers.3.mlp" (normalised) */
+	const char *type;       /* module class, "Linear"; "Parameter" */
+	const char *file;       /* source of forward(), may be NULL */
+	uint32_t line;          /* 0 if unknown */
+};
+
+/*
+ * The node table: an append-only set of nodes indexed by id (ids are dense,
+ * 0..n-1) and by address.  Owns copies of all strings.
+ */
+typedef struct tm_nodetab tm_nodetab;
+
+tm_nodetab *tm_nodetab_new(void);
+void tm_nodetab_free(tm_nodetab *t);
+/* Adds a node; n->id is ignored and the new id is returned in *id.  An
+ * address already present returns TM_ERR_INVALID_ARG with *id = existing. */
+int tm_nodetab_add(tm_nodetab *t, const struct tm_node *n, uint32_t *id);
+/* Adds a node with a caller-chosen id (readers restoring a table).  Ids must
+ * arrive dense; gaps or duplicates give TM_ERR_CORRUPT. */
+int tm_nodetab_put(tm_nodetab *t, const struct tm_node *n);
+uint32_t tm_nodetab_count(const tm_nodetab *t);
+const struct tm_node *tm_nodetab_get(const tm_nodetab *t, uint32_t id);
+/* Exact (normalised) address lookup; NULL if none. */
+const struct tm_node *tm_nodetab_find(const tm_nodetab *t, const char *address);
+
+/* ---------------------------------------------------------------- run meta */
+
+#define TM_META_MAX_PAIRS 64
+
+/* Run metadata, written once at the start of a trace. */
+struct tm_run_meta {
+	const char *probe_kind;     /* "pytorch", "replay", "vllm", "sglang", "synthetic" */
+	uint8_t default_level;      /* 0..3 */
+	const char *torch_version;
+	const char *host;
+	uint64_t start_unix_ns;     /* wall clock at run start */
+	int32_t rank;               /* -1 when not distributed */
+	int32_t world_size;         /* 0 when not distributed */
+	const char *command;        /* argv joined, may be NULL */
+	/* free-form extras: node-level overrides ("model.layers.3.**=3"), etc */
+	uint32_t npairs;
+	const char *keys[TM_META_MAX_PAIRS];
+	const char *values[TM_META_MAX_PAIRS];
+};
+
+/* ---------------------------------------------------------------- records */
+
+/* Record types of the shared encoding (.tmrun chunks and wire frames). */
+enum tm_record_type {
+	TM_REC_META = 1,
+	TM_REC_NODE = 2,
+	TM_REC_EVENT = 3,
+	TM_REC_GAP = 4,
+	TM_REC_CRASH = 5,
+	/* 64..127 are wire-protocol messages (doc/wire.md) */
+	TM_REC__FILE_MAX = 63
+};
+
+/* A decoded record, as handed out by readers. Pointers stay valid until the
+ * next call on the handle that produced it. */
+struct tm_record {
+	uint8_t type;       /* enum tm_record_type */
+	union {
+		struct tm_run_meta meta;
+		struct tm_node node;
+		struct tm_event event;
+		struct tm_gap gap;
+		struct tm_crash crash;
+	} u;
+};
+
+const char *tm_version_string(void);   /* "tensormorph 0.1.0" */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TM_TYPES_H */

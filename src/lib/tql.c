@@ -1,0 +1,3 @@
+/* tql.c -- placeholder until implemented. */
+#include "config.h"
+#include "tm-internal.h"

@@ -1,0 +1,179 @@
+/*
+ * types.c -- names of the event model's enumerations (phases, kinds, slots,
+ * dtypes, stats, gap reasons), the one table each so that the encoder, TQL
+ * and tmdb print and parse them the same way.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "tm-internal.h"
+
+const char *tm_phase_name(int phase)
+{
+	switch (phase) {
+	case TM_PHASE_FWD: return "fwd";
+	case TM_PHASE_BWD: return "bwd";
+	default: return "?";
+	}
+}
+
+const char *tm_event_kind_name(int kind)
+{
+	static const char *const names[TM_EV__COUNT] = {
+		"enter", "exit", "bwd", "param"
+	};
+	return kind >= 0 && kind < TM_EV__COUNT ? names[kind] : "?";
+}
+
+static const char *const slot_names[TM_SLOT__COUNT] = {
+	"out", "in", "grad_out", "grad_in", "data", "grad"
+};
+
+const char *tm_slot_kind_name(int kind)
+{
+	return kind >= 0 && kind < TM_SLOT__COUNT ? slot_names[kind] : "?";
+}
+
+int tm_slot_format(struct tm_slot s, char *buf, size_t len)
+{
+	int n;
+
+	if (s.kind >= TM_SLOT__COUNT)
+		return TM_ERR_INVALID_ARG;
+	/* ARCHITECTURE 3: NODE:out is NODE:out.0, so index 0 prints bare. */
+	if (s.index == 0 || s.kind == TM_SLOT_DATA || s.kind == TM_SLOT_GRAD)
+		n = snprintf(buf, len, "%s", slot_names[s.kind]);
+	else
+		n = snprintf(buf, len, "%s.%u", slot_names[s.kind], s.index);
+	return n < 0 || (size_t)n >= len ? TM_ERR_INVALID_ARG : TM_OK;
+}
+
+static const struct {
+	const char *name;
+	size_t size;
+} dtypes[TM_DT__COUNT] = {
+	[TM_DT_UNKNOWN] = { "unknown", 0 },
+	[TM_DT_F32] = { "f32", 4 },
+	[TM_DT_F64] = { "f64", 8 },
+	[TM_DT_F16] = { "f16", 2 },
+	[TM_DT_BF16] = { "bf16", 2 },
+	[TM_DT_F8E4M3] = { "f8e4m3", 1 },
+	[TM_DT_F8E5M2] = { "f8e5m2", 1 },
+	[TM_DT_I8] = { "i8", 1 },
+	[TM_DT_I16] = { "i16", 2 },
+	[TM_DT_I32] = { "i32", 4 },
+	[TM_DT_I64] = { "i64", 8 },
+	[TM_DT_U8] = { "u8", 1 },
+	[TM_DT_U16] = { "u16", 2 },
+	[TM_DT_U32] = { "u32", 4 },
+	[TM_DT_U64] = { "u64", 8 },
+	[TM_DT_BOOL] = { "bool", 1 },
+	[TM_DT_C64] = { "c64", 8 },
+	[TM_DT_C128] = { "c128", 16 },
+};
+
+/* torch spellings, so the probe can pass str(tensor.dtype) through. */
+static const struct {
+	const char *alias;
+	int dt;
+} dtype_aliases[] = {
+	{ "float32", TM_DT_F32 }, { "float", TM_DT_F32 },
+	{ "float64", TM_DT_F64 }, { "double", TM_DT_F64 },
+	{ "float16", TM_DT_F16 }, { "half", TM_DT_F16 },
+	{ "bfloat16", TM_DT_BF16 },
+	{ "float8_e4m3fn", TM_DT_F8E4M3 }, { "float8_e5m2", TM_DT_F8E5M2 },
+	{ "int8", TM_DT_I8 }, { "int16", TM_DT_I16 }, { "short", TM_DT_I16 },
+	{ "int32", TM_DT_I32 }, { "int", TM_DT_I32 },
+	{ "int64", TM_DT_I64 }, { "long", TM_DT_I64 },
+	{ "uint8", TM_DT_U8 }, { "uint16", TM_DT_U16 },
+	{ "uint32", TM_DT_U32 }, { "uint64", TM_DT_U64 },
+	{ "complex64", TM_DT_C64 }, { "complex128", TM_DT_C128 },
+};
+
+const char *tm_dtype_name(int dt)
+{
+	return dt >= 0 && dt < TM_DT__COUNT ? dtypes[dt].name : "unknown";
+}
+
+int tm_dtype_from_name(const char *name)
+{
+	size_t i;
+
+	if (!name)
+		return TM_DT_UNKNOWN;
+	if (!strncmp(name, "torch.", 6))
+		name += 6;
+	for (i = 1; i < TM_DT__COUNT; i++)
+		if (!strcmp(name, dtypes[i].name))
+			return (int)i;
+	for (i = 0; i < TM_ARRAY_LEN(dtype_aliases); i++)
+		if (!strcmp(name, dtype_aliases[i].alias))
+			return dtype_aliases[i].dt;
+	return TM_DT_UNKNOWN;
+}
+
+size_t tm_dtype_size(int dt)
+{
+	return dt >= 0 && dt < TM_DT__COUNT ? dtypes[dt].size : 0;
+}
+
+const struct tm_stat_info tm_stat_table[TM_STAT__COUNT] = {
+	[TM_STAT_NUMEL] = { "numel", 1, 1, "number of elements" },
+	[TM_STAT_NAN_COUNT] = { "nan_count", 1, 1, "number of NaN elements" },
+	[TM_STAT_INF_COUNT] = { "inf_count", 1, 1, "number of +Inf and -Inf elements" },
+	[TM_STAT_POSINF_COUNT] = { "posinf_count", 1, 1, "number of +Inf elements" },
+	[TM_STAT_NEGINF_COUNT] = { "neginf_count", 1, 1, "number of -Inf elements" },
+	[TM_STAT_MIN] = { "min", 1, 0, "smallest finite element" },
+	[TM_STAT_MAX] = { "max", 1, 0, "largest finite element" },
+	[TM_STAT_MEAN] = { "mean", 1, 0, "mean of the finite elements" },
+	[TM_STAT_ABS_MAX] = { "abs_max", 1, 0, "largest absolute finite element" },
+	[TM_STAT_L2] = { "l2", 1, 0, "Euclidean norm of the finite elements" },
+	[TM_STAT_STD] = { "std", 2, 0, "standard deviation of the finite elements" },
+	[TM_STAT_ZERO_COUNT] = { "zero_count", 2, 1, "number of elements equal to zero" },
+};
+
+int tm_stat_from_name(const char *name)
+{
+	int i;
+
+	for (i = 0; i < TM_STAT__COUNT; i++)
+		if (!strcmp(name, tm_stat_table[i].name))
+			return i;
+	return -1;
+}
+
+static const char *const gap_reason_names[] = {
+	"backpressure", "level", "filtered", "crash", "truncated"
+};
+
+int tm_gap_reason_format(uint32_t reasons, char *buf, size_t len)
+{
+	size_t used = 0, i;
+
+	if (!buf || len == 0)
+		return TM_ERR_INVALID_ARG;
+	buf[0] = '\0';
+	for (i = 0; i < TM_ARRAY_LEN(gap_reason_names); i++) {
+		int n;
+
+		if (!(reasons & (1u << i)))
+			continue;
+		n = snprintf(buf + used, len - used, "%s%s", used ? "|" : "",
+			     gap_reason_names[i]);
+		if (n < 0 || (size_t)n >= len - used)
+			return TM_ERR_INVALID_ARG;
+		used += (size_t)n;
+	}
+	if (reasons & ~(uint32_t)TM_GAP__ALL) {
+		int n = snprintf(buf + used, len - used, "%s0x%x", used ? "|" : "",
+				 reasons & ~(uint32_t)TM_GAP__ALL);
+		if (n < 0 || (size_t)n >= len - used)
+			return TM_ERR_INVALID_ARG;
+		used += (size_t)n;
+	}
+	if (used == 0 && snprintf(buf, len, "unknown") >= (int)len)
+		return TM_ERR_INVALID_ARG;
+	return TM_OK;
+}
