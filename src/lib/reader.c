@@ -1,3 +1,807 @@
-/* reader.c -- placeholder until implemented. */
+/*
+ * reader.c -- opens a .tmrun file and moves a cursor through its records.
+ *
+ * Opening builds an in-memory chunk list, from the index at the end of the
+ * file when it is intact, otherwise by walking the chunk headers from the
+ * start (a killed writer leaves no index).  The walk stops at the first
+ * damaged or truncated chunk: everything before it stays readable and the
+ * summary says where and why the readable part ends.  META chunks are
+ * decoded at open to restore the node table and run metadata.
+ *
+ * Seeking by seq, step or time is a binary search over the running maxima
+ * of the EVENTS chunks (correct even if a field is not monotonic) followed
+ * by one chunk decode.  One decoded chunk is cached with the offsets of its
+ * records, which is what makes backward iteration as cheap as forward.
+ */
 #include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
 #include "tm-internal.h"
+#include "tm-tmrun.h"
+#include "tmrun-format.h"
+
+struct tm_reader {
+	int fd;
+	char *path;
+	unsigned flags;
+	struct tm_summary sum;
+
+	struct tmrun_chunk *chunks;     /* META and EVENTS chunks, file order */
+	size_t nchunks;
+	size_t *ev;                     /* indexes of EVENTS chunks in chunks[] */
+	size_t nev;
+	uint64_t *pmax_seq, *pmax_step, *pmax_time;   /* running maxima over ev */
+
+	tm_nodetab *nodes;
+	struct tm_run_meta meta;
+	int have_meta;
+	char **meta_strs;               /* owned copies behind meta's pointers */
+	size_t nmeta_strs;
+
+	tm_decoder *dec;
+	ZSTD_DCtx *dctx;
+	uint8_t *stored;
+	size_t stored_cap;
+	uint8_t *buf;                   /* decoded payload of the cached chunk */
+	size_t buf_cap, buf_len;
+	uint32_t *roff;                 /* offsets of its EVENT/GAP/CRASH records */
+	size_t nroff, roff_cap;
+	size_t cached;                  /* ev index of the cached chunk, or SIZE_MAX */
+
+	size_t ci, ri;                  /* cursor: before record ri of ev chunk ci */
+
+	uint8_t *filter;                /* per node id: 1 = events pass */
+	int has_filter;
+
+	char detail[512];
+};
+
+__attribute__((format(printf, 3, 4)))
+static int rfail(tm_reader *r, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(r->detail, sizeof(r->detail), fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+static int read_at(tm_reader *r, void *buf, size_t len, uint64_t off)
+{
+	uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = pread(r->fd, p, len, (off_t)off);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return TM_ERR_IO;
+		}
+		if (n == 0)
+			return TM_ERR_TRUNCATED;
+		p += n;
+		off += (uint64_t)n;
+		len -= (size_t)n;
+	}
+	return TM_OK;
+}
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+	size_t c = *cap ? *cap : 16;
+	void *q;
+
+	if (need <= *cap)
+		return TM_OK;
+	while (c < need)
+		c *= 2;
+	q = realloc(*p, c * elem);
+	if (!q)
+		return TM_ERR_NOMEM;
+	*p = q;
+	*cap = c;
+	return TM_OK;
+}
+
+/*
+ * Reads, checks and decompresses one chunk's payload into r->buf.
+ * The caller has validated the header (sizes capped, inside the file).
+ */
+static int load_payload(tm_reader *r, const struct tmrun_chunk *c)
+{
+	int err;
+
+	if ((err = grow((void **)&r->stored, &r->stored_cap, c->stored_len + 1, 1)) ||
+	    (err = grow((void **)&r->buf, &r->buf_cap, c->raw_len + 1, 1)))
+		return rfail(r, err, "%s: out of memory reading chunk at offset %llu",
+			     r->path, (unsigned long long)c->offset);
+	err = read_at(r, r->stored, c->stored_len, c->offset + TMRUN_CHUNK_HEADER_SIZE);
+	if (err)
+		return rfail(r, err, "%s: chunk at offset %llu: %s", r->path,
+			     (unsigned long long)c->offset, tm_strerror(err));
+	if (tm_crc32c(0, r->stored, c->stored_len) != c->payload_crc)
+		return rfail(r, TM_ERR_CRC, "%s: chunk at offset %llu: checksum mismatch "
+			     "(the file is damaged)", r->path, (unsigned long long)c->offset);
+	if (c->codec == TMRUN_CODEC_NONE) {
+		memcpy(r->buf, r->stored, c->stored_len);
+	} else {
+		size_t n;
+
+		/* The frame's own content size must agree with the header: zstd
+		 * never writes more than raw_len, so a lying frame is an error. */
+		n = ZSTD_decompressDCtx(r->dctx, r->buf, c->raw_len, r->stored,
+					c->stored_len);
+		if (ZSTD_isError(n) || n != c->raw_len)
+			return rfail(r, TM_ERR_CORRUPT, "%s: chunk at offset %llu: "
+				     "cannot decompress (%s)", r->path,
+				     (unsigned long long)c->offset,
+				     ZSTD_isError(n) ? ZSTD_getErrorName(n) : "size differs");
+	}
+	r->buf_len = c->raw_len;
+	return TM_OK;
+}
+
+/* Walks the records of the loaded payload: type u8 + length uvarint. */
+static int index_records(tm_reader *r, const struct tmrun_chunk *c)
+{
+	size_t off = 0;
+	int err;
+
+	r->nroff = 0;
+	while (off < r->buf_len) {
+		struct tm_rd rd = { r->buf + off, r->buf + r->buf_len, 0 };
+		uint8_t type = tm_rd_u8(&rd);
+		uint64_t len = tm_rd_uvarint(&rd);
+		size_t hdr = (size_t)(rd.p - (r->buf + off));
+
+		if (rd.bad || len > r->buf_len - off - hdr || type == 0)
+			return rfail(r, TM_ERR_CORRUPT, "%s: chunk at offset %llu: "
+				     "bad record at byte %zu", r->path,
+				     (unsigned long long)c->offset, off);
+		if (type == TM_REC_EVENT || type == TM_REC_GAP || type == TM_REC_CRASH) {
+			if ((err = grow((void **)&r->roff, &r->roff_cap, r->nroff + 1,
+					sizeof(*r->roff))))
+				return err;
+			r->roff[r->nroff++] = (uint32_t)off;
+		}
+		off += hdr + (size_t)len;
+	}
+	return TM_OK;
+}
+
+static int load_ev(tm_reader *r, size_t ci)
+{
+	int err;
+
+	if (r->cached == ci)
+		return TM_OK;
+	r->cached = SIZE_MAX;
+	err = load_payload(r, &r->chunks[r->ev[ci]]);
+	if (!err)
+		err = index_records(r, &r->chunks[r->ev[ci]]);
+	if (err)
+		return err;
+	r->cached = ci;
+	return TM_OK;
+}
+
+/* Decodes record ri of the cached chunk and checks it against the node table. */
+static int decode_at(tm_reader *r, size_t ri, struct tm_record *rec)
+{
+	size_t used, off = r->roff[ri];
+	int err;
+
+	err = tm_decode_record(r->dec, r->buf + off, r->buf_len - off, rec, &used);
+	if (err)
+		return rfail(r, err, "%s: chunk at offset %llu: %s", r->path,
+			     (unsigned long long)r->chunks[r->ev[r->cached]].offset,
+			     tm_decoder_detail(r->dec));
+	if (rec->type == TM_REC_EVENT &&
+	    rec->u.event.node >= tm_nodetab_count(r->nodes))
+		return rfail(r, TM_ERR_CORRUPT, "%s: event %llu refers to undefined node %u",
+			     r->path, (unsigned long long)rec->u.event.seq,
+			     rec->u.event.node);
+	return TM_OK;
+}
+
+static int passes(const tm_reader *r, const struct tm_record *rec)
+{
+	return !r->has_filter || rec->type != TM_REC_EVENT || r->filter[rec->u.event.node];
+}
+
+int tm_reader_next(tm_reader *r, struct tm_record *rec)
+{
+	int err;
+
+	for (;;) {
+		if (r->ci >= r->nev)
+			return TM_ERR_END;
+		if ((err = load_ev(r, r->ci)) != TM_OK)
+			return err;
+		if (r->ri >= r->nroff) {
+			r->ci++;
+			r->ri = 0;
+			continue;
+		}
+		if ((err = decode_at(r, r->ri, rec)) != TM_OK)
+			return err;
+		r->ri++;
+		if (passes(r, rec))
+			return TM_OK;
+	}
+}
+
+int tm_reader_prev(tm_reader *r, struct tm_record *rec)
+{
+	int err;
+
+	for (;;) {
+		if (r->ri == 0) {
+			if (r->ci == 0)
+				return TM_ERR_END;
+			if ((err = load_ev(r, r->ci - 1)) != TM_OK)
+				return err;
+			r->ci--;
+			r->ri = r->nroff;
+			continue;
+		}
+		if ((err = load_ev(r, r->ci)) != TM_OK)
+			return err;
+		if ((err = decode_at(r, r->ri - 1, rec)) != TM_OK)
+			return err;
+		r->ri--;
+		if (passes(r, rec))
+			return TM_OK;
+	}
+}
+
+int tm_reader_rewind(tm_reader *r)
+{
+	r->ci = 0;
+	r->ri = 0;
+	return TM_OK;
+}
+
+int tm_reader_seek_end(tm_reader *r)
+{
+	r->ci = r->nev;
+	r->ri = 0;
+	return TM_OK;
+}
+
+enum seek_key { KEY_SEQ, KEY_STEP, KEY_TIME };
+
+/* The largest value of key a record covers (a gap covers up to last_seq). */
+static uint64_t rec_key(const struct tm_record *rec, enum seek_key k)
+{
+	switch (rec->type) {
+	case TM_REC_EVENT:
+		return k == KEY_SEQ ? rec->u.event.seq :
+		       k == KEY_STEP ? rec->u.event.step : rec->u.event.time_ns;
+	case TM_REC_GAP:
+		return k == KEY_SEQ ? rec->u.gap.last_seq :
+		       k == KEY_STEP ? rec->u.gap.step : rec->u.gap.time_ns;
+	case TM_REC_CRASH:
+		return k == KEY_SEQ ? rec->u.crash.seq :
+		       k == KEY_STEP ? rec->u.crash.step : rec->u.crash.time_ns;
+	default:
+		return 0;
+	}
+}
+
+static int seek_key(tm_reader *r, enum seek_key k, uint64_t target)
+{
+	const uint64_t *pm = k == KEY_SEQ ? r->pmax_seq :
+			     k == KEY_STEP ? r->pmax_step : r->pmax_time;
+	size_t lo = 0, hi = r->nev, i;
+	int err;
+
+	/* First chunk whose running maximum reaches target: every record
+	 * before it is below target, and this chunk holds one that is not. */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (pm[mid] >= target)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	if (lo == r->nev)
+		return tm_reader_seek_end(r);
+	if ((err = load_ev(r, lo)) != TM_OK)
+		return err;
+	for (i = 0; i < r->nroff; i++) {
+		struct tm_record rec;
+
+		if ((err = decode_at(r, i, &rec)) != TM_OK)
+			return err;
+		if (rec_key(&rec, k) >= target)
+			break;
+	}
+	r->ci = lo;
+	r->ri = i;
+	return TM_OK;
+}
+
+int tm_reader_seek_seq(tm_reader *r, uint64_t seq)
+{
+	return seek_key(r, KEY_SEQ, seq);
+}
+
+int tm_reader_seek_step(tm_reader *r, uint64_t step)
+{
+	return seek_key(r, KEY_STEP, step);
+}
+
+int tm_reader_seek_time(tm_reader *r, uint64_t time_ns)
+{
+	return seek_key(r, KEY_TIME, time_ns);
+}
+
+int tm_reader_set_filter(tm_reader *r, const tm_address *pattern)
+{
+	uint32_t i, n = tm_nodetab_count(r->nodes);
+
+	if (!pattern) {
+		r->has_filter = 0;
+		return TM_OK;
+	}
+	free(r->filter);
+	r->filter = calloc(n ? n : 1, 1);
+	if (!r->filter) {
+		r->has_filter = 0;
+		return TM_ERR_NOMEM;
+	}
+	for (i = 0; i < n; i++)
+		r->filter[i] = (uint8_t)(tm_address_match_path(pattern,
+					 tm_nodetab_get(r->nodes, i)->address) == 1);
+	r->has_filter = 1;
+	return TM_OK;
+}
+
+/* ------------------------------------------------------------- opening */
+
+static int add_chunk(tm_reader *r, const struct tmrun_chunk *c, size_t *cap)
+{
+	int err = grow((void **)&r->chunks, cap, r->nchunks + 1, sizeof(*r->chunks));
+
+	if (!err)
+		r->chunks[r->nchunks++] = *c;
+	return err;
+}
+
+/*
+ * Index path: trailer -> INDEX chunk -> entries; every entry is checked
+ * against the file so that a lying index falls back to a scan.
+ */
+static int load_index(tm_reader *r)
+{
+	uint8_t tr[TMRUN_TRAILER_SIZE], hdr[TMRUN_CHUNK_HEADER_SIZE];
+	struct tmrun_chunk ic, sc;
+	uint64_t index_off, summary_off, prev_end = TMRUN_FILE_HEADER_SIZE;
+	size_t cap = 0, i, n;
+	int err;
+
+	if (r->sum.file_bytes < TMRUN_FILE_HEADER_SIZE + TMRUN_TRAILER_SIZE +
+	    2 * TMRUN_CHUNK_HEADER_SIZE)
+		return TM_ERR_NO_INDEX;
+	if (read_at(r, tr, sizeof(tr), r->sum.file_bytes - sizeof(tr)) ||
+	    memcmp(tr + 24, tmrun_end_magic, 8) ||
+	    tm_get_u32(tr + 20) != tm_crc32c(0, tr, 20))
+		return TM_ERR_NO_INDEX;
+	index_off = tm_get_u64(tr);
+	summary_off = tm_get_u64(tr + 8);
+	if (index_off < TMRUN_FILE_HEADER_SIZE || summary_off <= index_off ||
+	    summary_off > r->sum.file_bytes - sizeof(tr) - TMRUN_CHUNK_HEADER_SIZE)
+		return TM_ERR_NO_INDEX;
+	if (read_at(r, hdr, sizeof(hdr), index_off) ||
+	    tmrun_chunk_header_decode(hdr, &ic) || ic.type != TMRUN_CHUNK_INDEX ||
+	    index_off + TMRUN_CHUNK_HEADER_SIZE + ic.stored_len != summary_off ||
+	    ic.raw_len % TMRUN_INDEX_ENTRY_SIZE ||
+	    ic.raw_len / TMRUN_INDEX_ENTRY_SIZE != ic.nrecords)
+		return TM_ERR_NO_INDEX;
+	ic.offset = index_off;
+	if (load_payload(r, &ic))
+		return TM_ERR_NO_INDEX;
+	n = ic.nrecords;
+	for (i = 0; i < n; i++) {
+		const uint8_t *e = r->buf + i * TMRUN_INDEX_ENTRY_SIZE;
+		struct tmrun_chunk c;
+
+		if (tmrun_chunk_header_decode(e + 8, &c))
+			goto bad;
+		c.offset = tm_get_u64(e);
+		if (c.offset != prev_end ||
+		    (c.type != TMRUN_CHUNK_META && c.type != TMRUN_CHUNK_EVENTS))
+			goto bad;
+		prev_end = c.offset + TMRUN_CHUNK_HEADER_SIZE + c.stored_len;
+		if (prev_end > index_off)
+			goto bad;
+		if ((err = add_chunk(r, &c, &cap)))
+			return err;
+	}
+	if (prev_end != index_off)
+		goto bad;
+
+	/* The SUMMARY chunk must be where the trailer says; the reader derives
+	 * its totals from the index, which holds the same numbers. */
+	if (read_at(r, hdr, sizeof(hdr), summary_off) ||
+	    tmrun_chunk_header_decode(hdr, &sc) || sc.type != TMRUN_CHUNK_SUMMARY ||
+	    summary_off + TMRUN_CHUNK_HEADER_SIZE + sc.stored_len !=
+	    r->sum.file_bytes - sizeof(tr))
+		goto bad;
+	r->sum.indexed = 1;
+	r->sum.complete = 1;
+	return TM_OK;
+bad:
+	free(r->chunks);
+	r->chunks = NULL;
+	r->nchunks = 0;
+	return TM_ERR_NO_INDEX;
+}
+
+/* Scan path: chunk headers from the start until the end or the first damage. */
+static int scan_chunks(tm_reader *r)
+{
+	uint64_t off = TMRUN_FILE_HEADER_SIZE;
+	size_t cap = 0;
+	int err;
+
+	while (off < r->sum.file_bytes) {
+		uint8_t hdr[TMRUN_CHUNK_HEADER_SIZE];
+		struct tmrun_chunk c;
+
+		if (r->sum.file_bytes - off < TMRUN_CHUNK_HEADER_SIZE) {
+			/* A trailer alone at the end means a closed file whose
+			 * index we could not use; anything else was cut off. */
+			if (r->sum.file_bytes - off == TMRUN_TRAILER_SIZE)
+				break;
+			err = TM_ERR_TRUNCATED;
+			goto damaged;
+		}
+		if ((err = read_at(r, hdr, sizeof(hdr), off)) != TM_OK)
+			goto damaged;
+		err = tmrun_chunk_header_decode(hdr, &c);
+		if (err == TM_ERR_BAD_MAGIC && r->sum.file_bytes - off == TMRUN_TRAILER_SIZE)
+			break;
+		if (err)
+			goto damaged;
+		c.offset = off;
+		if (c.stored_len > r->sum.file_bytes - off - TMRUN_CHUNK_HEADER_SIZE) {
+			err = TM_ERR_TRUNCATED;
+			goto damaged;
+		}
+		if (c.type == TMRUN_CHUNK_META || c.type == TMRUN_CHUNK_EVENTS) {
+			if ((err = add_chunk(r, &c, &cap)))
+				return err;
+		}
+		off += TMRUN_CHUNK_HEADER_SIZE + c.stored_len;
+	}
+	return TM_OK;
+damaged:
+	r->sum.damaged = 1;
+	r->sum.damage_err = err;
+	r->sum.damage_offset = off;
+	if (r->flags & TM_READER_STRICT)
+		return rfail(r, err, "%s: chunk at offset %llu: %s", r->path,
+			     (unsigned long long)off, tm_strerror(err));
+	return TM_OK;
+}
+
+static const char *keep_str(tm_reader *r, const char *s)
+{
+	char **p;
+
+	if (!s)
+		return NULL;
+	p = realloc(r->meta_strs, (r->nmeta_strs + 1) * sizeof(*p));
+	if (!p)
+		return NULL;
+	r->meta_strs = p;
+	p[r->nmeta_strs] = tm_strdup0(s);
+	return p[r->nmeta_strs] ? p[r->nmeta_strs++] : NULL;
+}
+
+static int keep_meta(tm_reader *r, const struct tm_run_meta *m)
+{
+	uint32_t i;
+
+	r->meta = *m;
+	r->meta.probe_kind = keep_str(r, m->probe_kind);
+	r->meta.torch_version = keep_str(r, m->torch_version);
+	r->meta.host = keep_str(r, m->host);
+	r->meta.command = keep_str(r, m->command);
+	for (i = 0; i < m->npairs; i++) {
+		r->meta.keys[i] = keep_str(r, m->keys[i]);
+		r->meta.values[i] = keep_str(r, m->values[i]);
+		if (!r->meta.keys[i] || !r->meta.values[i])
+			return TM_ERR_NOMEM;
+	}
+	r->have_meta = 1;
+	return TM_OK;
+}
+
+static int load_meta_chunk(tm_reader *r, const struct tmrun_chunk *c)
+{
+	size_t off = 0;
+	int err;
+
+	if ((err = load_payload(r, c)) != TM_OK)
+		return err;
+	while (off < r->buf_len) {
+		struct tm_record rec;
+		size_t used;
+
+		err = tm_decode_record(r->dec, r->buf + off, r->buf_len - off, &rec, &used);
+		if (err)
+			return rfail(r, err, "%s: chunk at offset %llu: %s", r->path,
+				     (unsigned long long)c->offset, tm_decoder_detail(r->dec));
+		if (rec.type == TM_REC_META) {
+			if ((err = keep_meta(r, &rec.u.meta)))
+				return err;
+		} else if (rec.type == TM_REC_NODE) {
+			err = tm_nodetab_put(r->nodes, &rec.u.node);
+			if (err == TM_ERR_NOMEM)
+				return err;
+			if (err)
+				return rfail(r, TM_ERR_CORRUPT, "%s: chunk at offset %llu: "
+					     "node %u (%s) out of order or duplicated",
+					     r->path, (unsigned long long)c->offset,
+					     rec.u.node.id, rec.u.node.address);
+		}
+		off += used;
+	}
+	return TM_OK;
+}
+
+/*
+ * META chunks, the EVENTS list and its running maxima.  A META chunk that
+ * does not decode ends the readable part there, like a truncated chunk.
+ */
+static int build_tables(tm_reader *r)
+{
+	size_t i;
+	int err;
+
+	r->ev = malloc((r->nchunks ? r->nchunks : 1) * sizeof(*r->ev));
+	if (!r->ev)
+		return TM_ERR_NOMEM;
+	for (i = 0; i < r->nchunks; i++) {
+		const struct tmrun_chunk *c = &r->chunks[i];
+
+		if (c->type == TMRUN_CHUNK_META) {
+			err = load_meta_chunk(r, c);
+			if (err == TM_ERR_NOMEM)
+				return err;
+			if (err) {
+				if (r->flags & TM_READER_STRICT)
+					return err;
+				r->sum.damaged = 1;
+				r->sum.damage_err = err;
+				r->sum.damage_offset = c->offset;
+				r->sum.indexed = 0;
+				r->sum.complete = 0;
+				r->nchunks = i;
+				break;
+			}
+		} else {
+			r->ev[r->nev++] = i;
+		}
+	}
+	r->pmax_seq = malloc((r->nev ? r->nev : 1) * sizeof(uint64_t));
+	r->pmax_step = malloc((r->nev ? r->nev : 1) * sizeof(uint64_t));
+	r->pmax_time = malloc((r->nev ? r->nev : 1) * sizeof(uint64_t));
+	if (!r->pmax_seq || !r->pmax_step || !r->pmax_time)
+		return TM_ERR_NOMEM;
+	for (i = 0; i < r->nev; i++) {
+		const struct tmrun_chunk *c = &r->chunks[r->ev[i]];
+		uint64_t s = c->last_seq, st = c->max_step, t = c->max_time;
+
+
+		if (i) {
+			s = s > r->pmax_seq[i - 1] ? s : r->pmax_seq[i - 1];
+			st = st > r->pmax_step[i - 1] ? st : r->pmax_step[i - 1];
+			t = t > r->pmax_time[i - 1] ? t : r->pmax_time[i - 1];
+		}
+		r->pmax_seq[i] = s;
+		r->pmax_step[i] = st;
+		r->pmax_time[i] = t;
+	}
+	return TM_OK;
+}
+
+int tm_reader_open(const char *path, unsigned flags, tm_reader **out, char **detail)
+{
+	uint8_t hdr[TMRUN_FILE_HEADER_SIZE];
+	struct stat st;
+	tm_reader *r;
+	int err;
+
+	*out = NULL;
+	if (detail)
+		*detail = NULL;
+	if (!path)
+		return TM_ERR_INVALID_ARG;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return TM_ERR_NOMEM;
+	r->fd = -1;
+	r->flags = flags;
+	r->cached = SIZE_MAX;
+	r->path = tm_strdup0(path);
+	r->nodes = tm_nodetab_new();
+	r->dec = tm_decoder_new();
+	r->dctx = ZSTD_createDCtx();
+	if (!r->path || !r->nodes || !r->dec || !r->dctx) {
+		err = TM_ERR_NOMEM;
+		goto fail;
+	}
+	r->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (r->fd < 0) {
+		err = rfail(r, TM_ERR_IO, "%s: %s", path, strerror(errno));
+		goto fail;
+	}
+	if (fstat(r->fd, &st) || !S_ISREG(st.st_mode)) {
+		err = rfail(r, TM_ERR_IO, "%s: not a regular file", path);
+		goto fail;
+	}
+	r->sum.file_bytes = (uint64_t)st.st_size;
+	if (r->sum.file_bytes < TMRUN_FILE_HEADER_SIZE) {
+		size_t n = (size_t)r->sum.file_bytes;
+
+		/* A prefix of the magic is a trace cut short; anything else is not a trace. */
+		if (read_at(r, hdr, n, 0) == TM_OK && !memcmp(hdr, tmrun_magic, n < 8 ? n : 8))
+			err = rfail(r, TM_ERR_TRUNCATED, "%s: trace is truncated (%zu bytes)",
+				    path, n);
+		else
+			err = rfail(r, TM_ERR_BAD_MAGIC, "%s: not a .tmrun trace", path);
+		goto fail;
+	}
+	if ((err = read_at(r, hdr, sizeof(hdr), 0)) != TM_OK) {
+		rfail(r, err, "%s: %s", path, tm_strerror(err));
+		goto fail;
+	}
+	if (memcmp(hdr, tmrun_magic, 8)) {
+		err = rfail(r, TM_ERR_BAD_MAGIC, "%s: not a .tmrun trace (bad magic number)", path);
+		goto fail;
+	}
+	if (tm_get_u32(hdr + 28) != tm_crc32c(0, hdr, 28)) {
+		err = rfail(r, TM_ERR_CRC, "%s: file header checksum mismatch (the file is damaged)", path);
+		goto fail;
+	}
+	r->sum.version_major = tm_get_u16(hdr + 8);
+	r->sum.version_minor = tm_get_u16(hdr + 10);
+	if (r->sum.version_major != TMRUN_VERSION_MAJOR) {
+		err = rfail(r, TM_ERR_VERSION, "%s: format version %u.%u; this tmdb reads %u.x",
+			    path, r->sum.version_major, r->sum.version_minor, TMRUN_VERSION_MAJOR);
+		goto fail;
+	}
+	if (tm_get_u32(hdr + 12) || tm_get_u32(hdr + 24)) {
+		err = rfail(r, TM_ERR_RESERVED, "%s: reserved header fields are set", path);
+		goto fail;
+	}
+
+	err = TM_ERR_NO_INDEX;
+	if (!(flags & TM_READER_NO_INDEX))
+		err = load_index(r);
+	if (err == TM_ERR_NOMEM)
+		goto fail;
+	if (err) {
+		r->sum.indexed = 0;
+		r->sum.complete = 0;
+		if ((err = scan_chunks(r)) != TM_OK)
+			goto fail;
+	}
+	if ((err = build_tables(r)) != TM_OK) {
+		if (!r->detail[0])
+			rfail(r, err, "%s: %s", path, tm_strerror(err));
+		goto fail;
+	}
+	r->sum.nchunks = r->nchunks;
+	tmrun_summarise(r->chunks, r->nchunks, &r->sum);
+	r->detail[0] = '\0';
+	*out = r;
+	return TM_OK;
+fail:
+	if (detail)
+		*detail = tm_strdup0(r->detail[0] ? r->detail : tm_strerror(err));
+	tm_reader_close(r);
+	return err;
+}
+
+void tm_reader_close(tm_reader *r)
+{
+	size_t i;
+
+	if (!r)
+		return;
+	if (r->fd >= 0)
+		close(r->fd);
+	for (i = 0; i < r->nmeta_strs; i++)
+		free(r->meta_strs[i]);
+	free(r->meta_strs);
+	free(r->path);
+	free(r->chunks);
+	free(r->ev);
+	free(r->pmax_seq);
+	free(r->pmax_step);
+	free(r->pmax_time);
+	tm_nodetab_free(r->nodes);
+	tm_decoder_free(r->dec);
+	ZSTD_freeDCtx(r->dctx);
+	free(r->stored);
+	free(r->buf);
+	free(r->roff);
+	free(r->filter);
+	free(r);
+}
+
+const struct tm_summary *tm_reader_summary(const tm_reader *r)
+{
+	return &r->sum;
+}
+
+const struct tm_run_meta *tm_reader_meta(const tm_reader *r)
+{
+	return r->have_meta ? &r->meta : NULL;
+}
+
+const tm_nodetab *tm_reader_nodes(const tm_reader *r)
+{
+	return r->nodes;
+}
+
+const char *tm_reader_detail(const tm_reader *r)
+{
+	return r->detail;
+}
+
+size_t tmrun_reader_nchunks(const tm_reader *r)
+{
+	return r->nchunks;
+}
+
+const struct tmrun_chunk *tmrun_reader_chunk(const tm_reader *r, size_t i)
+{
+	return i < r->nchunks ? &r->chunks[i] : NULL;
+}
+
+/* Checksum, decompression and a full decode of every record of chunk i;
+ * on success *stored points at its stored bytes (valid until the next call). */
+int tmrun_reader_verify_chunk(tm_reader *r, size_t i, const uint8_t **stored)
+{
+	const struct tmrun_chunk *c = &r->chunks[i];
+	size_t off = 0;
+	int err;
+
+	r->cached = SIZE_MAX;
+	if ((err = load_payload(r, c)) != TM_OK)
+		return err;
+	while (off < r->buf_len) {
+		struct tm_record rec;
+		size_t used;
+
+		err = tm_decode_record(r->dec, r->buf + off, r->buf_len - off, &rec, &used);
+		if (err)
+			return rfail(r, err, "%s: chunk at offset %llu: %s", r->path,
+				     (unsigned long long)c->offset, tm_decoder_detail(r->dec));
+		off += used;
+	}
+	*stored = r->stored;
+	return TM_OK;
+}
+
+const char *tm_reader_path(const tm_reader *r)
+{
+	return r->path;
+}
