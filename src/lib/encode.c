@@ -55,92 +55,85 @@ int tm_buf_reserve(struct tm_buf *b, size_t extra)
 /*
  * Records are encoded in two steps: the body into place after a 5-byte
  * hole, then the length varint is written and the body moved down if the
- * length took fewer bytes.  Bodies are bounded, so the hole always fits.
+ * length took fewer bytes.  Each encoder reserves an upper bound of its
+ * record's size once, so the field writers below never check for room:
+ * this is the probe's hot path, one call per event.
  */
 #define LEN_HOLE 5
+#define UV_MAX 10
 
 struct enc {
 	struct tm_buf *b;
+	uint8_t *p;       /* write position inside b->data */
 	size_t start;     /* offset of the type byte */
 	int err;
 };
 
-static void enc_need(struct enc *e, size_t n)
-{
-	if (!e->err)
-		e->err = tm_buf_reserve(e->b, n);
-}
-
-static void enc_begin(struct enc *e, struct tm_buf *b, uint8_t type)
+static void enc_begin(struct enc *e, struct tm_buf *b, uint8_t type, size_t bound)
 {
 	e->b = b;
-	e->err = 0;
 	e->start = b->len;
-	enc_need(e, 1 + LEN_HOLE + 64);
-	if (e->err)
-		return;
-	b->data[b->len] = type;
-	b->len += 1 + LEN_HOLE;
+	e->err = tm_buf_reserve(b, 1 + LEN_HOLE + bound);
+	e->p = e->err ? NULL : b->data + b->len;
+	if (!e->err) {
+		e->p[0] = type;
+		e->p += 1 + LEN_HOLE;
+	}
 }
 
-static void enc_uv(struct enc *e, uint64_t v)
+static inline void enc_uv(struct enc *e, uint64_t v)
 {
-	enc_need(e, 10);
-	if (!e->err)
-		e->b->len += tm_put_uvarint(e->b->data + e->b->len, v);
+	e->p += tm_put_uvarint(e->p, v);
 }
 
-static void enc_u8(struct enc *e, uint8_t v)
+static inline void enc_u8(struct enc *e, uint8_t v)
 {
-	enc_need(e, 1);
-	if (!e->err)
-		e->b->data[e->b->len++] = v;
+	*e->p++ = v;
 }
 
-static void enc_f64(struct enc *e, double d)
+static inline void enc_f64(struct enc *e, double d)
 {
 	uint64_t u;
 
-	enc_need(e, 8);
-	if (e->err)
-		return;
 	memcpy(&u, &d, 8);
-	tm_put_u64(e->b->data + e->b->len, u);
-	e->b->len += 8;
+	tm_put_u64(e->p, u);
+	e->p += 8;
 }
 
 static void enc_bytes(struct enc *e, const void *p, size_t n)
 {
 	enc_uv(e, n);
-	enc_need(e, n);
-	if (!e->err && n) {
-		memcpy(e->b->data + e->b->len, p, n);
-		e->b->len += n;
-	}
+	if (n)
+		memcpy(e->p, p, n);
+	e->p += n;
+}
+
+/* Bound of a string field; strings over the cap make the record fail. */
+static size_t str_bound(const char *s, int *err)
+{
+	size_t n = s ? strlen(s) : 0;
+
+	if (n >= TMRUN_MAX_STRING)
+		*err = TM_ERR_TOO_LARGE;
+	return UV_MAX + n;
 }
 
 static void enc_str(struct enc *e, const char *s)
 {
-	size_t n = s ? strlen(s) : 0;
-
-	if (n >= TMRUN_MAX_STRING) {
-		e->err = TM_ERR_TOO_LARGE;
-		return;
-	}
 	/* NULL and "" are both absent; readers see "" as NULL for optional fields. */
-	enc_bytes(e, s, n);
+	enc_bytes(e, s, s ? strlen(s) : 0);
 }
 
 static int enc_end(struct enc *e)
 {
 	size_t body, hdr;
-	uint8_t tmp[10];
+	uint8_t tmp[UV_MAX];
 
 	if (e->err) {
 		e->b->len = e->start;
 		return e->err;
 	}
-	body = e->b->len - e->start - 1 - LEN_HOLE;
+	body = (size_t)(e->p - e->b->data) - e->start - 1 - LEN_HOLE;
 	if (body > TMRUN_MAX_RECORD) {
 		e->b->len = e->start;
 		return TM_ERR_TOO_LARGE;
@@ -159,9 +152,21 @@ int tm_encode_meta(struct tm_buf *b, const struct tm_run_meta *m)
 	struct enc e;
 	uint32_t i;
 
+	size_t bound;
+	int err = 0;
+
 	if (!m || m->npairs > TM_META_MAX_PAIRS || m->default_level > 3)
 		return TM_ERR_INVALID_ARG;
-	enc_begin(&e, b, TM_REC_META);
+	bound = 1 + 5 * UV_MAX + str_bound(m->probe_kind, &err) +
+		str_bound(m->torch_version, &err) + str_bound(m->host, &err) +
+		str_bound(m->command, &err);
+	for (i = 0; i < m->npairs; i++)
+		bound += str_bound(m->keys[i], &err) + str_bound(m->values[i], &err);
+	if (err)
+		return err;
+	enc_begin(&e, b, TM_REC_META, bound);
+	if (e.err)
+		return e.err;
 	enc_str(&e, m->probe_kind);
 	enc_u8(&e, m->default_level);
 	enc_str(&e, m->torch_version);
@@ -182,9 +187,18 @@ int tm_encode_node(struct tm_buf *b, const struct tm_node *n)
 {
 	struct enc e;
 
+	size_t bound;
+	int err = 0;
+
 	if (!n || !n->address || !*n->address)
 		return TM_ERR_INVALID_ARG;
-	enc_begin(&e, b, TM_REC_NODE);
+	bound = 1 + 4 * UV_MAX + str_bound(n->address, &err) + str_bound(n->type, &err) +
+		str_bound(n->file, &err);
+	if (err)
+		return err;
+	enc_begin(&e, b, TM_REC_NODE, bound);
+	if (e.err)
+		return e.err;
 	enc_uv(&e, n->id);
 	/* parent + 1 so that TM_NODE_NONE (the root's parent) encodes as 0 */
 	enc_uv(&e, n->parent == TM_NODE_NONE ? 0 : (uint64_t)n->parent + 1);
@@ -202,17 +216,28 @@ int tm_encode_node(struct tm_buf *b, const struct tm_node *n)
 #define TENSOR_FLAGS_ALL 0x03
 #define STATS_ALL_MASK ((UINT32_C(1) << TM_STAT__COUNT) - 1)
 
+/* Upper bound of one encoded tensor; also validates it. */
+static size_t tensor_bound(const struct tm_tensor *t, int *err)
+{
+	if (t->rank > TM_MAX_RANK || t->slot.kind >= TM_SLOT__COUNT ||
+	    t->dtype >= TM_DT__COUNT || t->device_type > 2) {
+		*err = TM_ERR_INVALID_ARG;
+		return 0;
+	}
+	if (t->payload && t->payload_len > TMRUN_MAX_RECORD / 2) {
+		*err = TM_ERR_TOO_LARGE;
+		return 0;
+	}
+	return 6 + (2 + TM_MAX_RANK + TM_STAT__COUNT) * UV_MAX + 16 +
+	       TM_HIST_BINS * UV_MAX + UV_MAX + (t->payload ? (size_t)t->payload_len : 0);
+}
+
 static void enc_tensor(struct enc *e, const struct tm_tensor *t)
 {
 	uint32_t have = t->have & STATS_ALL_MASK;
 	unsigned i;
 	uint8_t flags = 0;
 
-	if (t->rank > TM_MAX_RANK || t->slot.kind >= TM_SLOT__COUNT ||
-	    t->dtype >= TM_DT__COUNT || t->device_type > 2) {
-		e->err = TM_ERR_INVALID_ARG;
-		return;
-	}
 	enc_u8(e, t->slot.kind);
 	enc_uv(e, t->slot.index);
 	enc_u8(e, t->dtype);
@@ -241,25 +266,28 @@ static void enc_tensor(struct enc *e, const struct tm_tensor *t)
 		for (i = 0; i < TM_HIST_BINS; i++)
 			enc_uv(e, t->hist[i]);
 	}
-	if (t->payload) {
-		if (t->payload_len > TMRUN_MAX_RECORD / 2) {
-			e->err = TM_ERR_TOO_LARGE;
-			return;
-		}
+	if (t->payload)
 		enc_bytes(e, t->payload, (size_t)t->payload_len);
-	}
 }
 
 int tm_encode_event(struct tm_buf *b, const struct tm_event *ev)
 {
 	struct enc e;
+	size_t bound = 1 + 8 * UV_MAX;
 	uint32_t i;
+	int err = 0;
 
 	if (!ev || ev->phase > 1 || ev->kind >= TM_EV__COUNT || ev->level > 3 ||
 	    ev->ntensors > TM_MAX_TENSORS || (ev->ntensors && !ev->tensors) ||
 	    ev->node == TM_NODE_NONE)
 		return TM_ERR_INVALID_ARG;
-	enc_begin(&e, b, TM_REC_EVENT);
+	for (i = 0; i < ev->ntensors; i++)
+		bound += tensor_bound(&ev->tensors[i], &err);
+	if (err)
+		return err;
+	enc_begin(&e, b, TM_REC_EVENT, bound);
+	if (e.err)
+		return e.err;
 	enc_uv(&e, ev->seq);
 	enc_uv(&e, ev->step);
 	/* phase: bit 0; kind: bits 1-3; level: bits 4-5; bits 6-7 reserved */
@@ -270,7 +298,7 @@ int tm_encode_event(struct tm_buf *b, const struct tm_event *ev)
 	enc_uv(&e, ev->start_ns);
 	enc_uv(&e, ev->end_ns);
 	enc_uv(&e, ev->ntensors);
-	for (i = 0; i < ev->ntensors && !e.err; i++)
+	for (i = 0; i < ev->ntensors; i++)
 		enc_tensor(&e, &ev->tensors[i]);
 	return enc_end(&e);
 }
@@ -281,7 +309,9 @@ int tm_encode_gap(struct tm_buf *b, const struct tm_gap *g)
 
 	if (!g || g->last_seq < g->first_seq)
 		return TM_ERR_INVALID_ARG;
-	enc_begin(&e, b, TM_REC_GAP);
+	enc_begin(&e, b, TM_REC_GAP, 6 * UV_MAX);
+	if (e.err)
+		return e.err;
 	enc_uv(&e, g->first_seq);
 	enc_uv(&e, g->last_seq - g->first_seq);
 	enc_uv(&e, g->count);
@@ -294,11 +324,19 @@ int tm_encode_gap(struct tm_buf *b, const struct tm_gap *g)
 int tm_encode_crash(struct tm_buf *b, const struct tm_crash *c)
 {
 	struct enc e;
+	size_t bound = 1 + 6 * UV_MAX;
 	uint32_t i;
+	int err = 0;
 
 	if (!c || c->nframes > TM_MAX_FRAMES || c->phase > 1)
 		return TM_ERR_INVALID_ARG;
-	enc_begin(&e, b, TM_REC_CRASH);
+	for (i = 0; i < c->nframes; i++)
+		bound += str_bound(c->frames[i], &err);
+	if (err)
+		return err;
+	enc_begin(&e, b, TM_REC_CRASH, bound);
+	if (e.err)
+		return e.err;
 	enc_uv(&e, c->seq);
 	enc_uv(&e, c->step);
 	enc_uv(&e, c->time_ns);
