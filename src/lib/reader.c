@@ -531,11 +531,36 @@ static int keep_meta(tm_reader *r, const struct tm_run_meta *m)
 	return TM_OK;
 }
 
-static int load_meta_chunk(tm_reader *r, const struct tmrun_chunk *c)
+/* Restores the run metadata and node table from one META chunk record. */
+static int take_meta(tm_reader *r, const struct tmrun_chunk *c, const struct tm_record *rec)
+{
+	int err;
+
+	if (rec->type == TM_REC_META)
+		return keep_meta(r, &rec->u.meta);
+	if (rec->type != TM_REC_NODE)
+		return TM_OK;
+	err = tm_nodetab_put(r->nodes, &rec->u.node);
+	if (err && err != TM_ERR_NOMEM)
+		return rfail(r, TM_ERR_CORRUPT, "%s: chunk at offset %llu: "
+			     "node %u (%s) out of order or duplicated", r->path,
+			     (unsigned long long)c->offset, rec->u.node.id,
+			     rec->u.node.address);
+	return err;
+}
+
+/*
+ * Loads chunk c and decodes every record in it, handing each to fn (which
+ * may be NULL: a full check of the chunk).
+ */
+static int walk_chunk(tm_reader *r, const struct tmrun_chunk *c,
+		      int (*fn)(tm_reader *, const struct tmrun_chunk *,
+				const struct tm_record *))
 {
 	size_t off = 0;
 	int err;
 
+	r->cached = SIZE_MAX;
 	if ((err = load_payload(r, c)) != TM_OK)
 		return err;
 	while (off < r->buf_len) {
@@ -546,19 +571,8 @@ static int load_meta_chunk(tm_reader *r, const struct tmrun_chunk *c)
 		if (err)
 			return rfail(r, err, "%s: chunk at offset %llu: %s", r->path,
 				     (unsigned long long)c->offset, tm_decoder_detail(r->dec));
-		if (rec.type == TM_REC_META) {
-			if ((err = keep_meta(r, &rec.u.meta)))
-				return err;
-		} else if (rec.type == TM_REC_NODE) {
-			err = tm_nodetab_put(r->nodes, &rec.u.node);
-			if (err == TM_ERR_NOMEM)
-				return err;
-			if (err)
-				return rfail(r, TM_ERR_CORRUPT, "%s: chunk at offset %llu: "
-					     "node %u (%s) out of order or duplicated",
-					     r->path, (unsigned long long)c->offset,
-					     rec.u.node.id, rec.u.node.address);
-		}
+		if (fn && (err = fn(r, c, &rec)) != TM_OK)
+			return err;
 		off += used;
 	}
 	return TM_OK;
@@ -580,7 +594,7 @@ static int build_tables(tm_reader *r)
 		const struct tmrun_chunk *c = &r->chunks[i];
 
 		if (c->type == TMRUN_CHUNK_META) {
-			err = load_meta_chunk(r, c);
+			err = walk_chunk(r, c, take_meta);
 			if (err == TM_ERR_NOMEM)
 				return err;
 			if (err) {
@@ -780,25 +794,11 @@ const struct tmrun_chunk *tmrun_reader_chunk(const tm_reader *r, size_t i)
  * on success *stored points at its stored bytes (valid until the next call). */
 int tmrun_reader_verify_chunk(tm_reader *r, size_t i, const uint8_t **stored)
 {
-	const struct tmrun_chunk *c = &r->chunks[i];
-	size_t off = 0;
-	int err;
+	int err = walk_chunk(r, &r->chunks[i], NULL);
 
-	r->cached = SIZE_MAX;
-	if ((err = load_payload(r, c)) != TM_OK)
-		return err;
-	while (off < r->buf_len) {
-		struct tm_record rec;
-		size_t used;
-
-		err = tm_decode_record(r->dec, r->buf + off, r->buf_len - off, &rec, &used);
-		if (err)
-			return rfail(r, err, "%s: chunk at offset %llu: %s", r->path,
-				     (unsigned long long)c->offset, tm_decoder_detail(r->dec));
-		off += used;
-	}
-	*stored = r->stored;
-	return TM_OK;
+	if (!err)
+		*stored = r->stored;
+	return err;
 }
 
 const char *tm_reader_path(const tm_reader *r)

@@ -2,7 +2,7 @@
  * tmrun-bench.c -- how fast .tmrun is written, scanned and sought, with
  * zstd's own decompression of the very same bytes as the baseline.
  *
- *   make -C testsuite perf && testsuite/perf/tmrun-bench [-n EVENTS] [-o FILE] [-g SEEKS] [-l LEVEL]
+ *   make -C testsuite perf && testsuite/perf/tmrun-bench [-n EVENTS] [-o FILE] [-g SEEKS] [-l LEVEL] [-c CHUNK_BYTES]
  *
  * Writes N level-1 stat events (one f32 output tensor each, 200 nodes),
  * then measures, in the same run:
@@ -83,15 +83,16 @@ int main(int argc, char **argv)
 	int opt, keep = 0;
 
 	tm_writer_opts_default(&wo);
-	while ((opt = getopt(argc, argv, "n:o:g:kl:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:o:g:kl:c:")) != -1) {
 		switch (opt) {
 		case 'n': n = strtoull(optarg, NULL, 10); break;
 		case 'o': path = optarg; break;
 		case 'g': nseeks = strtoull(optarg, NULL, 10); break;
 		case 'k': keep = 1; break;
 		case 'l': wo.zstd_level = atoi(optarg); break;
+		case 'c': wo.chunk_bytes = strtoull(optarg, NULL, 10); break;
 		default:
-			fprintf(stderr, "usage: %s [-n EVENTS] [-o FILE] [-g SEEKS] [-l ZSTD_LEVEL] [-k]\n", argv[0]);
+			fprintf(stderr, "usage: %s [-n EVENTS] [-o FILE] [-g SEEKS] [-l ZSTD_LEVEL] [-c CHUNK_BYTES] [-k]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -200,9 +201,11 @@ int main(int argc, char **argv)
 		free(src);
 		free(dst);
 
-		printf("file      %s: %.1f MB, %llu events, %llu chunks, %.1f bytes/event\n",
-		       path, (double)s->file_bytes / 1e6, (unsigned long long)s->nevents,
-		       (unsigned long long)s->nchunks, (double)s->file_bytes / (double)n);
+		printf("file      %s: %.1f MB, %llu events, %llu chunks, %.1f bytes/event "
+		       "(%.1f before zstd)\n", path, (double)s->file_bytes / 1e6,
+		       (unsigned long long)s->nevents, (unsigned long long)s->nchunks,
+		       (double)s->file_bytes / (double)n,
+		       (double)s->uncompressed_bytes / (double)n);
 		printf("write     %.2f M events/s  (%.3f s)\n", (double)n / t_write / 1e6, t_write);
 		printf("scan      %.2f M events/s  (%.3f s, %llu records)\n",
 		       (double)scanned / t_scan / 1e6, t_scan, (unsigned long long)scanned);
