@@ -164,4 +164,8 @@ char *tm_strdup0(const char *s);
 /* malloc'd printf. */
 char *tm_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* address.c: 1 if s[0..len) is a canonical concrete node path ("model.fc1"):
+ * no pattern, slot or #N.  The node table admits only these. */
+int tm_path_valid(const char *s, size_t len);
+
 #endif /* TM_INTERNAL_H */

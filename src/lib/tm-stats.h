@@ -21,6 +21,12 @@ extern "C" {
  * computes nothing; level >= 1 the health stats; level >= 2 the rest.
  * Non-float dtypes have no nan/inf (0).  Returns TM_ERR_UNSUPPORTED for a
  * dtype it cannot read (complex), leaving t->have = 0.
+ * Conventions a device-side implementation must share: std is the
+ * population deviation (torch's correction=0); histogram bins split
+ * [min, max] of the finite elements evenly, bin = floor((x - min) /
+ * (max - min) * 32), x == max in the last bin; if min == max the range is
+ * [min - 1, max + 1] (as torch.histc) and all elements fall in bin 16.
+ * With no finite element only the counts are present.
  */
 int tm_stats_compute(struct tm_tensor *t, const void *data, uint64_t numel,
 		     int dtype, int level);

@@ -1,17 +1,692 @@
-/* test_address.c -- placeholder suite. */
+/*
+ * test_address.c -- addresses as users type them (ARCHITECTURE 3): parsing,
+ * the canonical spelling, errors with their columns, segment-wise glob
+ * matching, "did you mean" suggestions; and the node table behind them.
+ */
 #include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
 #include "tensormorph.h"
 #include "tm-test.h"
 
-static void test_placeholder(void)
+/* Parses text and returns its canonical spelling (static buffer), or NULL. */
+static const char *canon(const char *text)
 {
-	CU_ASSERT(1);
+	static char buf[TM_ADDRESS_MAX + 64];
+	tm_address *a;
+	int r;
+
+	if (tm_address_parse(text, &a, NULL, NULL))
+		return NULL;
+	r = tm_address_format(a, buf, sizeof(buf));
+	tm_address_free(a);
+	return r ? NULL : buf;
+}
+
+static void check_canon(const char *text, const char *want)
+{
+	const char *got = canon(text);
+
+	CU_ASSERT_PTR_NOT_NULL(got);
+	if (!got) {
+		fprintf(stderr, "\n  parse failed: \"%s\"\n", text);
+		return;
+	}
+	CU_ASSERT_STRING_EQUAL(got, want);
+	if (strcmp(got, want))
+		fprintf(stderr, "\n  \"%s\" -> \"%s\", want \"%s\"\n", text, got, want);
+	/* The canonical spelling is a fixed point. */
+	CU_ASSERT_STRING_EQUAL(canon(want), want);
+}
+
+static void test_parse_canonical(void)
+{
+	check_canon("model.layers.3.mlp", "model.layers.3.mlp");
+	check_canon("model", "model");
+	check_canon("  model.layers.3.mlp\t\n", "model.layers.3.mlp");
+	check_canon("model.layers[3].mlp", "model.layers.3.mlp");
+	check_canon("model.layers[3][12]", "model.layers.3.12");
+	check_canon("model.layers[*].mlp", "model.layers.*.mlp");
+	check_canon("model.blocks[**]", "model.blocks.**");
+	check_canon("model.layers.3.mlp:out", "model.layers.3.mlp:out");
+	check_canon("model.layers.3.mlp:out.0", "model.layers.3.mlp:out");
+	check_canon("model.layers.3.mlp:out.1", "model.layers.3.mlp:out.1");
+	check_canon("model.x:in.0", "model.x:in");
+	check_canon("model.x:in.2", "model.x:in.2");
+	check_canon("model.x:grad_out.0", "model.x:grad_out");
+	check_canon("model.x:grad_in.0", "model.x:grad_in");
+	check_canon("model.x:grad_in.3", "model.x:grad_in.3");
+	check_canon("model.fc1.weight:data", "model.fc1.weight:data");
+	check_canon("model.fc1.weight:grad", "model.fc1.weight:grad");
+	check_canon("model.shared#2", "model.shared#2");
+	check_canon("model.shared#2:out", "model.shared#2:out");
+	check_canon("model.shared#10:out.1", "model.shared#10:out.1");
+	check_canon("model.layers.*.mlp", "model.layers.*.mlp");
+	check_canon("model.**", "model.**");
+	check_canon("**", "**");
+	check_canon("model.**.**.fc", "model.**.fc");
+	check_canon("model.layer*", "model.layer*");
+	check_canon("model.*_proj", "model.*_proj");
+	check_canon("model.x:out.*", "model.x:out.*");
+	check_canon("model.h_\xc3\xa9t\xc3\xa9", "model.h_\xc3\xa9t\xc3\xa9");
+	check_canon("model.layers.65535:out.65535", "model.layers.65535:out.65535");
+}
+
+static void test_accessors(void)
+{
+	tm_address *a;
+	struct tm_slot s;
+	int any = -1;
+
+	CU_ASSERT_EQUAL_FATAL(tm_address_parse(" model.layers[2].mlp#3:grad_in.1 ",
+					       &a, NULL, NULL), TM_OK);
+	CU_ASSERT_STRING_EQUAL(tm_address_path(a), "model.layers.2.mlp");
+	CU_ASSERT_EQUAL(tm_address_call(a), 3);
+	CU_ASSERT(tm_address_has_slot(a));
+	CU_ASSERT(!tm_address_is_pattern(a));
+	s = tm_address_slot(a, &any);
+	CU_ASSERT_EQUAL(s.kind, TM_SLOT_GRAD_IN);
+	CU_ASSERT_EQUAL(s.index, 1);
+	CU_ASSERT_EQUAL(any, 0);
+	tm_address_free(a);
+
+	CU_ASSERT_EQUAL_FATAL(tm_address_parse("model.x:out.*", &a, NULL, NULL), TM_OK);
+	CU_ASSERT(tm_address_is_pattern(a));
+	s = tm_address_slot(a, &any);
+	CU_ASSERT_EQUAL(s.kind, TM_SLOT_OUT);
+	CU_ASSERT_EQUAL(any, 1);
+	CU_ASSERT_EQUAL(tm_address_call(a), 0);
+	tm_address_free(a);
+
+	CU_ASSERT_EQUAL_FATAL(tm_address_parse("model.*", &a, NULL, NULL), TM_OK);
+	CU_ASSERT(tm_address_is_pattern(a));
+	CU_ASSERT(!tm_address_has_slot(a));
+	tm_address_free(a);
+
+	tm_address_free(NULL);
+	CU_ASSERT_EQUAL(tm_address_parse(NULL, &a, NULL, NULL), TM_ERR_INVALID_ARG);
+	CU_ASSERT_PTR_NULL(a);
+}
+
+static void test_format_buffer(void)
+{
+	tm_address *a;
+	char buf[64];
+
+	CU_ASSERT_EQUAL_FATAL(tm_address_parse("model.a#2:out.1", &a, NULL, NULL), TM_OK);
+	CU_ASSERT_EQUAL(tm_address_format(a, buf, 15), TM_ERR_INVALID_ARG);
+	CU_ASSERT_EQUAL(tm_address_format(a, buf, 16), TM_OK);
+	CU_ASSERT_STRING_EQUAL(buf, "model.a#2:out.1");
+	tm_address_free(a);
+}
+
+struct err_case {
+	const char *text;
+	int col;
+	const char *msg;        /* a substring of the message */
+};
+
+static void test_parse_errors(void)
+{
+	static const struct err_case cases[] = {
+		{ "", 0, "empty address" },
+		{ "model..x", 6, "empty segment" },
+		{ ".model", 0, "empty segment" },
+		{ "model.", 6, "empty segment" },
+		{ "  model..x", 8, "empty segment" },
+		{ "model.la-yer", 8, "unexpected character" },
+		{ "model.x y", 7, "unexpected space" },
+		{ "model. x", 6, "unexpected space" },
+		{ "model.lay**er", 9, "whole segment" },
+		{ "model.***", 8, "too many '*'" },
+		{ "model.x:foo", 8, "bad slot name" },
+		{ "model.x:", 8, "expected a slot name" },
+		{ "model.x:OUT", 8, "expected a slot name" },
+		{ "model.x:out.", 12, "expected a slot index" },
+		{ "model.x:out.x", 12, "expected a slot index" },
+		{ "model.x:out.65536", 12, "slot index too large" },
+		{ "model.x:data.1", 12, "take no index" },
+		{ "model.x:grad.0", 12, "take no index" },
+		{ "model.x#", 8, "expected a call number" },
+		{ "model.x#0", 8, "start at 1" },
+		{ "model.x#4294967296", 8, "call number too large" },
+		{ "model.x[", 8, "expected an index" },
+		{ "model.x[3", 9, "expected ']'" },
+		{ "model.x[a]", 8, "expected an index" },
+		{ "model.x[3*]", 8, "bad index" },
+		{ "model.x[***]", 8, "bad index" },
+		{ ":out", 0, "missing node path" },
+		{ "#2", 0, "missing node path" },
+		{ "model.x:out junk", 11, "unexpected space" },
+		{ "model.x:out.1.2", 13, "unexpected character" },
+		{ "model.x:out:in", 11, "unexpected character" },
+		{ "model.x#2#3", 9, "unexpected character" },
+		{ "model/x", 5, "unexpected character" },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		tm_address *a = (tm_address *)1;
+		const char *msg = NULL;
+		int col = -2;
+		int r = tm_address_parse(cases[i].text, &a, &col, &msg);
+
+		CU_ASSERT_EQUAL(r, TM_ERR_ADDRESS);
+		CU_ASSERT_PTR_NULL(a);
+		CU_ASSERT_EQUAL(col, cases[i].col);
+		CU_ASSERT_PTR_NOT_NULL(msg);
+		CU_ASSERT(msg && strstr(msg, cases[i].msg));
+		if (r != TM_ERR_ADDRESS || col != cases[i].col || !msg ||
+		    !strstr(msg, cases[i].msg))
+			fprintf(stderr, "\n  \"%s\": r=%d col=%d msg=%s\n", cases[i].text,
+				r, col, msg ? msg : "(null)");
+	}
+}
+
+static void test_parse_limits(void)
+{
+	char *s = malloc(4 * TM_ADDRESS_MAX);
+	const char *msg = NULL;
+	tm_address *a;
+	int col, i;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+	/* Longest accepted: TM_ADDRESS_MAX - 1 bytes. */
+	memset(s, 'a', TM_ADDRESS_MAX - 1);
+	s[TM_ADDRESS_MAX - 1] = '\0';
+	CU_ASSERT_EQUAL(tm_address_parse(s, &a, &col, &msg), TM_OK);
+	tm_address_free(a);
+	memset(s, 'a', TM_ADDRESS_MAX);
+	s[TM_ADDRESS_MAX] = '\0';
+	CU_ASSERT_EQUAL(tm_address_parse(s, &a, &col, &msg), TM_ERR_ADDRESS);
+	CU_ASSERT(msg && strstr(msg, "too long"));
+
+	/* TM_ADDRESS_MAX_SEGMENTS segments are fine, one more is not. */
+	for (i = 0; i < TM_ADDRESS_MAX_SEGMENTS; i++) {
+		s[2 * i] = 'a';
+		s[2 * i + 1] = '.';
+	}
+	s[2 * TM_ADDRESS_MAX_SEGMENTS - 1] = '\0';
+	CU_ASSERT_EQUAL(tm_address_parse(s, &a, &col, &msg), TM_OK);
+	tm_address_free(a);
+	s[2 * TM_ADDRESS_MAX_SEGMENTS - 1] = '.';
+	s[2 * TM_ADDRESS_MAX_SEGMENTS] = 'a';
+	s[2 * TM_ADDRESS_MAX_SEGMENTS + 1] = '\0';
+	CU_ASSERT_EQUAL(tm_address_parse(s, &a, &col, &msg), TM_ERR_ADDRESS);
+	CU_ASSERT(msg && strstr(msg, "too many segments"));
+	CU_ASSERT_EQUAL(col, 2 * TM_ADDRESS_MAX_SEGMENTS);
+	free(s);
+}
+
+struct glob_case {
+	const char *pattern;
+	const char *path;
+	int want;
+};
+
+static void test_glob(void)
+{
+	static const struct glob_case cases[] = {
+		{ "model.layers.*.mlp", "model.layers.3.mlp", 1 },
+		{ "model.layers.*.mlp", "model.layers.3.attn", 0 },
+		{ "model.layers.*.mlp", "model.layers.mlp", 0 },
+		{ "model.layers.*.mlp", "model.layers.3.4.mlp", 0 },
+		{ "model.**", "model", 1 },
+		{ "model.**", "model.a.b.c", 1 },
+		{ "model.**", "other", 0 },
+		{ "model.**", "modelx.a", 0 },
+		{ "**.mlp", "model.layers.3.mlp", 1 },
+		{ "**.mlp", "mlp", 1 },
+		{ "**.mlp", "model.mlp.fc", 0 },
+		{ "**.mlp", "model.xmlp", 0 },
+		{ "model.**.fc1", "model.fc1", 1 },
+		{ "model.**.fc1", "model.layers.3.mlp.fc1", 1 },
+		{ "model.**.fc1", "model.layers.3.mlp.fc2", 0 },
+		{ "model.**.fc1", "model.fc1.weight", 0 },
+		{ "**", "model", 1 },
+		{ "**", "model.a.b", 1 },
+		{ "model.**.mlp.**", "model.layers.0.mlp", 1 },
+		{ "model.**.mlp.**", "model.layers.0.mlp.fc1", 1 },
+		{ "model.**.mlp.**", "model.attn", 0 },
+		{ "a.**.b.**.c", "a.b.x.b.y.c", 1 },
+		{ "a.**.b.**.c", "a.b.c.b", 0 },
+		{ "a.**.b.c", "a.b.b.b.c", 1 },
+		{ "model.**.*.fc", "model.fc", 0 },
+		{ "model.**.*.fc", "model.a.fc", 1 },
+		{ "model.**.*.fc", "model.a.b.fc", 1 },
+		{ "model.layer*", "model.layers", 1 },
+		{ "model.layer*", "model.layer", 1 },
+		{ "model.layer*", "model.layers.3", 0 },
+		{ "model.layer*", "model.alayers", 0 },
+		{ "model.*_proj", "model.q_proj", 1 },
+		{ "model.*_proj", "model.proj", 0 },
+		{ "model.*a*b*", "model.xaybz", 1 },
+		{ "model.*a*b*", "model.ba", 0 },
+		{ "model.*a*b", "model.aabab", 1 },
+		{ "model.layers.*.mlp.fc*", "model.layers.10.mlp.fc2", 1 },
+		{ "model.*", "model", 0 },
+		{ "model.*", "model.a", 1 },
+		{ "*", "model", 1 },
+		{ "*", "model.a", 0 },
+		{ "model.x", "model.x", 1 },
+		{ "model.x", "model.xy", 0 },
+		{ "model.x", "model", 0 },
+		{ "model.layers[*].mlp", "model.layers.7.mlp", 1 },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int r = tm_path_glob(cases[i].pattern, cases[i].path);
+
+		CU_ASSERT_EQUAL(r, cases[i].want);
+		if (r != cases[i].want)
+			fprintf(stderr, "\n  glob \"%s\" \"%s\": %d\n", cases[i].pattern,
+				cases[i].path, r);
+	}
+	CU_ASSERT_EQUAL(tm_path_glob("model..x", "model.x"), -1);
+	CU_ASSERT_EQUAL(tm_path_glob("model.x:out", "model.x"), -1);
+	CU_ASSERT_EQUAL(tm_path_glob("model.x#2", "model.x"), -1);
+	CU_ASSERT_EQUAL(tm_path_glob(NULL, "model.x"), -1);
+}
+
+static struct tm_slot slot(int kind, int index)
+{
+	struct tm_slot s;
+
+	s.kind = (uint8_t)kind;
+	s.index = (uint16_t)index;
+	return s;
+}
+
+static void test_match_slots_and_calls(void)
+{
+	tm_address *a;
+
+	CU_ASSERT_EQUAL_FATAL(tm_address_parse("model.x:out", &a, NULL, NULL), TM_OK);
+	CU_ASSERT(tm_address_match(a, "model.x", 1, slot(TM_SLOT_OUT, 0)));
+	CU_ASSERT(tm_address_match(a, "model.x", 5, slot(TM_SLOT_OUT, 0)));
+	CU_ASSERT(!tm_address_match(a, "model.x", 1, slot(TM_SLOT_OUT, 1)));
+	CU_ASSERT(!tm_address_match(a, "model.x", 1, slot(TM_SLOT_IN, 0)));
+	CU_ASSERT(!tm_address_match(a, "model.y", 1, slot(TM_SLOT_OUT, 0)));
+	CU_ASSERT(tm_address_match_path(a, "model.x"));
+	tm_address_free(a);
+
+	CU_ASSERT_EQUAL_FATAL(tm_address_parse("model.x:out.*", &a, NULL, NULL), TM_OK);
+	CU_ASSERT(tm_address_match(a, "model.x", 1, slot(TM_SLOT_OUT, 0)));
+	CU_ASSERT(tm_address_match(a, "model.x", 1, slot(TM_SLOT_OUT, 3)));
+	CU_ASSERT(!tm_address_match(a, "model.x", 1, slot(TM_SLOT_GRAD_OUT, 3)));
+	tm_address_free(a);
+
+	CU_ASSERT_EQUAL_FATAL(tm_address_parse("model.x#2", &a, NULL, NULL), TM_OK);
+	CU_ASSERT(tm_address_match(a, "model.x", 2, slot(TM_SLOT_OUT, 0)));
+	CU_ASSERT(tm_address_match(a, "model.x", 2, slot(TM_SLOT_GRAD_IN, 1)));
+	CU_ASSERT(!tm_address_match(a, "model.x", 1, slot(TM_SLOT_OUT, 0)));
+	/* match_path ignores #N and the slot. */
+	CU_ASSERT(tm_address_match_path(a, "model.x"));
+	tm_address_free(a);
+
+	CU_ASSERT_EQUAL_FATAL(tm_address_parse("model.*#2:grad_in.1", &a, NULL, NULL), TM_OK);
+	CU_ASSERT(tm_address_match(a, "model.fc", 2, slot(TM_SLOT_GRAD_IN, 1)));
+	CU_ASSERT(!tm_address_match(a, "model.fc", 2, slot(TM_SLOT_GRAD_IN, 0)));
+	CU_ASSERT(!tm_address_match(a, "model.fc", 3, slot(TM_SLOT_GRAD_IN, 1)));
+	CU_ASSERT(!tm_address_match(a, "model.fc.w", 2, slot(TM_SLOT_GRAD_IN, 1)));
+	tm_address_free(a);
+
+	CU_ASSERT_EQUAL_FATAL(tm_address_parse("model.fc.weight:grad", &a, NULL, NULL), TM_OK);
+	CU_ASSERT(tm_address_match(a, "model.fc.weight", 1, slot(TM_SLOT_GRAD, 0)));
+	CU_ASSERT(!tm_address_match(a, "model.fc.weight", 1, slot(TM_SLOT_DATA, 0)));
+	tm_address_free(a);
+
+	/* No slot, no #N: every call and slot. */
+	CU_ASSERT_EQUAL_FATAL(tm_address_parse("model.**", &a, NULL, NULL), TM_OK);
+	CU_ASSERT(tm_address_match(a, "model.a.b", 7, slot(TM_SLOT_IN, 2)));
+	CU_ASSERT(!tm_address_match(a, NULL, 7, slot(TM_SLOT_IN, 2)));
+	tm_address_free(a);
+	CU_ASSERT(!tm_address_match(NULL, "model", 1, slot(TM_SLOT_OUT, 0)));
+}
+
+static void test_slot_parse(void)
+{
+	struct tm_slot s;
+
+	CU_ASSERT_EQUAL(tm_slot_parse("out", &s), TM_OK);
+	CU_ASSERT(s.kind == TM_SLOT_OUT && s.index == 0);
+	CU_ASSERT_EQUAL(tm_slot_parse("out.1", &s), TM_OK);
+	CU_ASSERT(s.kind == TM_SLOT_OUT && s.index == 1);
+	CU_ASSERT_EQUAL(tm_slot_parse("grad_in.0", &s), TM_OK);
+	CU_ASSERT(s.kind == TM_SLOT_GRAD_IN && s.index == 0);
+	CU_ASSERT_EQUAL(tm_slot_parse("grad_out.65535", &s), TM_OK);
+	CU_ASSERT(s.kind == TM_SLOT_GRAD_OUT && s.index == 65535);
+	CU_ASSERT_EQUAL(tm_slot_parse("data", &s), TM_OK);
+	CU_ASSERT(s.kind == TM_SLOT_DATA);
+	CU_ASSERT_EQUAL(tm_slot_parse("grad", &s), TM_OK);
+	CU_ASSERT(s.kind == TM_SLOT_GRAD);
+	CU_ASSERT_EQUAL(tm_slot_parse("in", &s), TM_OK);
+	CU_ASSERT(s.kind == TM_SLOT_IN);
+	CU_ASSERT_EQUAL(tm_slot_parse("out.65536", &s), TM_ERR_ADDRESS);
+	CU_ASSERT_EQUAL(tm_slot_parse("out.", &s), TM_ERR_ADDRESS);
+	CU_ASSERT_EQUAL(tm_slot_parse("out.*", &s), TM_ERR_ADDRESS);
+	CU_ASSERT_EQUAL(tm_slot_parse("out.1x", &s), TM_ERR_ADDRESS);
+	CU_ASSERT_EQUAL(tm_slot_parse("data.1", &s), TM_ERR_ADDRESS);
+	CU_ASSERT_EQUAL(tm_slot_parse("outs", &s), TM_ERR_ADDRESS);
+	CU_ASSERT_EQUAL(tm_slot_parse("", &s), TM_ERR_ADDRESS);
+	CU_ASSERT_EQUAL(tm_slot_parse(NULL, &s), TM_ERR_INVALID_ARG);
+}
+
+static void test_edit_distance(void)
+{
+	char *a, *b;
+
+	CU_ASSERT_EQUAL(tm_edit_distance("kitten", "sitting", 10), 3);
+	CU_ASSERT_EQUAL(tm_edit_distance("sitting", "kitten", 10), 3);
+	CU_ASSERT_EQUAL(tm_edit_distance("kitten", "sitting", 2), 3);
+	CU_ASSERT_EQUAL(tm_edit_distance("kitten", "sitting", 3), 3);
+	CU_ASSERT_EQUAL(tm_edit_distance("", "abc", 5), 3);
+	CU_ASSERT_EQUAL(tm_edit_distance("abc", "", 1), 2);
+	CU_ASSERT_EQUAL(tm_edit_distance("abc", "abc", 0), 0);
+	CU_ASSERT_EQUAL(tm_edit_distance("abc", "abd", 0), 1);
+	CU_ASSERT_EQUAL(tm_edit_distance("flaw", "lawn", 5), 2);
+	CU_ASSERT_EQUAL(tm_edit_distance("abcdef", "azcdxf", SIZE_MAX), 2);
+	CU_ASSERT_EQUAL(tm_edit_distance("model.layers.3.mlp", "model.layers.3.mpl", 4), 2);
+
+	/* Longer than the stack row: the heap path gives the same answers. */
+	a = malloc(3001);
+	b = malloc(3001);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+	memset(a, 'x', 3000);
+	memset(b, 'x', 3000);
+	a[3000] = b[3000] = '\0';
+	b[1500] = 'y';
+	CU_ASSERT_EQUAL(tm_edit_distance(a, b, 5), 1);
+	b[2999] = '\0';
+	CU_ASSERT_EQUAL(tm_edit_distance(a, b, 5), 2);
+	CU_ASSERT_EQUAL(tm_edit_distance(a, b, 1), 2);
+	free(a);
+	free(b);
+}
+
+/* ------------------------------------------------------------- node table */
+
+static uint32_t add(tm_nodetab *t, const char *address, uint32_t parent)
+{
+	struct tm_node n;
+	uint32_t id = 12345;
+
+	memset(&n, 0, sizeof(n));
+	n.address = address;
+	n.parent = parent;
+	n.type = "Linear";
+	CU_ASSERT_EQUAL(tm_nodetab_add(t, &n, &id), TM_OK);
+	return id;
+}
+
+static tm_nodetab *sample_table(void)
+{
+	tm_nodetab *t = tm_nodetab_new();
+	char buf[64];
+	uint32_t root, layers, i;
+
+	root = add(t, "model", TM_NODE_NONE);
+	add(t, "model.embed", root);
+	layers = add(t, "model.layers", root);
+	for (i = 0; i < 4; i++) {
+		uint32_t l;
+
+		snprintf(buf, sizeof(buf), "model.layers.%u", i);
+		l = add(t, buf, layers);
+		snprintf(buf, sizeof(buf), "model.layers.%u.attn", i);
+		add(t, buf, l);
+		snprintf(buf, sizeof(buf), "model.layers.%u.mlp", i);
+		add(t, buf, l);
+		snprintf(buf, sizeof(buf), "model.layers.%u.mlp.fc1", i);
+		add(t, buf, l);
+	}
+	add(t, "model.head", root);
+	return t;
+}
+
+static void test_nodetab_basics(void)
+{
+	tm_nodetab *t = tm_nodetab_new();
+	struct tm_node n;
+	char addr[32] = "model.fc1", type[16] = "Linear", file[32] = "net.py";
+	const struct tm_node *got;
+	uint32_t id;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+	CU_ASSERT_EQUAL(tm_nodetab_count(t), 0);
+	CU_ASSERT_PTR_NULL(tm_nodetab_find(t, "model"));
+	memset(&n, 0, sizeof(n));
+	n.id = 99;      /* ignored by add */
+	n.parent = TM_NODE_NONE;
+	n.address = "model";
+	n.type = "Net";
+	CU_ASSERT_EQUAL(tm_nodetab_add(t, &n, &id), TM_OK);
+	CU_ASSERT_EQUAL(id, 0);
+	n.address = addr;
+	n.type = type;
+	n.file = file;
+	n.line = 42;
+	n.parent = 0;
+	n.depth = 1;
+	n.kind = TM_NODE_MODULE;
+	CU_ASSERT_EQUAL(tm_nodetab_add(t, &n, &id), TM_OK);
+	CU_ASSERT_EQUAL(id, 1);
+	/* The table keeps its own copies. */
+	strcpy(addr, "model.zzz");
+	strcpy(type, "Zzz");
+	strcpy(file, "zzz.py");
+	got = tm_nodetab_find(t, "model.fc1");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(got);
+	CU_ASSERT_EQUAL(got->id, 1);
+	CU_ASSERT_STRING_EQUAL(got->type, "Linear");
+	CU_ASSERT_STRING_EQUAL(got->file, "net.py");
+	CU_ASSERT_EQUAL(got->line, 42);
+	CU_ASSERT_EQUAL(got->depth, 1);
+	CU_ASSERT_PTR_EQUAL(tm_nodetab_get(t, 1), got);
+	CU_ASSERT_PTR_NULL(tm_nodetab_find(t, "model.zzz"));
+	CU_ASSERT_PTR_NULL(tm_nodetab_get(t, 2));
+	CU_ASSERT_PTR_NULL(tm_nodetab_get(t, TM_NODE_NONE));
+	CU_ASSERT_PTR_NULL(tm_nodetab_get(t, 0)->file);
+
+	/* Duplicates name the existing id. */
+	n.address = "model.fc1";
+	id = 77;
+	CU_ASSERT_EQUAL(tm_nodetab_add(t, &n, &id), TM_ERR_INVALID_ARG);
+	CU_ASSERT_EQUAL(id, 1);
+	/* Only canonical node paths get in. */
+	n.address = "model.layers[1]";
+	CU_ASSERT_EQUAL(tm_nodetab_add(t, &n, &id), TM_ERR_ADDRESS);
+	n.address = "model.*";
+	CU_ASSERT_EQUAL(tm_nodetab_add(t, &n, &id), TM_ERR_ADDRESS);
+	n.address = "model.x:out";
+	CU_ASSERT_EQUAL(tm_nodetab_add(t, &n, &id), TM_ERR_ADDRESS);
+	n.address = "";
+	CU_ASSERT_EQUAL(tm_nodetab_add(t, &n, &id), TM_ERR_ADDRESS);
+	n.address = NULL;
+	CU_ASSERT_EQUAL(tm_nodetab_add(t, &n, &id), TM_ERR_INVALID_ARG);
+	CU_ASSERT_EQUAL(tm_nodetab_count(t), 2);
+	tm_nodetab_free(t);
+	tm_nodetab_free(NULL);
+	CU_ASSERT_EQUAL(tm_nodetab_count(NULL), 0);
+}
+
+/* Many nodes: the hash grows, and pointers handed out earlier stay valid. */
+static void test_nodetab_growth(void)
+{
+	tm_nodetab *t = tm_nodetab_new();
+	const struct tm_node *first;
+	char buf[64];
+	uint32_t i;
+
+	add(t, "model", TM_NODE_NONE);
+	first = tm_nodetab_get(t, 0);
+	for (i = 0; i < 5000; i++) {
+		snprintf(buf, sizeof(buf), "model.blocks.%u.conv", i);
+		CU_ASSERT_EQUAL(add(t, buf, 0), i + 1);
+	}
+	CU_ASSERT_EQUAL(tm_nodetab_count(t), 5001);
+	CU_ASSERT_PTR_EQUAL(tm_nodetab_get(t, 0), first);
+	CU_ASSERT_STRING_EQUAL(first->address, "model");
+	for (i = 0; i < 5000; i += 7) {
+		const struct tm_node *n;
+
+		snprintf(buf, sizeof(buf), "model.blocks.%u.conv", i);
+		n = tm_nodetab_find(t, buf);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(n);
+		CU_ASSERT_EQUAL(n->id, i + 1);
+	}
+	CU_ASSERT_PTR_NULL(tm_nodetab_find(t, "model.blocks.5000.conv"));
+	tm_nodetab_free(t);
+}
+
+/* Readers restore tables with their own ids, which must be dense. */
+static void test_nodetab_put(void)
+{
+	tm_nodetab *t = tm_nodetab_new();
+	struct tm_node n;
+	char *big;
+
+	memset(&n, 0, sizeof(n));
+	n.address = "model";
+	n.parent = TM_NODE_NONE;
+	n.id = 1;
+	CU_ASSERT_EQUAL(tm_nodetab_put(t, &n), TM_ERR_CORRUPT);
+	n.id = 0;
+	CU_ASSERT_EQUAL(tm_nodetab_put(t, &n), TM_OK);
+	CU_ASSERT_EQUAL(tm_nodetab_put(t, &n), TM_ERR_CORRUPT);  /* id 0 again */
+	n.id = 1;
+	CU_ASSERT_EQUAL(tm_nodetab_put(t, &n), TM_ERR_CORRUPT);  /* same address */
+	n.address = "model.a";
+	n.kind = 9;
+	CU_ASSERT_EQUAL(tm_nodetab_put(t, &n), TM_ERR_CORRUPT);  /* bad kind */
+	n.kind = TM_NODE_PARAM;
+	n.address = "model..a";
+	CU_ASSERT_EQUAL(tm_nodetab_put(t, &n), TM_ERR_CORRUPT);
+	n.address = "model.a";
+	CU_ASSERT_EQUAL(tm_nodetab_put(t, &n), TM_OK);
+	CU_ASSERT_EQUAL(tm_nodetab_count(t), 2);
+	CU_ASSERT_EQUAL(tm_nodetab_find(t, "model.a")->kind, TM_NODE_PARAM);
+
+	/* Strings are capped. */
+	big = malloc(TM_ADDRESS_MAX + 2);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(big);
+	memset(big, 'b', TM_ADDRESS_MAX + 1);
+	big[TM_ADDRESS_MAX + 1] = '\0';
+	n.id = 2;
+	n.address = big;
+	CU_ASSERT_EQUAL(tm_nodetab_put(t, &n), TM_ERR_TOO_LARGE);
+	CU_ASSERT_EQUAL(tm_nodetab_add(t, &n, NULL), TM_ERR_INVALID_ARG);
+	CU_ASSERT_PTR_NULL(tm_nodetab_find(t, big));
+	big[TM_ADDRESS_MAX - 1] = '\0';
+	CU_ASSERT_EQUAL(tm_nodetab_put(t, &n), TM_OK);
+	CU_ASSERT_PTR_NOT_NULL(tm_nodetab_find(t, big));
+	free(big);
+	CU_ASSERT_EQUAL(tm_nodetab_put(t, NULL), TM_ERR_INVALID_ARG);
+	tm_nodetab_free(t);
+}
+
+/* ------------------------------------------------------------- suggestions */
+
+static void test_suggest_typo(void)
+{
+	tm_nodetab *t = sample_table();
+	const char *out[5];
+	size_t n;
+
+	n = tm_address_suggest(t, "model.layers.3.mpl", out, 5);
+	CU_ASSERT_FATAL(n >= 1);
+	CU_ASSERT_STRING_EQUAL(out[0], "model.layers.3.mlp");
+
+	n = tm_address_suggest(t, "model.layer.3.mlp", out, 5);
+	CU_ASSERT_FATAL(n >= 1);
+	CU_ASSERT_STRING_EQUAL(out[0], "model.layers.3.mlp");
+
+	n = tm_address_suggest(t, "model.embd", out, 5);
+	CU_ASSERT_FATAL(n >= 1);
+	CU_ASSERT_STRING_EQUAL(out[0], "model.embed");
+
+	/* Normalised before comparing. */
+	n = tm_address_suggest(t, " model.layers[2].mlp.fc2 ", out, 5);
+	CU_ASSERT_FATAL(n >= 1);
+	CU_ASSERT_STRING_EQUAL(out[0], "model.layers.2.mlp.fc1");
+
+	n = tm_address_suggest(t, "completely.different.thing", out, 5);
+	CU_ASSERT_EQUAL(n, 0);
+	n = tm_address_suggest(t, "", out, 5);
+	CU_ASSERT_EQUAL(n, 0);
+	tm_nodetab_free(t);
+}
+
+static void test_suggest_missing_root(void)
+{
+	tm_nodetab *t = sample_table();
+	const char *out[8];
+	size_t n;
+
+	n = tm_address_suggest(t, "layers.3.mlp", out, 3);
+	CU_ASSERT_FATAL(n >= 1);
+	CU_ASSERT_STRING_EQUAL(out[0], "model.layers.3.mlp");
+
+	n = tm_address_suggest(t, "layers.1.mlp.fc1", out, 3);
+	CU_ASSERT_FATAL(n >= 1);
+	CU_ASSERT_STRING_EQUAL(out[0], "model.layers.1.mlp.fc1");
+
+	/* A bare last segment: every node ending in it, in table order. */
+	n = tm_address_suggest(t, "mlp", out, 8);
+	CU_ASSERT_EQUAL_FATAL(n, 4);
+	CU_ASSERT_STRING_EQUAL(out[0], "model.layers.0.mlp");
+	CU_ASSERT_STRING_EQUAL(out[1], "model.layers.1.mlp");
+	CU_ASSERT_STRING_EQUAL(out[2], "model.layers.2.mlp");
+	CU_ASSERT_STRING_EQUAL(out[3], "model.layers.3.mlp");
+	tm_nodetab_free(t);
+}
+
+static void test_suggest_order(void)
+{
+	tm_nodetab *t = sample_table();
+	const char *a[4], *b[4];
+	size_t na, nb, i;
+
+	/* Distance 1 from .0, .1, .2, .3 all: ties in table order, max honoured. */
+	na = tm_address_suggest(t, "model.layers.9", a, 2);
+	CU_ASSERT_EQUAL_FATAL(na, 2);
+	CU_ASSERT_STRING_EQUAL(a[0], "model.layers.0");
+	CU_ASSERT_STRING_EQUAL(a[1], "model.layers.1");
+	nb = tm_address_suggest(t, "model.layers.9", b, 2);
+	CU_ASSERT_EQUAL(na, nb);
+	for (i = 0; i < na; i++)
+		CU_ASSERT_PTR_EQUAL(a[i], b[i]);
+	/* An exact address comes first. */
+	na = tm_address_suggest(t, "model.layers.1", a, 4);
+	CU_ASSERT_FATAL(na >= 1);
+	CU_ASSERT_STRING_EQUAL(a[0], "model.layers.1");
+	CU_ASSERT_EQUAL(tm_address_suggest(t, "model", a, 0), 0);
+	CU_ASSERT_EQUAL(tm_address_suggest(NULL, "model", a, 4), 0);
+	tm_nodetab_free(t);
 }
 
 int main(void)
 {
 	static const struct tm_test_case cases[] = {
-		TM_TEST(test_placeholder),
+		TM_TEST(test_parse_canonical),
+		TM_TEST(test_accessors),
+		TM_TEST(test_format_buffer),
+		TM_TEST(test_parse_errors),
+		TM_TEST(test_parse_limits),
+		TM_TEST(test_glob),
+		TM_TEST(test_match_slots_and_calls),
+		TM_TEST(test_slot_parse),
+		TM_TEST(test_edit_distance),
+		TM_TEST(test_nodetab_basics),
+		TM_TEST(test_nodetab_growth),
+		TM_TEST(test_nodetab_put),
+		TM_TEST(test_suggest_typo),
+		TM_TEST(test_suggest_missing_root),
+		TM_TEST(test_suggest_order),
 		{ NULL, NULL }
 	};
 	return tm_test_run("address", cases);
