@@ -37,7 +37,7 @@ struct tm_tql_value {
 		struct { const int64_t *dims; uint8_t rank; } shape;
 	} v;
 };
-/* "3", "1.5e+04", "true", "\"model.fc1\"", "[4, 32]", "<unknown: level>". */
+/* "3", "1.5e+06", "true", "\"model.fc1\"", "[4, 32]", "<unknown: level>". */
 int tm_tql_value_format(const struct tm_tql_value *v, char *buf, size_t len);
 
 /*

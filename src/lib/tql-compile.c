@@ -1,0 +1,1429 @@
+/*
+ * tql-compile.c -- from a TQL syntax tree to a program the VM runs.
+ *
+ * The checker walks the tree once: it resolves names (fields, addressed
+ * terms against the node table, functions), gives every node a static type,
+ * reports every type error it finds (an erroneous node gets T_ERR, which
+ * silences errors about its parents so one mistake is reported once) and
+ * folds constant subtrees by running their code on the VM itself, so folding
+ * and evaluation can never disagree.  The generator then emits typed
+ * instructions: the VM never dispatches on types, it only notices *unknown*.
+ *
+ * prev(x) and delta(x) must see x at every event, even when a short-circuit
+ * skips the call this time, so each call site's argument is compiled into a
+ * prologue that runs first; the body reads the saved values.
+ *
+ * This file also owns the public entry points: compile, free, the error
+ * report (line, column, source line, caret), and the field-name list.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tm-address.h"
+#include "tql-int.h"
+
+/* ---------------------------------------------------------------- names */
+
+static const char *const field_names[] = {
+	"tensor.numel", "tensor.nan_count", "tensor.inf_count",
+	"tensor.posinf_count", "tensor.neginf_count", "tensor.min", "tensor.max",
+	"tensor.mean", "tensor.abs_max", "tensor.l2", "tensor.std",
+	"tensor.zero_count", "tensor.shape", "tensor.dtype", "tensor.rank",
+	"node.path", "node.type", "node.depth",
+	"step", "phase", "seq", "time",
+	NULL
+};
+
+const char *const *tm_tql_field_names(void)
+{
+	return field_names;
+}
+
+static const char *const efield_names[EF__COUNT] = {
+	[EF_STEP] = "step", [EF_SEQ] = "seq", [EF_TIME] = "time",
+	[EF_PHASE] = "phase", [EF_NODE_PATH] = "node.path",
+	[EF_NODE_TYPE] = "node.type", [EF_NODE_DEPTH] = "node.depth",
+};
+
+enum {
+	B_ABS = 0, B_SQRT, B_LOG, B_LOG2, B_LOG10, B_EXP, B_MIN, B_MAX,
+	B_ISNAN, B_ISINF, B_ISFINITE, B_PREV, B_DELTA, B__COUNT
+};
+
+static const struct {
+	const char *name;
+	uint8_t min, max;       /* argument count; max 0: any */
+} builtins[B__COUNT] = {
+	[B_ABS] = { "abs", 1, 1 }, [B_SQRT] = { "sqrt", 1, 1 },
+	[B_LOG] = { "log", 1, 1 }, [B_LOG2] = { "log2", 1, 1 },
+	[B_LOG10] = { "log10", 1, 1 }, [B_EXP] = { "exp", 1, 1 },
+	[B_MIN] = { "min", 1, 0 }, [B_MAX] = { "max", 1, 0 },
+	[B_ISNAN] = { "isnan", 1, 1 }, [B_ISINF] = { "isinf", 1, 1 },
+	[B_ISFINITE] = { "isfinite", 1, 1 },
+	[B_PREV] = { "prev", 1, 1 }, [B_DELTA] = { "delta", 1, 1 },
+};
+
+int tql_builtin_find(const char *name, size_t len)
+{
+	int i;
+
+	for (i = 0; i < B__COUNT; i++)
+		if (strlen(builtins[i].name) == len && !memcmp(builtins[i].name, name, len))
+			return i;
+	return -1;
+}
+
+size_t tql_edit_distance(const char *a, size_t alen, const char *b, size_t blen)
+{
+	size_t row[64], i, j;
+
+	if (alen >= TM_ARRAY_LEN(row) || blen >= TM_ARRAY_LEN(row))
+		return (size_t)-1;
+	for (j = 0; j <= blen; j++)
+		row[j] = j;
+	for (i = 1; i <= alen; i++) {
+		size_t diag = row[0], best;
+
+		row[0] = i;
+		for (j = 1; j <= blen; j++) {
+			size_t up = row[j];
+
+			best = diag + (a[i - 1] != b[j - 1]);
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			row[j] = best;
+			diag = up;
+		}
+	}
+	return row[blen];
+}
+
+/* The closest of names[] to s within a third of its length, or NULL. */
+static const char *closest(const char *s, size_t len, const char *const *names, size_t n)
+{
+	const char *best = NULL;
+	size_t bd = len / 3 + 1, i;
+
+	if (bd > 3)
+		bd = 3;
+	for (i = 0; i < n && names[i]; i++) {
+		size_t d = tql_edit_distance(s, len, names[i], strlen(names[i]));
+
+		if (d <= bd && (!best || d < bd)) {
+			best = names[i];
+			bd = d;
+		}
+	}
+	return best;
+}
+
+static const char *type_name(int t)
+{
+	switch (t) {
+	case TM_TQL_BOOL: return "a boolean";
+	case TM_TQL_INT: return "an integer";
+	case TM_TQL_NUM: return "a number";
+	case TM_TQL_STR: return "a string";
+	case TM_TQL_SHAPE: return "a shape";
+	case T_DYN: return "a variable";
+	default: return "unknown";
+	}
+}
+
+static int is_numeric(int t)
+{
+	return t == TM_TQL_INT || t == TM_TQL_NUM || t == T_DYN;
+}
+
+/* ---------------------------------------------------------------- errors */
+
+void tql_error(struct tql_cc *cc, uint32_t pos, uint32_t lo0, uint32_t hi0,
+	       uint32_t lo1, uint32_t hi1, const char *fmt, ...)
+{
+	struct tql_err *e;
+	va_list ap;
+
+	if (cc->nerrs >= TQL_MAX_ERRORS) {
+		cc->fatal = 1;
+		return;
+	}
+	/* a second complaint at the same place is a consequence of the first */
+	if (cc->nerrs && cc->errs[cc->nerrs - 1].pos == pos)
+		return;
+	e = &cc->errs[cc->nerrs++];
+	e->pos = pos;
+	e->lo[0] = lo0;
+	e->hi[0] = hi0;
+	e->lo[1] = lo1;
+	e->hi[1] = hi1;
+	va_start(ap, fmt);
+	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+	va_end(ap);
+}
+
+/*
+ * One error as the compiler prints it:
+ *     tql:1:18: error: MESSAGE
+ *     tensor.nan_count > "x"
+ *     ~~~~~~~~~~~~~~~~ ^ ~~~
+ * The caret line copies tabs from the source so it lines up in a terminal.
+ */
+static void format_error(const struct tql_cc *cc, const struct tql_err *e, FILE *f)
+{
+	uint32_t ls = 0, le, line = 1, i, last;
+
+	for (i = 0; i < e->pos && i < cc->len; i++)
+		if (cc->src[i] == '\n') {
+			line++;
+			ls = i + 1;
+		}
+	for (le = ls; le < cc->len && cc->src[le] != '\n'; le++)
+		;
+	fprintf(f, "tql:%u:%u: error: %s\n", line, e->pos - ls + 1, e->msg);
+	fwrite(cc->src + ls, 1, le - ls, f);
+	fputc('\n', f);
+	/* last column that gets a mark: ranges end at the line's end, the
+	 * caret may sit just past it (an error at the end of the input) */
+	last = e->pos;
+	for (i = 0; i < 2; i++) {
+		uint32_t end = e->hi[i] < le ? e->hi[i] : le;
+
+		if (end > e->lo[i] && end - 1 > last)
+			last = end - 1;
+	}
+	for (i = ls; i <= last; i++) {
+		int in = (i >= e->lo[0] && i < e->hi[0]) || (i >= e->lo[1] && i < e->hi[1]);
+
+		if (i == e->pos)
+			fputc('^', f);
+		else if (in)
+			fputc('~', f);
+		else
+			fputc(i < le && cc->src[i] == '\t' ? '\t' : ' ', f);
+	}
+	fputc('\n', f);
+}
+
+static char *format_errors(struct tql_cc *cc)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+	int i, j;
+
+	/* by position, stable: parse and check errors interleave */
+	for (i = 1; i < cc->nerrs; i++) {
+		struct tql_err e = cc->errs[i];
+
+		for (j = i; j > 0 && cc->errs[j - 1].pos > e.pos; j--)
+			cc->errs[j] = cc->errs[j - 1];
+		cc->errs[j] = e;
+	}
+	f = open_memstream(&buf, &len);
+	if (!f)
+		return NULL;
+	for (i = 0; i < cc->nerrs; i++) {
+		if (i && cc->errs[i].pos == cc->errs[i - 1].pos &&
+		    !strcmp(cc->errs[i].msg, cc->errs[i - 1].msg))
+			continue;
+		format_error(cc, &cc->errs[i], f);
+	}
+	if (cc->nerrs >= TQL_MAX_ERRORS)
+		fprintf(f, "tql: too many errors, stopped\n");
+	if (fclose(f)) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+/* ---------------------------------------------------------------- emitting */
+
+struct tql_gen {
+	struct tql_cc *cc;
+	tm_tql_prog *p;
+	uint32_t cap, kcap;
+	int depth, maxdepth;
+};
+
+static uint32_t emit(struct tql_gen *g, int op, uint32_t a, uint32_t b)
+{
+	tm_tql_prog *p = g->p;
+	int pops = tql_op_pops(op);
+
+	if (p->ncode >= g->cap) {
+		uint32_t ncap = g->cap ? g->cap * 2 : 32;
+		struct tql_insn *c;
+
+		if (ncap > TQL_MAX_CODE) {
+			if (!g->cc->nomem)
+				tql_error(g->cc, 0, 0, g->cc->len, 0, 0,
+					  "expression too large (over %d instructions)",
+					  TQL_MAX_CODE);
+			g->cc->nomem = 2;
+			return 0;
+		}
+		c = realloc(p->code, ncap * sizeof(*c));
+		if (!c) {
+			g->cc->nomem = 1;
+			return 0;
+		}
+		p->code = c;
+		g->cap = ncap;
+	}
+	p->code[p->ncode].op = (uint16_t)op;
+	p->code[p->ncode].a = (uint16_t)a;
+	p->code[p->ncode].b = b;
+	g->depth -= pops < 0 ? (int)a : pops;
+	g->depth += tql_op_pushes(op);
+	if (g->depth > g->maxdepth)
+		g->maxdepth = g->depth;
+	return p->ncode++;
+}
+
+static uint32_t add_const(struct tql_gen *g, const struct tm_tql_value *v)
+{
+	tm_tql_prog *p = g->p;
+
+	if (p->nk >= g->kcap) {
+		uint32_t ncap = g->kcap ? g->kcap * 2 : 8;
+		struct tm_tql_value *k = realloc(p->k, ncap * sizeof(*k));
+
+		if (!k) {
+			g->cc->nomem = 1;
+			return 0;
+		}
+		p->k = k;
+		g->kcap = ncap;
+	}
+	p->k[p->nk] = *v;
+	return p->nk++;
+}
+
+/* Converts the value on top of the stack from type `from` to `to`. */
+static void conv(struct tql_gen *g, int from, int to)
+{
+	if (from == to)
+		return;
+	if (from == TM_TQL_INT && to == TM_TQL_NUM) {
+		emit(g, OP_TONUM, 0, 0);
+		return;
+	}
+	if (from != T_DYN)
+		return;
+	switch (to) {
+	case TM_TQL_NUM: emit(g, OP_DYN_NUM, 0, 0); break;
+	case TM_TQL_INT: emit(g, OP_DYN_INT, 0, 0); break;
+	case TM_TQL_BOOL: emit(g, OP_DYN_BOOL, 0, 0); break;
+	case TM_TQL_STR: emit(g, OP_DYN_STR, 0, 0); break;
+	case TM_TQL_SHAPE: emit(g, OP_DYN_SHAPE, 0, 0); break;
+	}
+}
+
+/* The type both operands of a comparison are brought to. */
+static int cmp_type(int a, int b)
+{
+	if (a == TM_TQL_INT && b == TM_TQL_INT)
+		return TM_TQL_INT;
+	if (is_numeric(a) && is_numeric(b))
+		return TM_TQL_NUM;
+	return a == T_DYN ? b : a;
+}
+
+/* The type of + - * %: integer when both are, else number. */
+static int arith_type(int op, int a, int b)
+{
+	if (op == TK_SLASH || op == TK_POW)
+		return TM_TQL_NUM;
+	return a == TM_TQL_INT && b == TM_TQL_INT ? TM_TQL_INT : TM_TQL_NUM;
+}
+
+static void gen(struct tql_gen *g, const struct tql_node *n);
+
+static void gen_conv(struct tql_gen *g, const struct tql_node *n, int to)
+{
+	/* an integer constant used as a number is converted now */
+	if (n->kind == N_CONST && n->type == TM_TQL_INT && to == TM_TQL_NUM) {
+		struct tm_tql_value v = n->val;
+
+		if (v.type == TM_TQL_INT) {
+			v.type = TM_TQL_NUM;
+			v.v.d = (double)n->val.v.i;
+		}
+		emit(g, OP_CONST, 0, add_const(g, &v));
+		return;
+	}
+	gen(g, n);
+	conv(g, n->type, to);
+}
+
+static void gen_binary(struct tql_gen *g, const struct tql_node *n)
+{
+	int ta = n->a->type, tb = n->b->type, t;
+	uint32_t j;
+
+	switch (n->op) {
+	case TK_AND:
+	case TK_OR:
+		gen_conv(g, n->a, TM_TQL_BOOL);
+		j = emit(g, n->op == TK_AND ? OP_JFALSE : OP_JTRUE, 0, 0);
+		gen_conv(g, n->b, TM_TQL_BOOL);
+		emit(g, n->op == TK_AND ? OP_AND : OP_OR, 0, 0);
+		if (g->p->code)
+			g->p->code[j].b = g->p->ncode;
+		return;
+	case TK_PLUS: case TK_MINUS: case TK_STAR: case TK_SLASH:
+	case TK_PERCENT: case TK_POW: {
+		static const uint8_t iop[] = {
+			[TK_PLUS] = OP_ADD_I, [TK_MINUS] = OP_SUB_I,
+			[TK_STAR] = OP_MUL_I, [TK_PERCENT] = OP_MOD_I,
+		};
+		static const uint8_t nop[] = {
+			[TK_PLUS] = OP_ADD_N, [TK_MINUS] = OP_SUB_N,
+			[TK_STAR] = OP_MUL_N, [TK_SLASH] = OP_DIV_N,
+			[TK_PERCENT] = OP_MOD_N, [TK_POW] = OP_POW_N,
+		};
+
+		t = arith_type(n->op, ta, tb);
+		gen_conv(g, n->a, t);
+		gen_conv(g, n->b, t);
+		emit(g, t == TM_TQL_INT ? iop[n->op] : nop[n->op], 0, 0);
+		return;
+	}
+	case TK_MATCH:
+		gen_conv(g, n->a, TM_TQL_STR);
+		gen_conv(g, n->b, TM_TQL_STR);
+		emit(g, OP_MATCH, 0, 0);
+		return;
+	default: {
+		/* comparisons: EQ NE LT LE GT GE in token order */
+		int k = n->op - TK_EQ, base;
+
+		t = cmp_type(ta, tb);
+		switch (t) {
+		case TM_TQL_INT: base = OP_EQ_I; break;
+		case TM_TQL_STR: base = OP_EQ_S; break;
+		case TM_TQL_BOOL: base = OP_EQ_B; break;
+		case TM_TQL_SHAPE: base = OP_EQ_SH; break;
+		default: base = OP_EQ_N; break;
+		}
+		gen_conv(g, n->a, t);
+		if ((t == TM_TQL_INT || t == TM_TQL_NUM) && n->b->kind == N_CONST &&
+		    n->b->val.type != TM_TQL_UNKNOWN) {
+			/* x OP constant: one instruction instead of two */
+			struct tm_tql_value v = n->b->val;
+			int sop = t == TM_TQL_INT ? OP_STAT_I : OP_STAT_N;
+
+			if (t == TM_TQL_NUM && v.type == TM_TQL_INT) {
+				v.type = TM_TQL_NUM;
+				v.v.d = (double)n->b->val.v.i;
+			}
+			/* tensor.STAT OP constant: one instruction for all of it */
+			if (g->p->ncode && n->a->kind == N_WORD && n->a->res == R_TENSOR &&
+			    n->a->aux < TM_STAT__COUNT && n->a->aux != TM_STAT_NUMEL &&
+			    (tm_stat_table[n->a->aux].integer ? TM_TQL_INT : TM_TQL_NUM) == t &&
+			    g->p->code[g->p->ncode - 1].op == sop) {
+				g->p->ncode--;
+				g->depth--;
+				emit(g, (t == TM_TQL_INT ? OP_STAT_EQ_IK : OP_STAT_EQ_NK) + k,
+				     (uint16_t)n->a->aux, add_const(g, &v));
+				return;
+			}
+			/* step/seq/time/node.depth OP integer constant: likewise */
+			if (t == TM_TQL_INT && g->p->ncode && n->a->kind == N_WORD &&
+			    n->a->res == R_EVENT && g->p->code[g->p->ncode - 1].op == OP_EFIELD) {
+				g->p->ncode--;
+				g->depth--;
+				emit(g, OP_EV_EQ_IK + k, (uint16_t)n->a->aux, add_const(g, &v));
+				return;
+			}
+			emit(g, (t == TM_TQL_INT ? OP_EQ_IK : OP_EQ_NK) + k, 0,
+			     add_const(g, &v));
+			return;
+		}
+		gen_conv(g, n->b, t);
+		emit(g, base + k, 0, 0);
+		return;
+	}
+	}
+}
+
+static void gen_call(struct tql_gen *g, const struct tql_node *n)
+{
+	const struct tql_node *x;
+	int t;
+
+	switch (n->res) {
+	case R_PREV:
+		emit(g, OP_LOAD_PREV, 0, n->aux);
+		return;
+	case R_DELTA:
+		emit(g, OP_LOAD_CUR, 0, n->aux);
+		emit(g, OP_LOAD_PREV, 0, n->aux);
+		emit(g, n->type == TM_TQL_INT ? OP_SUB_I : OP_SUB_N, 0, 0);
+		return;
+	case R_EXTERN: {
+		const struct tql_ext *e = g->p->ext[n->aux];
+		int i = 0;
+
+		for (x = n->args; x; x = x->next, i++)
+			gen_conv(g, x, tql_ext_arg_type(e, i));
+		emit(g, OP_CALL, n->nargs, n->aux);
+		return;
+	}
+	default:
+		break;
+	}
+	switch (n->aux) {
+	case B_ABS:
+		gen_conv(g, n->args, n->type);
+		emit(g, n->type == TM_TQL_INT ? OP_ABS_I : OP_ABS_N, 0, 0);
+		return;
+	case B_MIN:
+	case B_MAX:
+		t = n->type;
+		gen_conv(g, n->args, t);
+		for (x = n->args->next; x; x = x->next) {
+			gen_conv(g, x, t);
+			if (n->aux == B_MIN)
+				emit(g, t == TM_TQL_INT ? OP_MIN_I : OP_MIN_N, 0, 0);
+			else
+				emit(g, t == TM_TQL_INT ? OP_MAX_I : OP_MAX_N, 0, 0);
+		}
+		return;
+	default: {
+		static const uint8_t ops[B__COUNT] = {
+			[B_SQRT] = OP_SQRT, [B_LOG] = OP_LOG, [B_LOG2] = OP_LOG2,
+			[B_LOG10] = OP_LOG10, [B_EXP] = OP_EXP, [B_ISNAN] = OP_ISNAN,
+			[B_ISINF] = OP_ISINF, [B_ISFINITE] = OP_ISFINITE,
+		};
+
+		gen_conv(g, n->args, TM_TQL_NUM);
+		emit(g, ops[n->aux], 0, 0);
+		return;
+	}
+	}
+}
+
+static void gen(struct tql_gen *g, const struct tql_node *n)
+{
+	switch (n->kind) {
+	case N_CONST:
+		emit(g, OP_CONST, 0, add_const(g, &n->val));
+		return;
+	case N_VAR:
+		emit(g, OP_VAR, 0, (uint32_t)(n->word.s - g->p->pool));
+		return;
+	case N_WORD:
+		if (n->res == R_ADDR)
+			emit(g, OP_ADDR, 0, n->aux);
+		else if (n->res == R_EVENT)
+			emit(g, OP_EFIELD, (uint16_t)n->aux, 0);
+		else if (n->aux < TM_STAT__COUNT && n->aux != TM_STAT_NUMEL)
+			emit(g, tm_stat_table[n->aux].integer ? OP_STAT_I : OP_STAT_N,
+			     (uint16_t)n->aux, 0);
+		else
+			emit(g, OP_TFIELD, (uint16_t)n->aux, 0);
+		return;
+	case N_UNARY:
+		if (n->op == TK_NOT) {
+			gen_conv(g, n->a, TM_TQL_BOOL);
+			emit(g, OP_NOT, 0, 0);
+		} else if (n->op == TK_MINUS) {
+			gen_conv(g, n->a, n->type);
+			emit(g, n->type == TM_TQL_INT ? OP_NEG_I : OP_NEG_N, 0, 0);
+		} else {
+			gen_conv(g, n->a, n->type);
+		}
+		return;
+	case N_BINARY:
+		gen_binary(g, n);
+		return;
+	case N_CALL:
+		gen_call(g, n);
+		return;
+	default:
+		/* N_ERROR and N_LIST never reach here: errors stop compilation
+		 * and lists fold to shape constants. */
+		return;
+	}
+}
+
+/* ---------------------------------------------------------------- checking */
+
+static int check(struct tql_cc *cc, struct tql_node *n);
+
+/* Replaces a node whose operands are constants by its value, computed by
+ * the VM on a scratch program so that folding is exactly evaluation. */
+static void fold(struct tql_cc *cc, struct tql_node *n)
+{
+	struct tm_tql_value stack[16], v;
+	struct tql_gen g = { .cc = cc };
+	tm_tql_prog *tmp;
+
+	if (cc->nerrs || cc->nomem)
+		return;
+	tmp = calloc(1, sizeof(*tmp));
+	if (!tmp) {
+		cc->nomem = 1;
+		return;
+	}
+	tmp->pool = cc->prog->pool;
+	g.p = tmp;
+	gen(&g, n);
+	emit(&g, OP_RET, 0, 0);
+	if (!cc->nomem && g.maxdepth <= (int)TM_ARRAY_LEN(stack)) {
+		tmp->stack = stack;
+		tmp->maxstack = TM_ARRAY_LEN(stack);
+		tql_run(tmp, tmp->code, NULL, &v);
+		n->kind = N_CONST;
+		n->val = v;
+	}
+	free(tmp->code);
+	free(tmp->k);
+	free(tmp);
+}
+
+static int all_const(const struct tql_node *n)
+{
+	const struct tql_node *x;
+
+	if (n->a && n->a->kind != N_CONST)
+		return 0;
+	if (n->b && n->b->kind != N_CONST)
+		return 0;
+	for (x = n->args; x; x = x->next)
+		if (x->kind != N_CONST)
+			return 0;
+	return 1;
+}
+
+static int word_eq(const struct tql_node *n, size_t off, const char *s)
+{
+	size_t len = strlen(s);
+
+	return n->word.len - off == len && !memcmp(n->word.s + off, s, len);
+}
+
+/* tensor field name (after "tensor.") to stat / TF_*, or -1 */
+static int tensor_field(const char *s, size_t len)
+{
+	static const char *const extra[] = { "shape", "dtype", "rank" };
+	int i;
+
+	if (len == 5 && !memcmp(s, "numel", 5))
+		return TF_NUMEL;
+	for (i = 0; i < TM_STAT__COUNT; i++)
+		if (strlen(tm_stat_table[i].name) == len &&
+		    !memcmp(tm_stat_table[i].name, s, len))
+			return i;
+	for (i = 0; i < 3; i++)
+		if (strlen(extra[i]) == len && !memcmp(extra[i], s, len))
+			return TF_SHAPE + i;
+	return -1;
+}
+
+static int tensor_field_type(int f)
+{
+	switch (f) {
+	case TF_SHAPE: return TM_TQL_SHAPE;
+	case TF_DTYPE: return TM_TQL_STR;
+	case TF_RANK: case TF_NUMEL: return TM_TQL_INT;
+	default: return tm_stat_table[f].integer ? TM_TQL_INT : TM_TQL_NUM;
+	}
+}
+
+static void unknown_name(struct tql_cc *cc, struct tql_node *n, const char *what)
+{
+	const char *s = closest(n->word.s, n->word.len, field_names,
+				TM_ARRAY_LEN(field_names));
+
+	if (s)
+		tql_error(cc, n->lo, n->lo, n->hi, 0, 0,
+			  "unknown %s '%.*s'; did you mean '%s'?", what,
+			  (int)n->word.len, n->word.s, s);
+	else
+		tql_error(cc, n->lo, n->lo, n->hi, 0, 0,
+			  "unknown %s '%.*s' (fields: tensor.*, node.path, node.type, "
+			  "node.depth, step, phase, seq, time)", what,
+			  (int)n->word.len, n->word.s);
+}
+
+/* Adds an addressed term to the program's table; returns its index. */
+static int add_addr(struct tql_cc *cc, const struct tql_node *n, uint32_t node,
+		    struct tm_slot slot, uint32_t call, int field)
+{
+	tm_tql_prog *p = cc->prog;
+	struct tql_addr *a = realloc(p->addrs, (p->naddrs + 1) * sizeof(*a));
+
+	if (!a) {
+		cc->nomem = 1;
+		return -1;
+	}
+	p->addrs = a;
+	a = &p->addrs[p->naddrs];
+	a->node = node;
+	a->slot = slot;
+	a->call = call;
+	a->field = (uint32_t)field;
+	a->text = malloc(n->word.len + 1);
+	if (!a->text) {
+		cc->nomem = 1;
+		return -1;
+	}
+	memcpy(a->text, n->word.s, n->word.len);
+	a->text[n->word.len] = '\0';
+	return (int)p->naddrs++;
+}
+
+static int parse_slot_name(const char *s, size_t len, struct tm_slot *slot)
+{
+	int k;
+
+	for (k = 0; k < TM_SLOT__COUNT; k++) {
+		const char *name = tm_slot_kind_name(k);
+
+		if (strlen(name) == len && !memcmp(name, s, len)) {
+			slot->kind = (uint8_t)k;
+			slot->index = 0;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+static int all_digits(const char *s, size_t len)
+{
+	size_t i;
+
+	if (!len || len > 9)
+		return 0;
+	for (i = 0; i < len; i++)
+		if (s[i] < '0' || s[i] > '9')
+			return 0;
+	return 1;
+}
+
+/*
+ * addressed := node-path [ "#" digits ] [ ":" slot [ "." digits ] ] "." field
+ * Without ":SLOT" a module means :out and a parameter :data.
+ */
+static int check_addressed(struct tql_cc *cc, struct tql_node *n)
+{
+	const char *w = n->word.s, *colon, *hash, *fld, *end = w + n->word.len;
+	char path[TM_ADDRESS_MAX + 1];
+	const struct tm_node *node;
+	struct tm_slot slot = { TM_SLOT_OUT, 0 };
+	uint32_t call = 0;
+	size_t plen;
+	int field, have_slot = 0, idx;
+
+	colon = memchr(w, ':', n->word.len);
+	/* the field is the last segment */
+	fld = end;
+	while (fld > w && fld[-1] != '.' && fld[-1] != ':')
+		fld--;
+	if (colon) {
+		const char *s = colon + 1, *dot = memchr(s, '.', (size_t)(end - s));
+
+		if (!dot || memchr(s, ':', (size_t)(end - s))) {
+			tql_error(cc, n->lo, n->lo, n->hi, 0, 0,
+				  "'%.*s' names a tensor slot but no field: write e.g. "
+				  "'%.*s.std'", (int)n->word.len, w, (int)n->word.len, w);
+			return T_ERR;
+		}
+		if (parse_slot_name(s, (size_t)(dot - s), &slot)) {
+			uint32_t lo = n->lo + (uint32_t)(s - w);
+
+			tql_error(cc, lo, lo, lo + (uint32_t)(dot - s), 0, 0,
+				  "unknown slot '%.*s' (slots: out, in, grad_out, "
+				  "grad_in, data, grad)", (int)(dot - s), s);
+			return T_ERR;
+		}
+		have_slot = 1;
+		/* :out.1.std: an index before the field */
+		if (fld - 1 > dot) {
+			const char *ix = dot + 1;
+			size_t ilen = (size_t)(fld - 1 - ix);
+
+			if (!all_digits(ix, ilen) || slot.kind == TM_SLOT_DATA ||
+			    slot.kind == TM_SLOT_GRAD) {
+				uint32_t lo = n->lo + (uint32_t)(ix - w);
+
+				tql_error(cc, lo, lo, lo + (uint32_t)ilen, 0, 0,
+					  "bad slot index '%.*s'", (int)ilen, ix);
+				return T_ERR;
+			}
+			slot.index = (uint16_t)atoi(ix);
+		}
+		plen = (size_t)(colon - w);
+	} else {
+		if (fld == w) {
+			unknown_name(cc, n, "name");
+			return T_ERR;
+		}
+		plen = (size_t)(fld - 1 - w);
+	}
+	field = tensor_field(fld, (size_t)(end - fld));
+	hash = memchr(w, '#', plen);
+	if (hash) {
+		size_t clen = plen - (size_t)(hash - w) - 1;
+
+		if (!all_digits(hash + 1, clen) || atoi(hash + 1) == 0) {
+			uint32_t lo = n->lo + (uint32_t)(hash - w);
+
+			tql_error(cc, lo, lo, lo + (uint32_t)clen + 1, 0, 0,
+				  "bad call number '%.*s' (write NODE#2 for the second call)",
+				  (int)clen + 1, hash);
+			return T_ERR;
+		}
+		call = (uint32_t)atoi(hash + 1);
+		plen = (size_t)(hash - w);
+	}
+	memcpy(path, w, plen);
+	path[plen] = '\0';
+	if (cc->opts && cc->opts->nodes && !have_slot && field < 0) {
+		/* `model.fc1` alone: a node with no field */
+		const struct tm_node *whole;
+		char full[TM_ADDRESS_MAX + 1];
+
+		memcpy(full, w, n->word.len);
+		full[n->word.len] = '\0';
+		whole = tm_nodetab_find(cc->opts->nodes, full);
+		if (whole) {
+			tql_error(cc, n->lo, n->lo, n->hi, 0, 0,
+				  "'%s' is a node, not a value: name a field, e.g. '%s.std' "
+				  "or '%s:%s.std'", full, full, full,
+				  whole->kind == TM_NODE_MODULE ? "out" : "data");
+			return T_ERR;
+		}
+	}
+	if (!cc->opts || !cc->opts->nodes) {
+		tql_error(cc, n->lo, n->lo, n->hi, 0, 0,
+			  "'%.*s' reads node '%s', but there is no node table to find it in "
+			  "(no trace loaded?)", (int)n->word.len, w, path);
+		return T_ERR;
+	}
+	node = tm_nodetab_find(cc->opts->nodes, path);
+	if (!node) {
+		const char *sug[3];
+		size_t ns = tm_address_suggest(cc->opts->nodes, path, sug, 3);
+		uint32_t hi = n->lo + (uint32_t)plen;
+
+		if (ns == 0)
+			tql_error(cc, n->lo, n->lo, hi, 0, 0, "no node '%s'", path);
+		else if (ns == 1)
+			tql_error(cc, n->lo, n->lo, hi, 0, 0,
+				  "no node '%s'; did you mean '%s'?", path, sug[0]);
+		else if (ns == 2)
+			tql_error(cc, n->lo, n->lo, hi, 0, 0,
+				  "no node '%s'; did you mean '%s' or '%s'?", path,
+				  sug[0], sug[1]);
+		else
+			tql_error(cc, n->lo, n->lo, hi, 0, 0,
+				  "no node '%s'; did you mean '%s', '%s' or '%s'?", path,
+				  sug[0], sug[1], sug[2]);
+		return T_ERR;
+	}
+	if (field < 0) {
+		uint32_t lo = n->lo + (uint32_t)(fld - w);
+		const char *s = NULL;
+		char want[64];
+
+		if (end - fld < 48) {
+			snprintf(want, sizeof(want), "tensor.%.*s", (int)(end - fld), fld);
+			s = closest(want, strlen(want), field_names, 15);
+		}
+		if (s)
+			tql_error(cc, lo, lo, n->hi, 0, 0,
+				  "unknown tensor field '%.*s'; did you mean '%s'?",
+				  (int)(end - fld), fld, s + 7);
+		else
+			tql_error(cc, lo, lo, n->hi, 0, 0,
+				  "unknown tensor field '%.*s' (fields: the stats, shape, "
+				  "dtype, rank, numel)", (int)(end - fld), fld);
+		return T_ERR;
+	}
+	if (!have_slot && node->kind != TM_NODE_MODULE)
+		slot.kind = TM_SLOT_DATA;
+	idx = add_addr(cc, n, node->id, slot, call, field);
+	if (idx < 0)
+		return T_ERR;
+	n->res = R_ADDR;
+	n->aux = (uint32_t)idx;
+	cc->prog->uses_lookup = 1;
+	return tensor_field_type(field);
+}
+
+/*
+ * field := "tensor." ( stat | "shape" | "dtype" | "rank" | "numel" )
+ *        | "node." ( "path" | "type" | "depth" )
+ *        | "step" | "phase" | "seq" | "time"
+ *        | addressed
+ */
+static int check_word(struct tql_cc *cc, struct tql_node *n)
+{
+	int i, f;
+
+	for (i = 0; i < EF__COUNT; i++)
+		if (word_eq(n, 0, efield_names[i])) {
+			n->res = R_EVENT;
+			n->aux = (uint32_t)i;
+			return i == EF_PHASE || i == EF_NODE_PATH || i == EF_NODE_TYPE ?
+				TM_TQL_STR : TM_TQL_INT;
+		}
+	if (n->word.len > 7 && !memcmp(n->word.s, "tensor.", 7) &&
+	    !memchr(n->word.s + 7, '.', n->word.len - 7) &&
+	    !memchr(n->word.s, ':', n->word.len)) {
+		f = tensor_field(n->word.s + 7, n->word.len - 7);
+		if (f < 0) {
+			unknown_name(cc, n, "field");
+			return T_ERR;
+		}
+		n->res = R_TENSOR;
+		n->aux = (uint32_t)f;
+		return tensor_field_type(f);
+	}
+	if (n->word.len > 5 && !memcmp(n->word.s, "node.", 5) &&
+	    !memchr(n->word.s + 5, '.', n->word.len - 5) &&
+	    !memchr(n->word.s, ':', n->word.len)) {
+		unknown_name(cc, n, "field");
+		return T_ERR;
+	}
+	if (word_eq(n, 0, "tensor") || word_eq(n, 0, "node")) {
+		tql_error(cc, n->lo, n->lo, n->hi, 0, 0,
+			  "'%.*s' needs a field, e.g. '%s'", (int)n->word.len, n->word.s,
+			  n->word.s[0] == 't' ? "tensor.nan_count" : "node.path");
+		return T_ERR;
+	}
+	if (!memchr(n->word.s, '.', n->word.len) && !memchr(n->word.s, ':', n->word.len)) {
+		unknown_name(cc, n, "name");
+		return T_ERR;
+	}
+	return check_addressed(cc, n);
+}
+
+/* A type error between two operands: caret at the operator, the operands
+ * underlined.  The format takes three strings (op, left, right), never the
+ * operator spliced into the format itself ('%' is an operator). */
+static int binary_error(struct tql_cc *cc, struct tql_node *n, const char *fmt,
+			const char *op, const char *ta, const char *tb)
+	__attribute__((format(printf, 3, 0)));
+
+static int binary_error(struct tql_cc *cc, struct tql_node *n, const char *fmt,
+			const char *op, const char *ta, const char *tb)
+{
+	char msg[200];
+
+	snprintf(msg, sizeof(msg), fmt, op, ta, tb ? tb : "");
+	tql_error(cc, n->pos, n->a->lo, n->a->hi, n->b->lo, n->b->hi, "%s", msg);
+	return T_ERR;
+}
+
+static int check_binary(struct tql_cc *cc, struct tql_node *n)
+{
+	int ta = check(cc, n->a), tb = check(cc, n->b);
+	const char *opname = tql_tok_name(n->op);
+
+	if (ta == T_ERR || tb == T_ERR)
+		return T_ERR;
+	switch (n->op) {
+	case TK_AND:
+	case TK_OR:
+		if ((ta != TM_TQL_BOOL && ta != T_DYN) || (tb != TM_TQL_BOOL && tb != T_DYN)) {
+			const struct tql_node *bad = ta != TM_TQL_BOOL && ta != T_DYN ? n->a : n->b;
+
+			tql_error(cc, n->pos, bad->lo, bad->hi, 0, 0,
+				  "%s needs true or false on both sides, but this is %s%s",
+				  opname, type_name(bad->type),
+				  is_numeric(bad->type) ? " (compare it: 'x > 0')" : "");
+			return T_ERR;
+		}
+		return TM_TQL_BOOL;
+	case TK_PLUS: case TK_MINUS: case TK_STAR: case TK_SLASH:
+	case TK_PERCENT: case TK_POW:
+		if (!is_numeric(ta) || !is_numeric(tb))
+			return binary_error(cc, n, "%s needs numbers, not %s and %s",
+					    opname, type_name(ta), type_name(tb));
+		return arith_type(n->op, ta, tb);
+	case TK_MATCH:
+		if ((ta != TM_TQL_STR && ta != T_DYN) || (tb != TM_TQL_STR && tb != T_DYN))
+			return binary_error(cc, n, "%s matches a string against a glob "
+					    "pattern string, not %s and %s",
+					    opname, type_name(ta), type_name(tb));
+		if (n->b->kind == N_CONST && n->b->val.type == TM_TQL_STR &&
+		    tm_path_glob(n->b->val.v.str.s, "") < 0) {
+			tql_error(cc, n->b->lo, n->b->lo, n->b->hi, 0, 0,
+				  "bad glob pattern (use '*' for one segment, '**' for any depth)");
+			return T_ERR;
+		}
+		return TM_TQL_BOOL;
+	default:
+		break;
+	}
+	/* comparisons */
+	if (is_numeric(ta) && is_numeric(tb))
+		return TM_TQL_BOOL;
+	if (ta == tb || ta == T_DYN || tb == T_DYN) {
+		int t = ta == T_DYN ? tb : ta;
+
+		if (t == TM_TQL_STR || t == TM_TQL_BOOL || t == TM_TQL_SHAPE) {
+			if (n->op != TK_EQ && n->op != TK_NE)
+				return binary_error(cc, n, "%s does not order %ss; only == and "
+						    "!= compare them", opname,
+						    t == TM_TQL_STR ? "string" :
+						    t == TM_TQL_BOOL ? "boolean" : "shape", NULL);
+			return TM_TQL_BOOL;
+		}
+	}
+	tql_error(cc, n->pos, n->a->lo, n->a->hi, n->b->lo, n->b->hi,
+		  "cannot compare %s with %s", type_name(ta), type_name(tb));
+	return T_ERR;
+}
+
+static int check_list(struct tql_cc *cc, struct tql_node *n)
+{
+	struct tql_node *x;
+	int64_t *d;
+	int bad = 0;
+
+	for (x = n->args; x; x = x->next)
+		if (check(cc, x) == T_ERR)
+			bad = 1;
+	if (bad)
+		return T_ERR;
+	if (n->nargs > TM_MAX_RANK) {
+		tql_error(cc, n->lo, n->lo, n->hi, 0, 0,
+			  "a shape has at most %d dimensions, this list has %u",
+			  TM_MAX_RANK, n->nargs);
+		return T_ERR;
+	}
+	for (x = n->args; x; x = x->next)
+		if (x->kind != N_CONST || x->type != TM_TQL_INT ||
+		    x->val.type != TM_TQL_INT) {
+			tql_error(cc, x->lo, x->lo, x->hi, 0, 0,
+				  "a list is a shape: its elements must be integer constants");
+			return T_ERR;
+		}
+	if (cc->ndims + n->nargs > cc->dimscap) {
+		tql_error(cc, n->lo, n->lo, n->hi, 0, 0, "too many list elements");
+		return T_ERR;
+	}
+	d = cc->dims + cc->ndims;
+	cc->ndims += n->nargs;
+	n->val.type = TM_TQL_SHAPE;
+	n->val.v.shape.dims = d;
+	n->val.v.shape.rank = (uint8_t)n->nargs;
+	for (x = n->args; x; x = x->next)
+		*d++ = x->val.v.i;
+	n->kind = N_CONST;
+	return TM_TQL_SHAPE;
+}
+
+static int check_call(struct tql_cc *cc, struct tql_node *n)
+{
+	int b = tql_builtin_find(n->word.s, n->word.len), t = TM_TQL_INT, i = 0;
+	struct tql_node *x;
+	int bad = 0;
+
+	if (b == B_PREV || b == B_DELTA) {
+		if (cc->in_prev) {
+			tql_error(cc, n->lo, n->lo, n->hi, 0, 0,
+				  "%s() cannot be used inside prev() or delta()",
+				  builtins[b].name);
+			return T_ERR;
+		}
+		cc->in_prev = 1;
+	}
+	for (x = n->args; x; x = x->next)
+		if (check(cc, x) == T_ERR)
+			bad = 1;
+	if (b == B_PREV || b == B_DELTA)
+		cc->in_prev = 0;
+	if (b < 0) {
+		const struct tql_ext *e = cc->opts ? tql_ext_find(cc->opts->funcs,
+								n->word.s, n->word.len) : NULL;
+		const char *names[B__COUNT + 1];
+		const char *s;
+		tm_tql_prog *p = cc->prog;
+		const struct tql_ext **ne;
+
+		if (!e) {
+			for (i = 0; i < B__COUNT; i++)
+				names[i] = builtins[i].name;
+			names[B__COUNT] = NULL;
+			s = closest(n->word.s, n->word.len, names, B__COUNT);
+			if (s)
+				tql_error(cc, n->lo, n->lo, n->lo + n->word.len, 0, 0,
+					  "unknown function '%.*s'; did you mean '%s'?",
+					  (int)n->word.len, n->word.s, s);
+			else
+				tql_error(cc, n->lo, n->lo, n->lo + n->word.len, 0, 0,
+					  "unknown function '%.*s' (functions: abs sqrt log log2 "
+					  "log10 exp min max isnan isinf isfinite prev delta, and "
+					  "those loaded with tql-function load)",
+					  (int)n->word.len, n->word.s);
+			return T_ERR;
+		}
+		if (bad)
+			return T_ERR;
+		if ((int)n->nargs != tql_ext_nargs(e)) {
+			tql_error(cc, n->lo, n->lo, n->hi, 0, 0,
+				  "'%s' takes %d argument%s, not %u", tql_ext_name(e),
+				  tql_ext_nargs(e), tql_ext_nargs(e) == 1 ? "" : "s", n->nargs);
+			return T_ERR;
+		}
+		for (x = n->args, i = 0; x; x = x->next, i++) {
+			int want = tql_ext_arg_type(e, i), ok;
+
+			ok = x->type == T_DYN || x->type == want ||
+			     (want == TM_TQL_NUM && x->type == TM_TQL_INT);
+			if (!ok) {
+				tql_error(cc, x->lo, x->lo, x->hi, 0, 0,
+					  "argument %d of '%s' must be %s, not %s", i + 1,
+					  tql_ext_name(e), type_name(want), type_name(x->type));
+				bad = 1;
+			}
+		}
+		if (bad)
+			return T_ERR;
+		for (i = 0; i < (int)p->next; i++)
+			if (p->ext[i] == e)
+				break;
+		if (i == (int)p->next) {
+			ne = realloc(p->ext, (p->next + 1) * sizeof(*ne));
+			if (!ne) {
+				cc->nomem = 1;
+				return T_ERR;
+			}
+			p->ext = ne;
+			p->ext[p->next++] = e;
+		}
+		n->res = R_EXTERN;
+		n->aux = (uint32_t)i;
+		return tql_ext_ret_type(e);
+	}
+	if (bad)
+		return T_ERR;
+	if (n->nargs < builtins[b].min ||
+	    (builtins[b].max && n->nargs > builtins[b].max)) {
+		if (builtins[b].max == 1)
+			tql_error(cc, n->lo, n->lo, n->hi, 0, 0,
+				  "'%s' takes 1 argument, not %u", builtins[b].name, n->nargs);
+		else
+			tql_error(cc, n->lo, n->lo, n->hi, 0, 0,
+				  "'%s' takes at least 1 argument", builtins[b].name);
+		return T_ERR;
+	}
+	n->res = R_BUILTIN;
+	n->aux = (uint32_t)b;
+	for (x = n->args, i = 1; x; x = x->next, i++) {
+		int ok = is_numeric(x->type) ||
+			 (b == B_PREV && x->type == TM_TQL_BOOL);
+
+		if (!ok) {
+			tql_error(cc, x->lo, x->lo, x->hi, 0, 0,
+				  "'%s' needs a number%s, not %s", builtins[b].name,
+				  b == B_PREV ? " or a boolean" : "", type_name(x->type));
+			return T_ERR;
+		}
+		if (x->type != TM_TQL_INT)
+			t = TM_TQL_NUM;
+	}
+	switch (b) {
+	case B_ABS: case B_MIN: case B_MAX:
+		return t;
+	case B_ISNAN: case B_ISINF: case B_ISFINITE:
+		return TM_TQL_BOOL;
+	case B_PREV:
+	case B_DELTA:
+		if (cc->nsites >= TM_ARRAY_LEN(cc->sites)) {
+			tql_error(cc, n->lo, n->lo, n->hi, 0, 0,
+				  "too many prev()/delta() calls (the limit is %zu)",
+				  TM_ARRAY_LEN(cc->sites));
+			return T_ERR;
+		}
+		n->res = b == B_PREV ? R_PREV : R_DELTA;
+		n->aux = cc->nsites;
+		cc->sites[cc->nsites++] = n;
+		if (b == B_PREV && n->args->type == TM_TQL_BOOL)
+			return TM_TQL_BOOL;
+		return t;
+	default:
+		return TM_TQL_NUM;
+	}
+}
+
+/* Type-checks n and its subtree; folds constants; returns n->type. */
+static int check(struct tql_cc *cc, struct tql_node *n)
+{
+	int t;
+
+	switch (n->kind) {
+	case N_ERROR:
+		t = T_ERR;
+		break;
+	case N_CONST:
+		t = n->type;
+		break;
+	case N_VAR:
+		t = T_DYN;
+		break;
+	case N_WORD:
+		t = check_word(cc, n);
+		break;
+	case N_LIST:
+		t = check_list(cc, n);
+		break;
+	case N_UNARY:
+		t = check(cc, n->a);
+		if (t == T_ERR)
+			break;
+		if (n->op == TK_NOT) {
+			if (t != TM_TQL_BOOL && t != T_DYN) {
+				tql_error(cc, n->pos, n->a->lo, n->a->hi, 0, 0,
+					  "'!' needs true or false, but this is %s%s", type_name(t),
+					  is_numeric(t) ? " (compare it: '!(x > 0)')" : "");
+				t = T_ERR;
+				break;
+			}
+			t = TM_TQL_BOOL;
+		} else {
+			if (!is_numeric(t)) {
+				tql_error(cc, n->pos, n->a->lo, n->a->hi, 0, 0,
+					  "unary '%c' needs a number, not %s",
+					  n->op == TK_MINUS ? '-' : '+', type_name(t));
+				t = T_ERR;
+				break;
+			}
+			if (t == T_DYN)
+				t = TM_TQL_NUM;
+		}
+		break;
+	case N_BINARY:
+		t = check_binary(cc, n);
+		break;
+	case N_CALL:
+		t = check_call(cc, n);
+		break;
+	default:
+		t = T_ERR;
+		break;
+	}
+	n->type = (uint8_t)t;
+	if (t != T_ERR && (n->kind == N_UNARY || n->kind == N_BINARY ||
+			   (n->kind == N_CALL && n->res == R_BUILTIN)) && all_const(n))
+		fold(cc, n);
+	return t;
+}
+
+/* ---------------------------------------------------------------- program */
+
+static void hist_free(struct tql_hist *h)
+{
+	free(h->keys);
+	free(h->vals);
+	memset(h, 0, sizeof(*h));
+}
+
+/*
+ * prev()/delta() remember one value per (node, slot) and site.  The table is
+ * allocated here, once, so evaluation never allocates: sized from the node
+ * table (four slots a node) and capped; keys past the limit read unknown.
+ */
+static int hist_init(tm_tql_prog *p, const tm_nodetab *nodes)
+{
+	uint64_t want = 1024, cap = 1;
+
+	if (nodes && (uint64_t)tm_nodetab_count(nodes) * 4 > want)
+		want = (uint64_t)tm_nodetab_count(nodes) * 4;
+	if (want > TQL_HIST_MAX_KEYS)
+		want = TQL_HIST_MAX_KEYS;
+	while (cap * 3 < want * 4)
+		cap <<= 1;
+	p->hist.cap = (uint32_t)cap;
+	p->hist.limit = (uint32_t)want;
+	p->hist.keys = calloc(cap, sizeof(*p->hist.keys));
+	p->hist.vals = calloc(cap * p->nsites, sizeof(*p->hist.vals));
+	return p->hist.keys && p->hist.vals ? TM_OK : TM_ERR_NOMEM;
+}
+
+void tm_tql_free(tm_tql_prog *p)
+{
+	uint32_t i;
+
+	if (!p)
+		return;
+	for (i = 0; i < p->naddrs; i++)
+		free(p->addrs[i].text);
+	free(p->addrs);
+	free(p->src);
+	free(p->pool);
+	free(p->dims);
+	free(p->code);
+	free(p->k);
+	free(p->ext);
+	free(p->stack);
+	free(p->cur);
+	free(p->prev);
+	hist_free(&p->hist);
+	free(p);
+}
+
+const char *tm_tql_source(const tm_tql_prog *p)
+{
+	return p ? p->src : NULL;
+}
+
+int tm_tql_result_type(const tm_tql_prog *p)
+{
+	return p ? p->result_type : TM_TQL_UNKNOWN;
+}
+
+int tm_tql_uses_lookup(const tm_tql_prog *p)
+{
+	return p ? p->uses_lookup : 0;
+}
+
+void tm_tql_reset(tm_tql_prog *p)
+{
+	uint32_t i;
+
+	if (!p || !p->hist.keys)
+		return;
+	memset(p->hist.keys, 0, p->hist.cap * sizeof(*p->hist.keys));
+	for (i = 0; i < p->hist.cap * p->nsites; i++)
+		memset(&p->hist.vals[i], 0, sizeof(p->hist.vals[i]));
+	p->hist.used = 0;
+}
+
+/* Emits the prologue (prev/delta arguments) and the body. */
+static int generate(struct tql_cc *cc, struct tql_node *root, int want_bool)
+{
+	tm_tql_prog *p = cc->prog;
+	struct tql_gen g = { .cc = cc, .p = p };
+	uint32_t i;
+
+	if (cc->nsites) {
+		emit(&g, OP_HKEY, 0, 0);
+		for (i = 0; i < cc->nsites; i++) {
+			const struct tql_node *arg = cc->sites[i]->args;
+			int t = arg->type == T_DYN ? TM_TQL_NUM : arg->type;
+
+			gen_conv(&g, arg, t);
+			emit(&g, OP_HSAVE, 0, i);
+		}
+	}
+	gen(&g, root);
+	if (want_bool && root->type == T_DYN)
+		emit(&g, OP_DYN_BOOL, 0, 0);
+	emit(&g, OP_RET, 0, 0);
+	if (cc->nomem)
+		return cc->nomem == 2 ? TM_ERR_TQL : TM_ERR_NOMEM;
+	p->maxstack = (uint32_t)g.maxdepth + 1;
+	p->stack = calloc(p->maxstack, sizeof(*p->stack));
+	p->nsites = cc->nsites;
+	if (!p->stack)
+		return TM_ERR_NOMEM;
+	if (p->nsites) {
+		p->cur = calloc(p->nsites, sizeof(*p->cur));
+		p->prev = calloc(p->nsites, sizeof(*p->prev));
+		if (!p->cur || !p->prev ||
+		    hist_init(p, cc->opts ? cc->opts->nodes : NULL))
+			return TM_ERR_NOMEM;
+	}
+	return TM_OK;
+}
+
+int tm_tql_compile(const char *src, const struct tm_tql_compile_opts *opts,
+		   tm_tql_prog **out, char **errors)
+{
+	struct tql_cc *cc;
+	struct tql_node *root;
+	tm_tql_prog *p;
+	size_t len, i;
+	uint32_t nbrack = 0;
+	int rc = TM_OK, want_bool = opts ? opts->want_bool : 0;
+
+	if (errors)
+		*errors = NULL;
+	if (!out)
+		return TM_ERR_INVALID_ARG;
+	*out = NULL;
+	if (!src)
+		return TM_ERR_INVALID_ARG;
+	len = strlen(src);
+	cc = calloc(1, sizeof(*cc));
+	p = calloc(1, sizeof(*p));
+	if (!cc || !p) {
+		free(cc);
+		free(p);
+		return TM_ERR_NOMEM;
+	}
+	cc->prog = p;
+	cc->opts = opts;
+	cc->src = src;
+	if (len > TQL_MAX_SOURCE) {
+		cc->len = 0;
+		tql_error(cc, 0, 0, 0, 0, 0, "expression too long (%zu bytes; the limit is %d)",
+			  len, TQL_MAX_SOURCE);
+		rc = TM_ERR_TQL;
+		goto done;
+	}
+	cc->len = (uint32_t)len;
+	for (i = 0; i < len; i++)
+		nbrack += src[i] == '[';
+	cc->poolcap = cc->len + 16;
+	cc->pool = malloc(cc->poolcap);
+	cc->dimscap = nbrack * TM_MAX_RANK;
+	cc->dims = malloc((cc->dimscap + 1) * sizeof(*cc->dims));
+	p->src = tm_strdup0(src);
+	p->pool = cc->pool;
+	p->dims = cc->dims;
+	if (!cc->pool || !cc->dims || !p->src) {
+		rc = TM_ERR_NOMEM;
+		goto done;
+	}
+	root = tql_parse(cc);
+	if (cc->nomem) {
+		rc = TM_ERR_NOMEM;
+		goto done;
+	}
+	if (root && !cc->fatal) {
+		int t = check(cc, root);
+
+		if (cc->nomem) {
+			rc = TM_ERR_NOMEM;
+			goto done;
+		}
+		if (want_bool && t != T_ERR && t != TM_TQL_BOOL && t != T_DYN)
+			tql_error(cc, root->lo, root->lo, root->hi, 0, 0,
+				  "a condition must be true or false, but this is %s%s",
+				  type_name(t), is_numeric(t) ?
+				  " (compare it, e.g. 'tensor.nan_count > 0')" : "");
+		p->result_type = t == T_DYN ? (want_bool ? TM_TQL_BOOL : TM_TQL_UNKNOWN) :
+				 t == T_ERR ? TM_TQL_UNKNOWN : (uint8_t)t;
+	}
+	if (cc->nerrs || !root) {
+		rc = TM_ERR_TQL;
+		goto done;
+	}
+	rc = generate(cc, root, want_bool);
+done:
+	if (rc == TM_ERR_TQL && errors)
+		*errors = format_errors(cc);
+	tql_arena_free(cc);
+	free(cc);
+	if (rc) {
+		tm_tql_free(p);
+		return rc;
+	}
+	*out = p;
+	return TM_OK;
+}

@@ -1,3 +1,0 @@
-/* tql.c -- placeholder until implemented. */
-#include "config.h"
-#include "tm-internal.h"

@@ -1,0 +1,915 @@
+/*
+ * test_tql.c -- TQL: the table-driven language tests (testsuite/tql/NAME.test)
+ * and the API around them (errors, disassembly, prev/delta state, libffi
+ * extension functions, allocation-free evaluation).
+ *
+ * A .test file is a list of blocks separated by blank lines, as in jq's
+ * tests/jq.test; lines starting with '#' between blocks are comments:
+ *
+ *     [%%FAIL | %%COND | %%NONODES | %%DIS ...]   optional directives
+ *     EXPRESSION
+ *     EVENT [ ; EVENT ... ]                        one evaluation each
+ *     EXPECTED [ ; EXPECTED ... ]                  tm_tql_value_format text
+ *
+ * %%FAIL: the block is EXPRESSION then the exact compile error text.
+ * %%DIS: the block is EXPRESSION then the exact disassembly.
+ * %%COND: compile as a condition (want_bool).  %%NONODES: no node table.
+ *
+ * An EVENT is "-" (no event) or space-separated words:
+ *     step=N seq=N time=N phase=fwd|bwd node=ADDR call=N
+ *     slot=out.1 dtype=f32 shape=4x32|scalar STAT=VALUE notensor
+ *     @ADDR:SLOT [gap=REASON] STAT=VALUE ...   a tensor env->lookup finds
+ *     $NAME=VALUE                              a convenience variable
+ * The stats after an @ belong to that tensor; absent stats are unknown.
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensormorph.h"
+#include "tm-test.h"
+
+#define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
+
+#ifndef TQL_TESTDIR
+#define TQL_TESTDIR "tql"
+#endif
+#ifndef TQL_EXTLIB
+#define TQL_EXTLIB "tql/.libs/tqlext.so"
+#endif
+
+/* ---------------------------------------------------------------- fixture */
+
+static tm_nodetab *nodes;
+static tm_tql_funcs *funcs;
+
+static const struct {
+	const char *address, *type;
+	int kind;
+} node_list[] = {
+	{ "model", "Net", TM_NODE_MODULE },
+	{ "model.embed", "Embedding", TM_NODE_MODULE },
+	{ "model.layers", "ModuleList", TM_NODE_MODULE },
+	{ "model.layers.0", "Block", TM_NODE_MODULE },
+	{ "model.layers.0.mlp", "MLP", TM_NODE_MODULE },
+	{ "model.layers.1", "Block", TM_NODE_MODULE },
+	{ "model.fc1", "Linear", TM_NODE_MODULE },
+	{ "model.fc1.weight", "Parameter", TM_NODE_PARAM },
+};
+
+static void make_nodes(void)
+{
+	size_t i;
+
+	nodes = tm_nodetab_new();
+	for (i = 0; i < N_ELEMS(node_list); i++) {
+		struct tm_node n = { 0 };
+		const char *dot = strrchr(node_list[i].address, '.');
+		uint32_t id;
+
+		n.address = node_list[i].address;
+		n.type = node_list[i].type;
+		n.kind = (uint8_t)node_list[i].kind;
+		n.parent = TM_NODE_NONE;
+		if (dot) {
+			char parent[128];
+			const struct tm_node *p;
+
+			snprintf(parent, sizeof(parent), "%.*s",
+				 (int)(dot - node_list[i].address), node_list[i].address);
+			p = tm_nodetab_find(nodes, parent);
+			if (p) {
+				n.parent = p->id;
+				n.depth = (uint16_t)(p->depth + 1);
+			}
+		}
+		tm_nodetab_add(nodes, &n, &id);
+	}
+}
+
+#define MAX_OTHERS 8
+#define MAX_VARS 8
+
+struct test_event {
+	int none;                       /* "-": no event at all */
+	int notensor;
+	int nonodes;
+	struct tm_event ev;
+	struct tm_tensor t;
+	int nothers;
+	struct other {
+		uint32_t node, call;
+		uint32_t reason;
+		struct tm_tensor t;
+	} others[MAX_OTHERS];
+	int nvars;
+	struct {
+		char name[32];
+		char str[64];
+		struct tm_tql_value v;
+	} vars[MAX_VARS];
+};
+
+static const struct tm_tensor *env_lookup(void *user, uint32_t node, struct tm_slot slot,
+					  uint32_t call, const struct tm_event **event,
+					  uint32_t *reason)
+{
+	struct test_event *te = user;
+	int i;
+
+	for (i = 0; i < te->nothers; i++) {
+		struct other *o = &te->others[i];
+
+		if (o->node != node || o->t.slot.kind != slot.kind ||
+		    o->t.slot.index != slot.index || (call && o->call && call != o->call))
+			continue;
+		if (o->reason) {
+			*reason = o->reason;
+			return NULL;
+		}
+		*event = &te->ev;
+		return &o->t;
+	}
+	*reason = 0;
+	return NULL;
+}
+
+static int env_variable(void *user, const char *name, struct tm_tql_value *out)
+{
+	struct test_event *te = user;
+	int i;
+
+	for (i = 0; i < te->nvars; i++)
+		if (!strcmp(te->vars[i].name, name)) {
+			*out = te->vars[i].v;
+			return TM_OK;
+		}
+	return TM_ERR_NOT_FOUND;
+}
+
+static int parse_gap(const char *s, uint32_t *reason)
+{
+	static const char *const names[] = {
+		"backpressure", "level", "filtered", "crash", "truncated"
+	};
+	size_t i;
+
+	for (i = 0; i < 5; i++)
+		if (!strcmp(s, names[i])) {
+			*reason = 1u << i;
+			return 0;
+		}
+	return -1;
+}
+
+static int parse_slot(const char *s, struct tm_slot *slot)
+{
+	return tm_slot_parse(s, slot);
+}
+
+static int parse_shape(const char *s, struct tm_tensor *t)
+{
+	t->rank = 0;
+	if (!strcmp(s, "scalar"))
+		return 0;
+	while (*s && t->rank < TM_MAX_RANK) {
+		char *end;
+
+		t->shape[t->rank++] = strtoll(s, &end, 10);
+		if (end == s)
+			return -1;
+		s = *end == 'x' ? end + 1 : end;
+	}
+	return 0;
+}
+
+/* Parses one EVENT description; returns 0 or -1 with a message printed. */
+static int parse_event(char *text, struct test_event *te)
+{
+	struct tm_tensor *cur;
+	char *save = NULL, *w;
+
+	memset(te, 0, sizeof(*te));
+	te->t.dtype = TM_DT_F32;
+	cur = &te->t;
+	te->ev.ntensors = 1;
+	te->ev.tensors = &te->t;
+	te->ev.kind = TM_EV_EXIT;
+	for (w = strtok_r(text, " \t", &save); w; w = strtok_r(NULL, " \t", &save)) {
+		char *eq = strchr(w, '=');
+		const char *val = eq ? eq + 1 : "";
+		int stat;
+
+		if (eq)
+			*eq = '\0';
+		if (!strcmp(w, "-")) {
+			te->none = 1;
+		} else if (!strcmp(w, "notensor")) {
+			te->notensor = 1;
+		} else if (!strcmp(w, "nonodes")) {
+			te->nonodes = 1;
+		} else if (w[0] == '@') {
+			char *colon = strchr(w, ':'), *hash;
+			const struct tm_node *n;
+			struct other *o;
+
+			if (!colon || te->nothers == MAX_OTHERS)
+				return -1;
+			*colon = '\0';
+			o = &te->others[te->nothers++];
+			memset(o, 0, sizeof(*o));
+			o->t.dtype = TM_DT_F32;
+			hash = strchr(w, '#');
+			if (hash) {
+				*hash = '\0';
+				o->call = (uint32_t)atoi(hash + 1);
+			}
+			n = tm_nodetab_find(nodes, w + 1);
+			if (!n || parse_slot(colon + 1, &o->t.slot))
+				return -1;
+			o->node = n->id;
+			cur = &o->t;
+		} else if (!strcmp(w, "gap")) {
+			if (!te->nothers || parse_gap(val, &te->others[te->nothers - 1].reason))
+				return -1;
+		} else if (w[0] == '$') {
+			int i = te->nvars++;
+
+			if (i >= MAX_VARS)
+				return -1;
+			snprintf(te->vars[i].name, sizeof(te->vars[i].name), "%s", w + 1);
+			if (val[0] == '"') {
+				snprintf(te->vars[i].str, sizeof(te->vars[i].str), "%s", val + 1);
+				te->vars[i].str[strcspn(te->vars[i].str, "\"")] = '\0';
+				te->vars[i].v.type = TM_TQL_STR;
+				te->vars[i].v.v.str.s = te->vars[i].str;
+				te->vars[i].v.v.str.len = strlen(te->vars[i].str);
+			} else if (!strcmp(val, "true") || !strcmp(val, "false")) {
+				te->vars[i].v.type = TM_TQL_BOOL;
+				te->vars[i].v.v.b = val[0] == 't';
+			} else if (strpbrk(val, ".en")) {
+				te->vars[i].v.type = TM_TQL_NUM;
+				te->vars[i].v.v.d = strtod(val, NULL);
+			} else {
+				te->vars[i].v.type = TM_TQL_INT;
+				te->vars[i].v.v.i = strtoll(val, NULL, 10);
+			}
+		} else if (!strcmp(w, "step")) {
+			te->ev.step = strtoull(val, NULL, 10);
+		} else if (!strcmp(w, "seq")) {
+			te->ev.seq = strtoull(val, NULL, 10);
+		} else if (!strcmp(w, "time")) {
+			te->ev.time_ns = strtoull(val, NULL, 10);
+		} else if (!strcmp(w, "call")) {
+			te->ev.call = (uint32_t)atoi(val);
+		} else if (!strcmp(w, "phase")) {
+			te->ev.phase = !strcmp(val, "bwd") ? TM_PHASE_BWD : TM_PHASE_FWD;
+		} else if (!strcmp(w, "node")) {
+			const struct tm_node *n = tm_nodetab_find(nodes, val);
+
+			te->ev.node = n ? n->id : 999;
+		} else if (!strcmp(w, "slot")) {
+			if (parse_slot(val, &cur->slot))
+				return -1;
+		} else if (!strcmp(w, "dtype")) {
+			cur->dtype = (uint8_t)tm_dtype_from_name(val);
+		} else if (!strcmp(w, "shape")) {
+			if (parse_shape(val, cur))
+				return -1;
+		} else if ((stat = tm_stat_from_name(w)) >= 0) {
+			cur->stat[stat] = strtod(val, NULL);
+			cur->have |= TM_STAT_BIT(stat);
+		} else {
+			printf("\n  bad event word '%s'\n", w);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------- tables */
+
+struct block {
+	const char *file;
+	int line;
+	int fail, cond, nonodes, dis;
+	char *expr;
+	char *events;
+	char *expected;             /* value list, error text or listing */
+};
+
+static char *split_next(char **s)
+{
+	char *r = *s, *sep;
+
+	if (!r)
+		return NULL;
+	sep = strstr(r, " ; ");
+	if (sep) {
+		*sep = '\0';
+		*s = sep + 3;
+	} else {
+		*s = NULL;
+	}
+	return r;
+}
+
+static int run_values(struct block *b, tm_tql_prog *p)
+{
+	char *evs = b->events, *exp = b->expected, *e, *x;
+	int ok = 1, n = 0;
+
+	while ((e = split_next(&evs))) {
+		struct test_event te;
+		struct tm_tql_env env = { 0 };
+		struct tm_tql_ctx ctx = { 0 };
+		struct tm_tql_value v;
+		char got[256];
+
+		n++;
+		x = split_next(&exp);
+		if (!x) {
+			printf("\n  %s:%d: more events than expected values\n", b->file, b->line);
+			return 0;
+		}
+		if (parse_event(e, &te)) {
+			printf("\n  %s:%d: bad event description\n", b->file, b->line);
+			return 0;
+		}
+		env.user = &te;
+		env.lookup = env_lookup;
+		env.variable = env_variable;
+		ctx.event = te.none ? NULL : &te.ev;
+		ctx.tensor = te.none || te.notensor ? NULL : &te.t;
+		ctx.nodes = te.nonodes ? NULL : nodes;
+		ctx.env = &env;
+		if (tm_tql_eval(p, &ctx, &v) != TM_OK) {
+			printf("\n  %s:%d: eval failed\n", b->file, b->line);
+			return 0;
+		}
+		if (tm_tql_value_format(&v, got, sizeof(got)))
+			snprintf(got, sizeof(got), "(format failed)");
+		if (strcmp(got, x)) {
+			printf("\n  %s:%d: %s\n    event %d: expected %s, got %s\n",
+			       b->file, b->line, b->expr, n, x, got);
+			ok = 0;
+		}
+	}
+	if (exp) {
+		printf("\n  %s:%d: more expected values than events\n", b->file, b->line);
+		return 0;
+	}
+	return ok;
+}
+
+static int run_block(struct block *b)
+{
+	struct tm_tql_compile_opts opts = { 0 };
+	tm_tql_prog *p = NULL;
+	char *errors = NULL;
+	int rc, ok = 1;
+
+	opts.nodes = b->nonodes ? NULL : nodes;
+	opts.funcs = funcs;
+	opts.want_bool = b->cond;
+	rc = tm_tql_compile(b->expr, &opts, &p, &errors);
+	if (b->fail) {
+		if (rc != TM_ERR_TQL || !errors || strcmp(errors, b->expected)) {
+			printf("\n  %s:%d: %s\n    expected error:\n%s    got (rc %d):\n%s",
+			       b->file, b->line, b->expr, b->expected, rc,
+			       errors ? errors : "(none)\n");
+			ok = 0;
+		}
+	} else if (rc != TM_OK) {
+		printf("\n  %s:%d: %s\n    unexpected compile failure (rc %d):\n%s",
+		       b->file, b->line, b->expr, rc, errors ? errors : "");
+		ok = 0;
+	} else if (b->dis) {
+		char *buf = NULL;
+		size_t len = 0;
+		FILE *f = open_memstream(&buf, &len);
+
+		tm_tql_disassemble(p, f);
+		fclose(f);
+		if (strcmp(buf, b->expected)) {
+			printf("\n  %s:%d: %s\n    expected listing:\n%s    got:\n%s",
+			       b->file, b->line, b->expr, b->expected, buf);
+			ok = 0;
+		}
+		free(buf);
+	} else {
+		ok = run_values(b, p);
+	}
+	free(errors);
+	tm_tql_free(p);
+	return ok;
+}
+
+/* Runs every block of one file; returns the number of failures. */
+static int run_file(const char *path, const char *name, int *count)
+{
+	FILE *f = fopen(path, "r");
+	char line[4096];
+	char *lines[64];
+	int nlines = 0, lineno = 0, start = 0, fails = 0, i;
+
+	if (!f) {
+		printf("\n  cannot open %s\n", path);
+		return 1;
+	}
+	for (;;) {
+		char *got = fgets(line, sizeof(line), f);
+		size_t n = got ? strlen(line) : 0;
+
+		if (got) {
+			lineno++;
+			if (n && line[n - 1] == '\n')
+				line[--n] = '\0';
+		}
+		if (got && nlines == 0 && line[0] == '#')
+			continue;
+		if (got && n > 0) {
+			if (nlines == 0)
+				start = lineno;
+			if (nlines < 64)
+				lines[nlines++] = strdup(line);
+			continue;
+		}
+		if (nlines) {
+			struct block b = { .file = name, .line = start };
+			int k = 0;
+			size_t tot = 1;
+
+			while (k < nlines && !strncmp(lines[k], "%%", 2)) {
+				b.fail |= !!strstr(lines[k], "FAIL");
+				b.cond |= !!strstr(lines[k], "COND");
+				b.nonodes |= !!strstr(lines[k], "NONODES");
+				b.dis |= !!strstr(lines[k], "DIS");
+				k++;
+			}
+			if (k < nlines)
+				b.expr = lines[k++];
+			if (b.fail || b.dis) {
+				for (i = k; i < nlines; i++)
+					tot += strlen(lines[i]) + 1;
+				b.expected = calloc(1, tot);
+				for (i = k; i < nlines; i++) {
+					strcat(b.expected, lines[i]);
+					strcat(b.expected, "\n");
+				}
+			} else if (k + 2 == nlines) {
+				b.events = lines[k];
+				b.expected = strdup(lines[k + 1]);
+			}
+			if (!b.expr || !b.expected) {
+				printf("\n  %s:%d: malformed block\n", name, start);
+				fails++;
+			} else {
+				++*count;
+				fails += !run_block(&b);
+			}
+			free(b.expected);
+			for (i = 0; i < nlines; i++)
+				free(lines[i]);
+			nlines = 0;
+		}
+		if (!got)
+			break;
+	}
+	fclose(f);
+	return fails;
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void test_tables(void)
+{
+	DIR *d = opendir(TQL_TESTDIR);
+	struct dirent *de;
+	char *names[64];
+	int n = 0, i, fails = 0, count = 0;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+	while ((de = readdir(d)) && n < 64) {
+		size_t len = strlen(de->d_name);
+
+		if (len > 5 && !strcmp(de->d_name + len - 5, ".test"))
+			names[n++] = strdup(de->d_name);
+	}
+	closedir(d);
+	qsort(names, (size_t)n, sizeof(*names), cmp_names);
+	CU_ASSERT(n >= 5);
+	for (i = 0; i < n; i++) {
+		char path[1024];
+		int f;
+
+		snprintf(path, sizeof(path), "%s/%s", TQL_TESTDIR, names[i]);
+		f = run_file(path, names[i], &count);
+		CU_ASSERT_EQUAL(f, 0);
+		fails += f;
+		free(names[i]);
+	}
+	printf("\n  %d table tests, %d failed ", count, fails);
+	CU_ASSERT(count > 100);
+}
+
+/* ---------------------------------------------------------------- API */
+
+static tm_tql_prog *compile_ok(const char *src, int want_bool)
+{
+	struct tm_tql_compile_opts opts = { nodes, funcs, want_bool };
+	tm_tql_prog *p = NULL;
+	char *err = NULL;
+	int rc = tm_tql_compile(src, &opts, &p, &err);
+
+	if (rc)
+		printf("\n  %s: %s", src, err ? err : "?");
+	CU_ASSERT_EQUAL(rc, TM_OK);
+	free(err);
+	return p;
+}
+
+static void test_api_edges(void)
+{
+	tm_tql_prog *p = NULL;
+	struct tm_tql_value v;
+	char *err = (char *)1;
+
+	tm_tql_free(NULL);
+	tm_tql_funcs_free(NULL);
+	CU_ASSERT_EQUAL(tm_tql_compile("1", NULL, NULL, NULL), TM_ERR_INVALID_ARG);
+	CU_ASSERT_EQUAL(tm_tql_compile(NULL, NULL, &p, &err), TM_ERR_INVALID_ARG);
+	CU_ASSERT_PTR_NULL(err);
+	CU_ASSERT_EQUAL(tm_tql_eval(NULL, NULL, &v), TM_ERR_INVALID_ARG);
+	CU_ASSERT_EQUAL(tm_tql_test(NULL, NULL), -1);
+	CU_ASSERT_PTR_NULL(tm_tql_source(NULL));
+	CU_ASSERT_EQUAL(tm_tql_disassemble(NULL, stdout), TM_ERR_INVALID_ARG);
+
+	/* no options at all: a plain expression, evaluated without a ctx */
+	CU_ASSERT_EQUAL(tm_tql_compile("1 + 2 * 3", NULL, &p, NULL), TM_OK);
+	CU_ASSERT_STRING_EQUAL(tm_tql_source(p), "1 + 2 * 3");
+	CU_ASSERT_EQUAL(tm_tql_result_type(p), TM_TQL_INT);
+	CU_ASSERT_EQUAL(tm_tql_uses_lookup(p), 0);
+	CU_ASSERT_EQUAL(tm_tql_eval(p, NULL, &v), TM_OK);
+	CU_ASSERT_EQUAL(v.type, TM_TQL_INT);
+	CU_ASSERT_EQUAL(v.v.i, 7);
+	tm_tql_free(p);
+
+	p = compile_ok("model.layers.0:out.std / model.embed:out.std", 0);
+	CU_ASSERT_EQUAL(tm_tql_uses_lookup(p), 1);
+	CU_ASSERT_EQUAL(tm_tql_result_type(p), TM_TQL_NUM);
+	/* no env: unknown, not a crash */
+	CU_ASSERT_EQUAL(tm_tql_eval(p, NULL, &v), TM_OK);
+	CU_ASSERT_EQUAL(v.type, TM_TQL_UNKNOWN);
+	tm_tql_free(p);
+
+	p = compile_ok("$x", 0);
+	CU_ASSERT_EQUAL(tm_tql_result_type(p), TM_TQL_UNKNOWN);
+	tm_tql_free(p);
+}
+
+static void test_test_convenience(void)
+{
+	struct tm_tensor t = { .have = TM_STAT_BIT(TM_STAT_NAN_COUNT) };
+	struct tm_event ev = { .step = 200, .ntensors = 1, .tensors = &t };
+	struct tm_tql_ctx ctx = { &ev, &t, nodes, NULL };
+	tm_tql_prog *p = compile_ok("tensor.nan_count > 0 && step > 100", 1);
+
+	t.stat[TM_STAT_NAN_COUNT] = 3;
+	CU_ASSERT_EQUAL(tm_tql_test(p, &ctx), 1);
+	t.stat[TM_STAT_NAN_COUNT] = 0;
+	CU_ASSERT_EQUAL(tm_tql_test(p, &ctx), 0);
+	t.have = 0;
+	CU_ASSERT_EQUAL(tm_tql_test(p, &ctx), -1);
+	ev.step = 5;    /* unknown && false is false */
+	CU_ASSERT_EQUAL(tm_tql_test(p, &ctx), 0);
+	tm_tql_free(p);
+}
+
+static void test_error_report(void)
+{
+	struct tm_tql_compile_opts opts = { nodes, NULL, 1 };
+	tm_tql_prog *p = (tm_tql_prog *)1;
+	char *err = NULL;
+
+	/* several errors in one pass, in source order, each with its caret */
+	CU_ASSERT_EQUAL(tm_tql_compile("tensor.nan_cnt > 0 &&\n  stpe > \"x\" || sqr(2)",
+				       &opts, &p, &err), TM_ERR_TQL);
+	CU_ASSERT_PTR_NULL(p);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(err);
+	CU_ASSERT_STRING_EQUAL(err,
+		"tql:1:1: error: unknown field 'tensor.nan_cnt'; did you mean 'tensor.nan_count'?\n"
+		"tensor.nan_cnt > 0 &&\n"
+		"^~~~~~~~~~~~~~\n"
+		"tql:2:3: error: unknown name 'stpe'; did you mean 'step'?\n"
+		"  stpe > \"x\" || sqr(2)\n"
+		"  ^~~~\n"
+		"tql:2:17: error: unknown function 'sqr'; did you mean 'sqrt'?\n"
+		"  stpe > \"x\" || sqr(2)\n"
+		"                ^~~\n");
+	free(err);
+
+	/* errors == NULL is allowed */
+	CU_ASSERT_EQUAL(tm_tql_compile("1 +", &opts, &p, NULL), TM_ERR_TQL);
+}
+
+static void test_limits(void)
+{
+	size_t n = 100000, i;
+	char *src = malloc(n + 1);
+	tm_tql_prog *p = NULL;
+	char *err = NULL;
+
+	/* too long */
+	memset(src, '1', n);
+	src[n] = '\0';
+	CU_ASSERT_EQUAL(tm_tql_compile(src, NULL, &p, &err), TM_ERR_TQL);
+	CU_ASSERT_PTR_NOT_NULL(err && strstr(err, "too long"));
+	free(err);
+	/* too deep: an error, not a stack overflow */
+	for (i = 0; i < 5000; i++)
+		src[i] = '(';
+	src[5000] = '1';
+	src[5001] = '\0';
+	CU_ASSERT_EQUAL(tm_tql_compile(src, NULL, &p, &err), TM_ERR_TQL);
+	CU_ASSERT_PTR_NOT_NULL(err && strstr(err, "nested too deeply"));
+	free(err);
+	/* deep but allowed: folds to a constant */
+	for (i = 0; i < 150; i++)
+		src[i] = '(';
+	src[150] = '1';
+	for (i = 0; i < 150; i++)
+		src[151 + i] = ')';
+	src[301] = '\0';
+	CU_ASSERT_EQUAL(tm_tql_compile(src, NULL, &p, &err), TM_OK);
+	tm_tql_free(p);
+	/* a long chain makes a deep tree: fine up to the cap, then an error */
+	for (i = 0; i + 4 < 3600; i += 4)
+		memcpy(src + i, "1 + ", 4);
+	memcpy(src + i, "1", 2);
+	CU_ASSERT_EQUAL(tm_tql_compile(src, NULL, &p, &err), TM_OK);
+	tm_tql_free(p);
+	for (i = 0; i + 4 < 40000; i += 4)
+		memcpy(src + i, "1 + ", 4);
+	memcpy(src + i, "1", 2);
+	CU_ASSERT_EQUAL(tm_tql_compile(src, NULL, &p, &err), TM_ERR_TQL);
+	CU_ASSERT_PTR_NOT_NULL(err && strstr(err, "too complex"));
+	free(err);
+	free(src);
+}
+
+static void test_disassemble(void)
+{
+	tm_tql_prog *p = compile_ok("tensor.nan_count > 0 && step > 100", 1);
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	CU_ASSERT_EQUAL(tm_tql_disassemble(p, f), TM_OK);
+	fclose(f);
+	CU_ASSERT_STRING_EQUAL(buf,
+		"   0  STAT_GT_IK  tensor.nan_count, 0\n"
+		"   1  JFALSE      -> 4\n"
+		"   2  EV_GT_IK    step, 100\n"
+		"   3  AND\n"
+		"   4  RET\n");
+	free(buf);
+	tm_tql_free(p);
+}
+
+static void test_value_format(void)
+{
+	struct tm_tql_value v = { 0 };
+	static const int64_t dims[] = { 4, 32 };
+	char buf[64];
+
+	v.type = TM_TQL_NUM;
+	v.v.d = 15000;
+	CU_ASSERT_EQUAL(tm_tql_value_format(&v, buf, sizeof(buf)), TM_OK);
+	CU_ASSERT_STRING_EQUAL(buf, "15000");
+	v.v.d = 1.5e6;
+	tm_tql_value_format(&v, buf, sizeof(buf));
+	CU_ASSERT_STRING_EQUAL(buf, "1.5e+06");
+	v.v.d = 2.5e-7;
+	tm_tql_value_format(&v, buf, sizeof(buf));
+	CU_ASSERT_STRING_EQUAL(buf, "2.5e-07");
+	v.v.d = 1234567;
+	tm_tql_value_format(&v, buf, sizeof(buf));
+	CU_ASSERT_STRING_EQUAL(buf, "1234567");
+	v.v.d = -0.001;
+	tm_tql_value_format(&v, buf, sizeof(buf));
+	CU_ASSERT_STRING_EQUAL(buf, "-0.001");
+	v.v.d = 0.1;
+	tm_tql_value_format(&v, buf, sizeof(buf));
+	CU_ASSERT_STRING_EQUAL(buf, "0.1");
+	v.type = TM_TQL_STR;
+	v.v.str.s = "model.\"fc1\"";
+	v.v.str.len = strlen(v.v.str.s);
+	tm_tql_value_format(&v, buf, sizeof(buf));
+	CU_ASSERT_STRING_EQUAL(buf, "\"model.\\\"fc1\\\"\"");
+	CU_ASSERT_EQUAL(tm_tql_value_format(&v, buf, 5), TM_ERR_INVALID_ARG);
+	v.type = TM_TQL_SHAPE;
+	v.v.shape.dims = dims;
+	v.v.shape.rank = 2;
+	tm_tql_value_format(&v, buf, sizeof(buf));
+	CU_ASSERT_STRING_EQUAL(buf, "[4, 32]");
+	CU_ASSERT_EQUAL(tm_tql_value_format(&v, buf, 4), TM_ERR_INVALID_ARG);
+	v.type = TM_TQL_UNKNOWN;
+	v.unknown_reason = TM_GAP_LEVEL;
+	tm_tql_value_format(&v, buf, sizeof(buf));
+	CU_ASSERT_STRING_EQUAL(buf, "<unknown: level>");
+	v.unknown_reason = 0;
+	tm_tql_value_format(&v, buf, sizeof(buf));
+	CU_ASSERT_STRING_EQUAL(buf, "<unknown>");
+	v.type = 99;
+	CU_ASSERT_EQUAL(tm_tql_value_format(&v, buf, sizeof(buf)), TM_ERR_INVALID_ARG);
+}
+
+static void test_field_names(void)
+{
+	const char *const *names = tm_tql_field_names();
+	int s;
+
+	for (s = 0; s < TM_STAT__COUNT; s++) {
+		char want[64];
+		int found = 0, i;
+
+		snprintf(want, sizeof(want), "tensor.%s", tm_stat_table[s].name);
+		for (i = 0; names[i]; i++)
+			found |= !strcmp(names[i], want);
+		CU_ASSERT(found);
+	}
+	/* and every listed name compiles */
+	for (; *names; names++) {
+		tm_tql_prog *p = compile_ok(*names, 0);
+
+		tm_tql_free(p);
+	}
+}
+
+/* prev() forgets on reset; the history is per (node, slot) */
+static void test_prev_reset(void)
+{
+	struct tm_tensor t = { .have = TM_STAT_BIT(TM_STAT_STD) };
+	struct tm_event ev = { .node = 3, .ntensors = 1, .tensors = &t };
+	struct tm_tql_ctx ctx = { &ev, &t, nodes, NULL };
+	tm_tql_prog *p = compile_ok("delta(tensor.std)", 0);
+	struct tm_tql_value v;
+
+	t.stat[TM_STAT_STD] = 1;
+	tm_tql_eval(p, &ctx, &v);
+	CU_ASSERT_EQUAL(v.type, TM_TQL_UNKNOWN);
+	t.stat[TM_STAT_STD] = 4;
+	tm_tql_eval(p, &ctx, &v);
+	CU_ASSERT_EQUAL(v.type, TM_TQL_NUM);
+	CU_ASSERT_DOUBLE_EQUAL(v.v.d, 3, 1e-12);
+	tm_tql_reset(p);
+	tm_tql_eval(p, &ctx, &v);
+	CU_ASSERT_EQUAL(v.type, TM_TQL_UNKNOWN);
+	tm_tql_free(p);
+}
+
+/* Past the cap of remembered (node, slot) pairs prev() is unknown. */
+static void test_prev_cap(void)
+{
+	struct tm_tensor t = { .have = TM_STAT_BIT(TM_STAT_STD) };
+	struct tm_event ev = { .ntensors = 1, .tensors = &t };
+	struct tm_tql_ctx ctx = { &ev, &t, NULL, NULL };
+	tm_tql_prog *p;
+	struct tm_tql_value v;
+	uint32_t n, known = 0;
+
+	CU_ASSERT_EQUAL_FATAL(tm_tql_compile("prev(tensor.std)", NULL, &p, NULL), TM_OK);
+	for (int round = 0; round < 2; round++)
+		for (n = 0; n < 5000; n++) {
+			ev.node = n;
+			tm_tql_eval(p, &ctx, &v);
+			known += round == 1 && v.type == TM_TQL_NUM;
+		}
+	CU_ASSERT(known >= 1024 && known < 5000);
+	tm_tql_free(p);
+}
+
+static void test_no_allocation(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+	CU_PASS("allocation count not measurable under ASan");
+#else
+	struct tm_tensor t = { .have = TM_STAT_BIT(TM_STAT_STD) | TM_STAT_BIT(TM_STAT_NAN_COUNT) };
+	struct tm_event ev = { .ntensors = 1, .tensors = &t };
+	struct tm_tql_ctx ctx = { &ev, &t, nodes, NULL };
+	tm_tql_prog *p = compile_ok("delta(tensor.std) > 1 || node.path =~ \"model.*\" && "
+				    "tensor.nan_count + prev(tensor.nan_count) > 3", 1);
+	struct mallinfo2 before, after;
+	struct tm_tql_value v;
+	int i;
+
+	tm_tql_eval(p, &ctx, &v);
+	before = mallinfo2();
+	for (i = 0; i < 10000; i++) {
+		ev.node = (uint32_t)(i % 8);
+		t.stat[TM_STAT_STD] = i;
+		tm_tql_eval(p, &ctx, &v);
+	}
+	after = mallinfo2();
+	CU_ASSERT_EQUAL(before.uordblks, after.uordblks);
+	CU_ASSERT_EQUAL(before.hblkhd, after.hblkhd);
+	tm_tql_free(p);
+#endif
+}
+
+static void test_ffi_load(void)
+{
+	tm_tql_funcs *f = tm_tql_funcs_new();
+	char *err = NULL;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	CU_ASSERT_EQUAL(tm_tql_funcs_load(f, "/nonexistent/libx.so f(double) -> double", &err),
+			TM_ERR_NOT_FOUND);
+	CU_ASSERT_PTR_NOT_NULL(err && strstr(err, "cannot load library '/nonexistent/libx.so'"));
+	free(err);
+	CU_ASSERT_EQUAL(tm_tql_funcs_load(f, TQL_EXTLIB " nosuch(double) -> double", &err),
+			TM_ERR_NOT_FOUND);
+	CU_ASSERT_PTR_NOT_NULL(err && strstr(err, "no symbol 'nosuch' in library"));
+	free(err);
+	CU_ASSERT_EQUAL(tm_tql_funcs_load(f, TQL_EXTLIB " tqlext_hypot(double, float) -> double",
+					  &err), TM_ERR_INVALID_ARG);
+	CU_ASSERT_PTR_NOT_NULL(err && strstr(err, "unknown argument type"));
+	free(err);
+	CU_ASSERT_EQUAL(tm_tql_funcs_load(f, TQL_EXTLIB " tqlext_hypot(double, double)", &err),
+			TM_ERR_INVALID_ARG);
+	CU_ASSERT_PTR_NOT_NULL(err && strstr(err, "expected '-> TYPE'"));
+	free(err);
+	CU_ASSERT_EQUAL(tm_tql_funcs_load(f, TQL_EXTLIB " sqrt(double) -> double", &err),
+			TM_ERR_INVALID_ARG);
+	CU_ASSERT_PTR_NOT_NULL(err && strstr(err, "builtin"));
+	free(err);
+	CU_ASSERT_EQUAL(tm_tql_funcs_load(f, "justoneword", &err), TM_ERR_INVALID_ARG);
+	free(err);
+	CU_ASSERT_EQUAL(tm_tql_funcs_load(f, TQL_EXTLIB " tqlext_hypot(double, double) -> double",
+					  &err), TM_OK);
+	CU_ASSERT_PTR_NULL(err);
+	CU_ASSERT_EQUAL(tm_tql_funcs_load(f, TQL_EXTLIB " tqlext_hypot(double, double) -> double",
+					  &err), TM_ERR_INVALID_ARG);
+	CU_ASSERT_PTR_NOT_NULL(err && strstr(err, "already loaded"));
+	free(err);
+	CU_ASSERT_STRING_EQUAL(tm_tql_funcs_name(f, 0), "tqlext_hypot");
+	CU_ASSERT_PTR_NULL(tm_tql_funcs_name(f, 1));
+	tm_tql_funcs_free(f);
+}
+
+/* The table tests call these; loaded once for the whole suite. */
+static void load_funcs(void)
+{
+	static const char *const specs[] = {
+		TQL_EXTLIB " tqlext_hypot(double, double) -> double",
+		TQL_EXTLIB " tqlext_add(int64, int64) -> int64",
+		TQL_EXTLIB " tqlext_odd(int64) -> bool",
+		TQL_EXTLIB " tqlext_pick(bool, double, double) -> double",
+		TQL_EXTLIB " tqlext_answer() -> double",
+	};
+	size_t i;
+
+	funcs = tm_tql_funcs_new();
+	for (i = 0; i < N_ELEMS(specs); i++) {
+		char *err = NULL;
+
+		if (tm_tql_funcs_load(funcs, specs[i], &err))
+			fprintf(stderr, "test_tql: %s\n", err ? err : "load failed");
+		free(err);
+	}
+}
+
+int main(void)
+{
+	static const struct tm_test_case cases[] = {
+		TM_TEST(test_tables),
+		TM_TEST(test_api_edges),
+		TM_TEST(test_test_convenience),
+		TM_TEST(test_error_report),
+		TM_TEST(test_limits),
+		TM_TEST(test_disassemble),
+		TM_TEST(test_value_format),
+		TM_TEST(test_field_names),
+		TM_TEST(test_prev_reset),
+		TM_TEST(test_prev_cap),
+		TM_TEST(test_no_allocation),
+		TM_TEST(test_ffi_load),
+		{ NULL, NULL }
+	};
+	int rc;
+
+	make_nodes();
+	load_funcs();
+	rc = tm_test_run("tql", cases);
+	tm_tql_funcs_free(funcs);
+	tm_nodetab_free(nodes);
+	return rc;
+}
