@@ -6,7 +6,8 @@
  *
  * Writes N level-1 stat events (one f32 output tensor each, 200 nodes),
  * then measures, in the same run:
- *   write   events/s through tm_writer_event (one core, zstd level 1);
+ *   write   events/s through tm_writer_event (one core, zstd level 1),
+ *           against zstd compressing the same raw chunk bytes alone;
  *   scan    events/s through tm_reader_next over the whole file;
  *   zstd    decompression alone of every chunk payload of the file
  *           (in process, and `zstd -d` of the same frames when installed):
@@ -161,7 +162,10 @@ int main(int argc, char **argv)
 		long off = 32;
 		char zpath[1024], cmd[2200];
 		ZSTD_DCtx *dctx = ZSTD_createDCtx();
-		double t_cmd = -1, t_cmd0;
+		ZSTD_CCtx *cctx = ZSTD_createCCtx();
+		uint8_t *cbuf = NULL;
+		size_t ccap = 0;
+		double t_cmd = -1, t_cmd0, t_comp = 0;
 
 		snprintf(zpath, sizeof(zpath), "%s.zst", path);
 		z = fopen(zpath, "wb");
@@ -183,6 +187,12 @@ int main(int argc, char **argv)
 				t0 = now_s();
 				ZSTD_decompressDCtx(dctx, dst, raw, src, stored);
 				t_zstd += now_s() - t0;
+				/* and the writer's floor: compressing it again */
+				if (ZSTD_compressBound(raw) > ccap)
+					cbuf = realloc(cbuf, ccap = ZSTD_compressBound(raw));
+				t0 = now_s();
+				ZSTD_compressCCtx(cctx, cbuf, ccap, dst, raw, wo.zstd_level);
+				t_comp += now_s() - t0;
 				if (z)
 					fwrite(src, 1, stored, z);
 			}
@@ -198,6 +208,8 @@ int main(int argc, char **argv)
 			t_cmd = now_s() - t_cmd0;
 		unlink(zpath);
 		ZSTD_freeDCtx(dctx);
+		ZSTD_freeCCtx(cctx);
+		free(cbuf);
 		free(src);
 		free(dst);
 
@@ -206,7 +218,9 @@ int main(int argc, char **argv)
 		       (unsigned long long)s->nevents, (unsigned long long)s->nchunks,
 		       (double)s->file_bytes / (double)n,
 		       (double)s->uncompressed_bytes / (double)n);
-		printf("write     %.2f M events/s  (%.3f s)\n", (double)n / t_write / 1e6, t_write);
+		printf("write     %.2f M events/s  (%.3f s); zstd level %d alone on the same bytes "
+		       "%.3f s: write/zstd = %.2fx\n", (double)n / t_write / 1e6, t_write,
+		       wo.zstd_level, t_comp, t_write / t_comp);
 		printf("scan      %.2f M events/s  (%.3f s, %llu records)\n",
 		       (double)scanned / t_scan / 1e6, t_scan, (unsigned long long)scanned);
 		printf("zstd      %.3f s in process: scan/zstd = %.2fx\n", t_zstd, t_scan / t_zstd);
