@@ -1,12 +1,243 @@
-/* main.c -- placeholder entry point of tmdb until the CLI lands. */
+/*
+ * main.c -- tmdb's entry point: options, init files, batch and interactive
+ * modes.
+ *
+ * The order follows GDB: ~/.tmdbinit, the trace named on the command line,
+ * ./.tmdbinit (only when ~/.tmdbinit allows it), then every -ex and -x in
+ * the order given; -batch exits after them with 0 if the last command
+ * succeeded and 1 if it failed, `quit N` exits with N.
+ */
 #include "config.h"
+
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
-#include "tensormorph.h"
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tmdb.h"
+
+struct action {
+	int is_file;            /* -x FILE, else -ex CMD */
+	const char *arg;
+};
+
+static void usage(FILE *fp)
+{
+	fprintf(fp,
+		"Usage: tmdb [OPTIONS] [TRACE.tmrun]\n"
+		"Debug a recorded neural-network run the way GDB debugs a program.\n"
+		"\n"
+		"Options:\n"
+		"  -q, -quiet, -silent   do not print the introductory message\n"
+		"  -batch                exit after processing options; status 0 if the\n"
+		"                        last command succeeded, 1 if it failed\n"
+		"  -ex CMD               execute a single command (repeatable)\n"
+		"  -x FILE               execute commands from FILE (repeatable)\n"
+		"  -nx, -n               do not read any .tmdbinit file\n"
+		"  -nh                   do not read ~/.tmdbinit\n"
+		"  --recover FILE [-o OUT]\n"
+		"                        rewrite the index of a trace whose writer died\n"
+		"                        (in place, or into OUT) and exit\n"
+		"  --version             print the version and exit\n"
+		"  --help                print this help and exit\n"
+		"\n"
+		"Init files: ~/.tmdbinit, and ./.tmdbinit when ~/.tmdbinit says\n"
+		"\"set auto-load local-tmdbinit on\".  See tmdb(1).\n");
+}
+
+/* Accepts -opt, --opt and --opt=VALUE spellings of GDB's options. */
+static int opt_is(const char *arg, const char *name, const char **value)
+{
+	const char *a = arg;
+	size_t l = strlen(name);
+
+	if (a[0] != '-')
+		return 0;
+	a++;
+	if (a[0] == '-')
+		a++;
+	if (strncmp(a, name, l))
+		return 0;
+	if (a[l] == 0) {
+		if (value)
+			*value = NULL;
+		return 1;
+	}
+	if (a[l] == '=' && value) {
+		*value = a + l + 1;
+		return 1;
+	}
+	return 0;
+}
+
+static int do_recover(const char *in, const char *out)
+{
+	char *report = NULL;
+	int err = tm_recover(in, out ? out : in, &report);
+
+	if (report) {
+		size_t l = strlen(report);
+
+		fputs(report, stdout);
+		if (l && report[l - 1] != '\n')
+			fputc('\n', stdout);
+	}
+	free(report);
+	if (err != TM_OK) {
+		fprintf(stderr, "tmdb: cannot recover \"%s\": %s.\n", in,
+			tm_strerror(err));
+		return 1;
+	}
+	return 0;
+}
+
+/* ./.tmdbinit runs only where ~/.tmdbinit allows it (it could be anyone's). */
+static void local_init(struct tm_session *s, const char *home_init)
+{
+	struct stat a, b;
+
+	if (stat(".tmdbinit", &a))
+		return;
+	if (home_init && !stat(home_init, &b) && a.st_dev == b.st_dev &&
+	    a.st_ino == b.st_ino)
+		return;
+	if (!s->set.local_init) {
+		tm_error(s, "warning: File \"./.tmdbinit\" auto-loading has been "
+			 "declined.  To enable it, add \"set auto-load "
+			 "local-tmdbinit on\" to ~/.tmdbinit.");
+		return;
+	}
+	tm_source_file(s, ".tmdbinit", 0);
+}
 
 int main(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
-	printf("%s\n", tm_version_string());
-	return 0;
+	struct action *acts;
+	struct tm_session *s;
+	const char *trace = NULL, *recover = NULL, *recover_out = NULL, *v;
+	const char *home = getenv("HOME");
+	char *home_init = NULL;
+	int quiet = 0, batch = 0, nx = 0, nh = 0, is_file, i, rc;
+	size_t nacts = 0;
+
+	acts = calloc((size_t)argc + 1, sizeof(*acts));
+	if (!acts)
+		return 1;
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (opt_is(a, "q", NULL) || opt_is(a, "quiet", NULL) ||
+		    opt_is(a, "silent", NULL)) {
+			quiet = 1;
+		} else if (opt_is(a, "batch", NULL)) {
+			batch = 1;
+		} else if (opt_is(a, "nx", NULL) || opt_is(a, "n", NULL)) {
+			nx = 1;
+		} else if (opt_is(a, "nh", NULL)) {
+			nh = 1;
+		} else if ((is_file = opt_is(a, "x", &v) || opt_is(a, "command", &v)) ||
+			   opt_is(a, "ex", &v) || opt_is(a, "eval-command", &v)) {
+			if (!v) {
+				if (i + 1 >= argc) {
+					fprintf(stderr, "tmdb: option '%s' requires an argument\n"
+						"Use `tmdb --help' for a complete list of options.\n", a);
+					free(acts);
+					return 1;
+				}
+				v = argv[++i];
+			}
+			acts[nacts].is_file = is_file;
+			acts[nacts].arg = v;
+			nacts++;
+		} else if (opt_is(a, "recover", &v)) {
+			if (!v) {
+				if (i + 1 >= argc) {
+					fprintf(stderr, "tmdb: option '--recover' requires a trace file\n");
+					free(acts);
+					return 1;
+				}
+				v = argv[++i];
+			}
+			recover = v;
+		} else if (!strcmp(a, "-o") && recover && i + 1 < argc) {
+			recover_out = argv[++i];
+		} else if (opt_is(a, "version", NULL) || !strcmp(a, "-v")) {
+			printf("tmdb (tensormorph) %s\n", PACKAGE_VERSION);
+			free(acts);
+			return 0;
+		} else if (opt_is(a, "help", NULL) || !strcmp(a, "-h")) {
+			usage(stdout);
+			free(acts);
+			return 0;
+		} else if (a[0] == '-' && a[1]) {
+			fprintf(stderr, "tmdb: unrecognized option '%s'\n"
+				"Use `tmdb --help' for a complete list of options.\n", a);
+			free(acts);
+			return 1;
+		} else if (!trace) {
+			trace = a;
+		} else {
+			fprintf(stderr, "tmdb: too many arguments: '%s'\n"
+				"Use `tmdb --help' for a complete list of options.\n", a);
+			free(acts);
+			return 1;
+		}
+	}
+	if (recover) {
+		free(acts);
+		return do_recover(recover, recover_out);
+	}
+
+	s = tm_session_new();
+	if (!s) {
+		free(acts);
+		return 1;
+	}
+	s->batch = batch;
+	s->interactive = !batch && isatty(STDIN_FILENO);
+	if (batch)
+		s->set.confirm = 0;
+	if (s->interactive)
+		tm_install_sigint();
+	if (!quiet && !batch)
+		tm_out(s, "tmdb (tensormorph) %s, the debugger for neural networks.\n"
+		       "Type \"help\" for a list of commands.\n", PACKAGE_VERSION);
+
+	if (!nx && !nh && home && *home) {
+		home_init = malloc(strlen(home) + 12);
+		if (home_init) {
+			sprintf(home_init, "%s/.tmdbinit", home);
+			tm_source_file(s, home_init, 0);
+		}
+	}
+	if (trace && !s->quit)
+		s->last_failed = tm_session_load(s, trace) != 0;
+	if (!nx && !s->quit)
+		local_init(s, home_init);
+	free(home_init);
+
+	for (i = 0; (size_t)i < nacts && !s->quit; i++) {
+		if (acts[i].is_file)
+			s->last_failed = tm_source_file(s, acts[i].arg, 1) != 0;
+		else
+			s->last_failed = tm_execute(s, acts[i].arg, !batch) != 0;
+	}
+	free(acts);
+
+	if (!batch && !s->quit) {
+		if (s->interactive)
+			tm_cli_init(s);
+		tm_run_interactive(s, s->interactive);
+		if (s->interactive)
+			tm_cli_done(s);
+		rc = s->quit ? s->exit_code : 0;
+	} else {
+		rc = s->quit ? s->exit_code : s->last_failed ? 1 : 0;
+	}
+	fflush(stdout);
+	tm_session_free(s);
+	return rc;
 }

@@ -1,0 +1,1080 @@
+/*
+ * cmd-run.c -- moving the playhead: run, continue, step, next, finish,
+ * until, the reverse-* commands, goto and find.
+ *
+ * Every movement is one scan loop (scan()) over probe records in one
+ * direction with a predicate saying where to stop; breakpoints and
+ * watchpoints are checked on the way.  The loop touches the event only
+ * through the breakpoints' node bitmaps until something might fire, so a
+ * `continue` over a big trace costs little more than reading it.  Gaps
+ * crossed are reported; Ctrl-C stops at the event being looked at.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tmdb.h"
+
+/* Where a scan wants to stop: returns 1 to stop at ev. */
+typedef int (*stop_fn)(struct tm_session *s, const struct tm_event *ev,
+		       void *arg);
+
+struct stop {
+	int why;
+	struct bp *bp;
+	uint32_t focus;
+	struct tm_val old, new_;   /* watchpoints */
+};
+
+/* ------------------------------------------------------------- moving one record */
+
+/*
+ * The record after/before the playhead in direction dir.  The probe's cursor
+ * may sit on either side of the playhead event, depending on the last move,
+ * so the first move in a new direction skips over the playhead itself.
+ */
+static int move(struct tm_session *s, int dir, struct tm_record *rec)
+{
+	struct tm_probe *p = s->probe;
+	int err;
+
+	if (s->have_cur && (dir == TM_DIR_FWD) != s->cursor_after) {
+		err = p->ops->next_event(p, dir, rec);
+		if (err != TM_OK)
+			return err;
+		s->cursor_after = dir == TM_DIR_FWD;
+	}
+	err = p->ops->next_event(p, dir, rec);
+	if (err == TM_OK || err == TM_ERR_END)
+		s->cursor_after = dir == TM_DIR_FWD;
+	return err;
+}
+
+/* Puts the playhead on the event with this seq (or the first after it). */
+static int seek_playhead(struct tm_session *s, uint64_t seq)
+{
+	struct tm_record rec;
+	int err;
+
+	err = s->probe->ops->seek(s->probe, TM_SEEK_SEQ, seq);
+	while (err == TM_OK) {
+		err = s->probe->ops->next_event(s->probe, TM_DIR_FWD, &rec);
+		if (err == TM_OK && rec.type == TM_REC_EVENT) {
+			tm_playhead_set(s, &rec.u.event);
+			s->cursor_after = 1;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+/* After running off either end: the playhead goes to the last event seen. */
+static void settle_at_end(struct tm_session *s, int dir)
+{
+	struct tm_record rec;
+	int back = dir == TM_DIR_FWD ? TM_DIR_BWD : TM_DIR_FWD;
+
+	while (s->probe->ops->next_event(s->probe, back, &rec) == TM_OK) {
+		if (rec.type == TM_REC_EVENT) {
+			tm_playhead_set(s, &rec.u.event);
+			s->cursor_after = back == TM_DIR_FWD;
+			return;
+		}
+	}
+	tm_playhead_clear(s);
+	s->probe->ops->seek(s->probe, TM_SEEK_START, 0);
+}
+
+/* ------------------------------------------------------------- watchpoints */
+
+static int watch_check(struct tm_session *s, struct bp *b,
+		       const struct tm_event *ev, struct stop *st)
+{
+	struct tm_val v;
+	struct tm_tql_ctx ctx;
+
+	if (b->watch_node_only && ev->node != b->watch_node)
+		return 0;
+	if (!b->wexpr || (!b->wexpr->simple && !b->wexpr->prog))
+		return 0;       /* did not compile against this trace */
+	memset(&v, 0, sizeof(v));
+	if (tm_expr_eval(s, b->wexpr, &v))
+		return 0;
+	if (v.kind == VAL_SCALAR && v.v.type == TM_TQL_UNKNOWN) {
+		tm_val_clear(&v);
+		return 0;
+	}
+	if (b->have_old && tm_val_equal(&b->old, &v)) {
+		tm_val_clear(&v);
+		return 0;
+	}
+	if (b->cond) {
+		tm_tql_ctx_init(s, &ctx, ev, NULL);
+		if (tm_tql_test(b->cond, &ctx) <= 0) {
+			tm_val_clear(&b->old);
+			b->old = v;
+			b->have_old = 1;
+			return 0;
+		}
+	}
+	st->why = STOP_WATCH;
+	st->bp = b;
+	if (b->have_old)
+		tm_val_copy(&st->old, &b->old);
+	else
+		memset(&st->old, 0, sizeof(st->old));
+	tm_val_copy(&st->new_, &v);
+	tm_val_clear(&b->old);
+	b->old = v;
+	b->have_old = 1;
+	return 1;
+}
+
+/* Breakpoints and watchpoints at one event; fills st for the first that fires. */
+static int bps_check(struct tm_session *s, const struct tm_event *ev,
+		     struct stop *st)
+{
+	struct bp *b;
+	uint32_t focus;
+
+	for (b = s->bps; b; b = b->next) {
+		if (!b->enabled)
+			continue;
+		if (b->type == BP_WATCH) {
+			if (watch_check(s, b, ev, st))
+				return 1;
+			continue;
+		}
+		if (!tm_bp_match(s, b, ev, &focus))
+			continue;
+		b->hits++;
+		if (b->ignore) {
+			b->ignore--;
+			continue;
+		}
+		st->why = STOP_BREAK;
+		st->bp = b;
+		st->focus = focus;
+		return 1;
+	}
+	return 0;
+}
+
+/* "SIGSEGV" for the signals a training process dies of. */
+static const char *signal_name(int signo, char *buf, size_t len)
+{
+	static const struct { int no; const char *name; } sigs[] = {
+		{ 1, "SIGHUP" }, { 2, "SIGINT" }, { 4, "SIGILL" }, { 6, "SIGABRT" },
+		{ 7, "SIGBUS" }, { 8, "SIGFPE" }, { 9, "SIGKILL" }, { 11, "SIGSEGV" },
+		{ 13, "SIGPIPE" }, { 15, "SIGTERM" },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		if (sigs[i].no == signo)
+			return sigs[i].name;
+	snprintf(buf, len, "signal %d", signo);
+	return buf;
+}
+
+/* ------------------------------------------------------------- the scan loop */
+
+/*
+ * Moves in direction dir until fn says stop, a breakpoint fires (use_bps),
+ * the trace ends, or Ctrl-C.  On return the playhead is where it stopped and
+ * st says why.
+ */
+static int scan(struct tm_session *s, int dir, stop_fn fn, void *arg,
+		int use_bps, struct stop *st)
+{
+	struct tm_record rec;
+	unsigned gaps = 0, tick = 0;
+	int err;
+
+	memset(st, 0, sizeof(*st));
+	st->focus = UINT32_MAX;
+	if (dir == TM_DIR_BWD)
+		tm_lookup_invalidate(s);
+	for (;;) {
+		err = move(s, dir, &rec);
+		if (err == TM_ERR_END) {
+			st->why = dir == TM_DIR_FWD ? STOP_END : STOP_START;
+			s->scan_ev = NULL;
+			settle_at_end(s, dir);
+			break;
+		}
+		if (err != TM_OK) {
+			uint64_t back = s->have_cur ? s->cur.seq : 0;
+
+			s->scan_ev = NULL;
+			tm_progress(s, 0, 1);
+			tm_error(s, "Cannot read the trace: %s.\n"
+				 "Use \"tmdb --recover %s\" if the file is damaged.",
+				 s->probe->ops->detail(s->probe)[0] ?
+				 s->probe->ops->detail(s->probe) : tm_strerror(err),
+				 s->trace_path ? s->trace_path : "FILE");
+			tm_lookup_invalidate(s);
+			if (s->have_cur)
+				seek_playhead(s, back);
+			st->why = STOP_ERROR;
+			return -1;
+		}
+		if (dir == TM_DIR_FWD) {
+			if (s->nlk)
+				tm_lookup_advance(s, &rec);
+		} else if (s->nlk) {
+			tm_lookup_invalidate(s);
+		}
+		if (rec.type == TM_REC_GAP) {
+			if (!s->scan_quiet && gaps++ < (unsigned)s->set.max_gap_lines) {
+				tm_progress(s, 0, 1);
+				tm_print_gap(s, &rec.u.gap, dir);
+			}
+			continue;
+		}
+		if (rec.type == TM_REC_CRASH) {
+			struct tm_crash c = rec.u.crash;
+			char sb[32];
+			uint32_t k;
+
+			s->scan_ev = NULL;
+			tm_progress(s, 0, 1);
+			tm_out(s, "\nProgram received signal %s at step %" PRIu64
+			       " in %s.\n", signal_name(c.signo, sb, sizeof(sb)),
+			       c.step, c.node == TM_NODE_NONE ? "?" :
+			       tm_node_name(s, c.node));
+			for (k = 0; k < c.nframes && k < TM_MAX_FRAMES; k++)
+				if (c.frames[k])
+					tm_out(s, "  #%u %s\n", k, c.frames[k]);
+			seek_playhead(s, c.seq);
+			st->why = STOP_CRASH;
+			break;
+		}
+		if (rec.type != TM_REC_EVENT)
+			continue;
+		s->scan_ev = &rec.u.event;
+		if ((++tick & 0xffff) == 0)
+			tm_progress(s, rec.u.event.seq, 0);
+		if (use_bps && s->bps && bps_check(s, &rec.u.event, st)) {
+			s->scan_ev = NULL;
+			tm_playhead_set(s, &rec.u.event);
+			s->focus = st->focus == UINT32_MAX ? s->focus : st->focus;
+			break;
+		}
+		if (fn && fn(s, &rec.u.event, arg)) {
+			s->scan_ev = NULL;
+			st->why = STOP_STEP;
+			tm_playhead_set(s, &rec.u.event);
+			break;
+		}
+		if (tm_interrupted) {
+			s->scan_ev = NULL;
+			st->why = STOP_INTERRUPT;
+			tm_playhead_set(s, &rec.u.event);
+			break;
+		}
+	}
+	s->scan_ev = NULL;
+	tm_progress(s, 0, 1);
+	if (gaps > (unsigned)s->set.max_gap_lines)
+		tm_out(s, "(%u more gaps crossed)\n",
+		       gaps - (unsigned)s->set.max_gap_lines);
+	return 0;
+}
+
+/* ------------------------------------------------------------- reporting a stop */
+
+static void queue_commands(struct tm_session *s, struct bp *b)
+{
+	size_t i, start = 0;
+
+	tm_lines_free(s->pending, s->npending);
+	s->pending = NULL;
+	s->npending = 0;
+	s->pending_silent = 0;
+	if (!b->ncmds)
+		return;
+	if (!strcmp(b->cmds[0], "silent")) {
+		s->pending_silent = 1;
+		start = 1;
+	}
+	s->pending = calloc(b->ncmds, sizeof(char *));
+	if (!s->pending)
+		return;
+	for (i = start; i < b->ncmds; i++)
+		s->pending[s->npending++] = strdup(b->cmds[i]);
+}
+
+/*
+ * Runs the commands of the breakpoint that stopped us.  A command that moves
+ * the playhead again queues the next breakpoint's commands; they run here,
+ * in a loop, not recursively.
+ */
+void tm_after_stop(struct tm_session *s)
+{
+	char **lines;
+	size_t n;
+
+	if (s->in_stop_cmds)
+		return;
+	s->in_stop_cmds = 1;
+	while (s->npending && !s->quit && !tm_interrupted) {
+		lines = s->pending;
+		n = s->npending;
+		s->pending = NULL;
+		s->npending = 0;
+		if (tm_execute_lines(s, lines, n)) {
+			tm_lines_free(lines, n);
+			break;
+		}
+		tm_lines_free(lines, n);
+	}
+	tm_lines_free(s->pending, s->npending);
+	s->pending = NULL;
+	s->npending = 0;
+	s->in_stop_cmds = 0;
+}
+
+static void report(struct tm_session *s, struct stop *st)
+{
+	char buf[64], ob[2048], nb[2048];
+	struct bp *b = st->bp;
+	int silent = 0;
+
+	if (b)
+		queue_commands(s, b);
+	silent = b && s->pending_silent;
+	switch (st->why) {
+	case STOP_BREAK:
+		s->stopped_bp = b->num;
+		if (!silent) {
+			snprintf(buf, sizeof(buf), "%s %d, ",
+				 b->disp == BP_DEL ? "Temporary breakpoint" :
+				 "Breakpoint", b->num);
+			tm_out(s, "\n");
+			tm_print_location(s, buf);
+			tm_print_source_line(s);
+		}
+		if (b->disp == BP_DEL) {
+			char num[16];
+
+			snprintf(num, sizeof(num), "%d", b->num);
+			cmd_delete_entry.exec(s, num, 0);
+			b = NULL;
+		} else if (b->disp == BP_DIS) {
+			b->enabled = 0;
+			b->disp = BP_KEEP;
+		}
+		break;
+	case STOP_WATCH:
+		s->stopped_bp = b->num;
+		if (!silent) {
+			if (st->old.kind == VAL_SCALAR && st->old.v.type == TM_TQL_UNKNOWN &&
+			    !st->old.v.unknown_reason)
+				snprintf(ob, sizeof(ob), "<unknown>");
+			else
+				tm_val_format(&st->old, ob, sizeof(ob));
+			tm_val_format(&st->new_, nb, sizeof(nb));
+			tm_out(s, "\nWatchpoint %d: %s\n\nOld value = %s\nNew value = %s\n",
+			       b->num, b->where, ob, nb);
+			tm_print_location(s, NULL);
+			tm_print_source_line(s);
+		}
+		break;
+	case STOP_END: {
+		struct tm_probe_info pi;
+
+		s->probe->ops->describe(s->probe, &pi);
+		if (pi.summary && pi.summary->damaged)
+			tm_out(s, "\nEnd of the readable trace: the file is damaged "
+			       "after seq %" PRIu64 " (see \"tmdb --recover\").\n",
+			       pi.summary->last_seq);
+		else
+			tm_out(s, "\nEnd of trace.\n");
+		tm_print_location(s, NULL);
+		break;
+	}
+	case STOP_START:
+		tm_out(s, "\nNo more reverse-execution history.\n");
+		tm_print_location(s, NULL);
+		tm_print_source_line(s);
+		break;
+	case STOP_INTERRUPT:
+		tm_out(s, "\nInterrupted.\n");
+		tm_print_location(s, NULL);
+		tm_print_source_line(s);
+		break;
+	case STOP_CRASH:
+		tm_print_location(s, NULL);
+		tm_print_source_line(s);
+		break;
+	case STOP_STEP:
+		tm_print_location(s, NULL);
+		tm_print_source_line(s);
+		break;
+	default:
+		break;
+	}
+	tm_val_clear(&st->old);
+	tm_val_clear(&st->new_);
+	if (s->have_cur)
+		tm_displays_show(s);
+	tm_after_stop(s);
+}
+
+/* ------------------------------------------------------------- run, continue */
+
+static int start_over(struct tm_session *s)
+{
+	tm_playhead_clear(s);
+	if (s->probe->ops->seek(s->probe, TM_SEEK_START, 0) != TM_OK) {
+		tm_error(s, "Cannot rewind the trace: %s.",
+			 s->probe->ops->detail(s->probe));
+		return -1;
+	}
+	return 0;
+}
+
+static int run_to_stop(struct tm_session *s, int dir, stop_fn fn, void *arg,
+		       int use_bps)
+{
+	struct stop st;
+
+	if (scan(s, dir, fn, arg, use_bps, &st))
+		return -1;
+	report(s, &st);
+	return 0;
+}
+
+static int cmd_run_exec(struct tm_session *s, const char *args, int from_tty)
+{
+	if (start_over(s))
+		return -1;
+	return run_to_stop(s, TM_DIR_FWD, NULL, NULL, 1);
+}
+
+const struct cmd_entry cmd_run_entry = {
+	.name = "run", .alias = "r start",
+	.usage = "run",
+	.help = "Replay the trace from the beginning until a breakpoint or the end.",
+	.exec = cmd_run_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.klass = "running",
+};
+
+/* "N" argument of continue/step/next: a positive count, default 1. */
+static int count_arg(struct tm_session *s, const char *args, uint64_t *n)
+{
+	*n = 1;
+	if (!*args)
+		return 0;
+	if (tm_parse_uint(args, n) || *n == 0) {
+		struct tm_val v;
+
+		/* GDB accepts an expression here. */
+		memset(&v, 0, sizeof(v));
+		if (tm_evaluate(s, args, &v))
+			return -1;
+		if (v.kind != VAL_SCALAR || v.v.type != TM_TQL_INT || v.v.v.i <= 0) {
+			tm_val_clear(&v);
+			tm_error(s, "Invalid count \"%s\".", args);
+			return -1;
+		}
+		*n = (uint64_t)v.v.v.i;
+	}
+	return 0;
+}
+
+static int cmd_continue_exec(struct tm_session *s, const char *args, int from_tty)
+{
+	uint64_t n;
+	struct bp *b;
+
+	if (count_arg(s, args, &n))
+		return -1;
+	if (n > 1) {
+		b = s->stopped_bp ? tm_bp_find(s, s->stopped_bp) : NULL;
+		if (!b) {
+			tm_error(s, "Not stopped at any breakpoint; argument ignored.");
+		} else {
+			b->ignore = n - 1;
+			tm_out(s, "Will ignore next %" PRIu64 " crossings of "
+			       "breakpoint %d.  Continuing.\n", n - 1, b->num);
+		}
+	}
+	if (!s->have_cur && start_over(s))
+		return -1;
+	return run_to_stop(s, TM_DIR_FWD, NULL, NULL, 1);
+}
+
+const struct cmd_entry cmd_continue_entry = {
+	.name = "continue", .alias = "c cont fg",
+	.usage = "continue [N]",
+	.help = "Continue replaying until a breakpoint, a watchpoint or the end.\n"
+		"With N, ignore the current breakpoint N-1 more times.",
+	.exec = cmd_continue_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.klass = "running",
+};
+
+/* ------------------------------------------------------------- step, next */
+
+static int pred_count(struct tm_session *s, const struct tm_event *ev, void *arg)
+{
+	uint64_t *left = arg;
+
+	(void)s;
+	(void)ev;
+	return --*left == 0;
+}
+
+static int node_depth(struct tm_session *s, uint32_t id)
+{
+	const struct tm_node *n = tm_nodetab_get(s->nodes, id);
+
+	return n ? n->depth : 0;
+}
+
+struct next_arg {
+	uint64_t left;
+	int depth;
+};
+
+static int pred_next(struct tm_session *s, const struct tm_event *ev, void *arg)
+{
+	struct next_arg *a = arg;
+
+	if (node_depth(s, ev->node) > a->depth)
+		return 0;
+	return --a->left == 0;
+}
+
+static int do_step(struct tm_session *s, const char *args, int dir, int over)
+{
+	struct next_arg na;
+	uint64_t n;
+
+	if (count_arg(s, args, &n))
+		return -1;
+	if (dir == TM_DIR_BWD && !s->have_cur) {
+		tm_error(s, "The trace is not being replayed.");
+		return -1;
+	}
+	if (!over || !s->have_cur)
+		return run_to_stop(s, dir, pred_count, &n, 1);
+	na.left = n;
+	na.depth = node_depth(s, s->cur.node);
+	return run_to_stop(s, dir, pred_next, &na, 1);
+}
+
+static int cmd_step_exec(struct tm_session *s, const char *args, int from_tty)
+{
+	return do_step(s, args, TM_DIR_FWD, 0);
+}
+
+const struct cmd_entry cmd_step_entry = {
+	.name = "step", .alias = "s",
+	.usage = "step [N]",
+	.help = "Move to the next event (N times), entering submodule calls.",
+	.exec = cmd_step_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.klass = "running",
+};
+
+static int cmd_next_exec(struct tm_session *s, const char *args, int from_tty)
+{
+	return do_step(s, args, TM_DIR_FWD, 1);
+}
+
+const struct cmd_entry cmd_next_entry = {
+	.name = "next", .alias = "n",
+	.usage = "next [N]",
+	.help = "Move to the next event at the same or a shallower depth (over\n"
+		"submodule calls), N times.",
+	.exec = cmd_next_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.klass = "running",
+};
+
+static int cmd_reverse_step_exec(struct tm_session *s, const char *args, int from_tty)
+{
+	return do_step(s, args, TM_DIR_BWD, 0);
+}
+
+const struct cmd_entry cmd_reverse_step_entry = {
+	.name = "reverse-step", .alias = "rs",
+	.usage = "reverse-step [N]",
+	.help = "Move back to the previous event (N times).",
+	.exec = cmd_reverse_step_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.klass = "running",
+};
+
+static int cmd_reverse_next_exec(struct tm_session *s, const char *args, int from_tty)
+{
+	return do_step(s, args, TM_DIR_BWD, 1);
+}
+
+const struct cmd_entry cmd_reverse_next_entry = {
+	.name = "reverse-next", .alias = "rn",
+	.usage = "reverse-next [N]",
+	.help = "Move back to the previous event at the same or a shallower depth.",
+	.exec = cmd_reverse_next_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.klass = "running",
+};
+
+static int cmd_reverse_continue_exec(struct tm_session *s, const char *args,
+				     int from_tty)
+{
+	if (!s->have_cur) {
+		tm_error(s, "The trace is not being replayed.");
+		return -1;
+	}
+	return run_to_stop(s, TM_DIR_BWD, NULL, NULL, 1);
+}
+
+const struct cmd_entry cmd_reverse_continue_entry = {
+	.name = "reverse-continue", .alias = "rc",
+	.usage = "reverse-continue",
+	.help = "Replay backwards until a breakpoint, a watchpoint or the start.",
+	.exec = cmd_reverse_continue_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.klass = "running",
+};
+
+/* ------------------------------------------------------------- finish */
+
+struct call_arg {
+	uint32_t node, call;
+	int kind;
+	uint64_t step;
+	int lost;               /* left the step without seeing the boundary */
+	size_t level;           /* frame level of the call */
+};
+
+/* The call's boundary, or the first event of another step when a gap ate it. */
+static int pred_call(struct tm_session *s, const struct tm_event *ev, void *arg)
+{
+	struct call_arg *a = arg;
+
+	(void)s;
+	if (ev->step != a->step) {
+		a->lost = 1;
+		return 1;
+	}
+	return ev->node == a->node && ev->call == a->call && ev->kind == a->kind;
+}
+
+/*
+ * The call finish/reverse-finish works on: the selected frame, or the one
+ * above it when the playhead is that frame's own boundary (an EXIT for
+ * finish, an ENTER for reverse-finish).
+ */
+static int finish_target(struct tm_session *s, int dir, struct call_arg *a)
+{
+	size_t idx;
+	struct frame *f;
+
+	if (!s->have_cur) {
+		tm_error(s, "The trace is not being replayed.");
+		return -1;
+	}
+	if (s->cur.kind == TM_EV_BWD || s->cur.kind == TM_EV_PARAM) {
+		tm_error(s, "\"%s\" not meaningful at a %s event.",
+			 dir == TM_DIR_FWD ? "finish" : "reverse-finish",
+			 s->cur.kind == TM_EV_BWD ? "backward" : "parameter");
+		return -1;
+	}
+	if (tm_frames_compute(s) || !s->nframes) {
+		tm_error(s, "No module call is open here.");
+		return -1;
+	}
+	idx = s->nframes - 1 - (s->sel_frame < s->nframes ? s->sel_frame : 0);
+	f = &s->frames[idx];
+	if (idx == s->nframes - 1 && f->node == s->cur.node && f->call == s->cur.call &&
+	    s->cur.kind == (dir == TM_DIR_FWD ? TM_EV_EXIT : TM_EV_ENTER)) {
+		if (idx == 0) {
+			tm_error(s, "\"%s\" not meaningful in the outermost frame.",
+				 dir == TM_DIR_FWD ? "finish" : "reverse-finish");
+			return -1;
+		}
+		f = &s->frames[idx - 1];
+		idx--;
+	}
+	a->level = s->nframes - 1 - idx;
+	a->node = f->node;
+	a->call = f->call;
+	a->kind = dir == TM_DIR_FWD ? TM_EV_EXIT : TM_EV_ENTER;
+	a->step = s->cur.step;
+	a->lost = 0;
+	return 0;
+}
+
+static int cmd_finish_exec(struct tm_session *s, const char *args, int from_tty)
+{
+	struct call_arg a;
+	struct stop st;
+
+	if (finish_target(s, TM_DIR_FWD, &a))
+		return -1;
+	tm_out(s, "Run till exit from #%zu  %s\n", a.level, tm_node_name(s, a.node));
+	if (scan(s, TM_DIR_FWD, pred_call, &a, 1, &st))
+		return -1;
+	if (a.lost && st.why == STOP_STEP)
+		tm_out(s, "The exit of %s was not recorded (a gap); stopped at the "
+		       "next step.\n", tm_node_name(s, a.node));
+	report(s, &st);
+	/* GDB's "Value returned": the call's output, into the history. */
+	if (st.why == STOP_STEP && !a.lost && tm_focus_tensor(s)) {
+		tm_out(s, "Value returned is ");
+		return tm_execute(s, "print tensor", 0) == 0 ? 0 : -1;
+	}
+	return 0;
+}
+
+const struct cmd_entry cmd_finish_entry = {
+	.name = "finish", .alias = "fin",
+	.usage = "finish",
+	.help = "Run until the selected module call returns (its EXIT event), and\n"
+		"print its output tensor.",
+	.exec = cmd_finish_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.klass = "running",
+};
+
+static int cmd_reverse_finish_exec(struct tm_session *s, const char *args,
+				   int from_tty)
+{
+	struct call_arg a;
+
+	if (finish_target(s, TM_DIR_BWD, &a))
+		return -1;
+	tm_out(s, "Run back to call of #%zu  %s\n", a.level, tm_node_name(s, a.node));
+	{
+		struct stop st;
+
+		if (scan(s, TM_DIR_BWD, pred_call, &a, 1, &st))
+			return -1;
+		if (a.lost && st.why == STOP_STEP)
+			tm_out(s, "The call of %s was not recorded (a gap); stopped "
+			       "at the previous step.\n", tm_node_name(s, a.node));
+		report(s, &st);
+	}
+	return 0;
+}
+
+const struct cmd_entry cmd_reverse_finish_entry = {
+	.name = "reverse-finish",
+	.usage = "reverse-finish",
+	.help = "Move back to where the selected module call was entered.",
+	.exec = cmd_reverse_finish_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.klass = "running",
+};
+
+/* ------------------------------------------------------------- until */
+
+static int pred_bp(struct tm_session *s, const struct tm_event *ev, void *arg)
+{
+	uint32_t focus;
+
+	return tm_bp_match(s, arg, ev, &focus);
+}
+
+static int cmd_until_exec(struct tm_session *s, const char *args, int from_tty)
+{
+	struct bp tmp;
+	int rc;
+
+	if (!*args)
+		return cmd_next_entry.exec(s, "", from_tty);
+	memset(&tmp, 0, sizeof(tmp));
+	if (tm_bp_bind(s, &tmp, args, 0)) {
+		free(tmp.kinds);
+		free(tmp.where);
+		return -1;
+	}
+	if (!s->have_cur && start_over(s)) {
+		rc = -1;
+	} else {
+		rc = run_to_stop(s, TM_DIR_FWD, pred_bp, &tmp, 1);
+	}
+	free(tmp.kinds);
+	free(tmp.where);
+	return rc;
+}
+
+const struct cmd_entry cmd_until_entry = {
+	.name = "until", .alias = "u advance",
+	.usage = "until [ADDRESS]",
+	.help = "Without argument, like \"next\".  With an address, continue until an\n"
+		"event of that address (or a breakpoint).",
+	.exec = cmd_until_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.klass = "running",
+};
+
+/* ------------------------------------------------------------- goto */
+
+/* "1.5s", "200ms", "30us", "12ns" or a bare number of ns. */
+static int parse_time(const char *p, uint64_t *ns)
+{
+	char *end;
+	double v = strtod(p, &end);
+	double mul = 1;
+
+	if (end == p || v < 0)
+		return -1;
+	end = (char *)tm_skip_ws(end);
+	if (!strcmp(end, "s"))
+		mul = 1e9;
+	else if (!strcmp(end, "ms"))
+		mul = 1e6;
+	else if (!strcmp(end, "us"))
+		mul = 1e3;
+	else if (*end && strcmp(end, "ns"))
+		return -1;
+	*ns = (uint64_t)(v * mul);
+	return 0;
+}
+
+static int pred_first(struct tm_session *s, const struct tm_event *ev, void *arg)
+{
+	(void)s;
+	(void)ev;
+	(void)arg;
+	return 1;
+}
+
+static int cmd_goto_exec(struct tm_session *s, const char *args, int from_tty)
+{
+	const char *p = tm_skip_ws(args);
+	size_t wl = strcspn(p, " \t");
+	const char *val = tm_skip_ws(p + wl);
+	uint64_t v = 0, old = s->have_cur ? s->cur.seq : UINT64_MAX;
+	struct stop st;
+	int kind;
+
+	if (tm_word_is(p, wl, "step", 2)) {
+		kind = TM_SEEK_STEP;
+	} else if (tm_word_is(p, wl, "seq", 2)) {
+		kind = TM_SEEK_SEQ;
+	} else if (tm_word_is(p, wl, "time", 1)) {
+		kind = TM_SEEK_TIME;
+	} else if (tm_word_is(p, wl, "start", 3) || tm_word_is(p, wl, "beginning", 1)) {
+		kind = TM_SEEK_START;
+	} else if (tm_word_is(p, wl, "end", 1)) {
+		kind = TM_SEEK_END;
+	} else {
+		tm_error(s, "Usage: goto step N | seq N | time T | start | end");
+		return -1;
+	}
+	if ((kind == TM_SEEK_STEP || kind == TM_SEEK_SEQ) && tm_parse_uint(val, &v)) {
+		tm_error(s, "Invalid number \"%s\".", val);
+		return -1;
+	}
+	if (kind == TM_SEEK_TIME && parse_time(val, &v)) {
+		tm_error(s, "Invalid time \"%s\" (use e.g. 1.5s, 200ms, 30us or ns).", val);
+		return -1;
+	}
+	tm_playhead_clear(s);
+	if (s->probe->ops->seek(s->probe, kind, v) != TM_OK)
+		goto nothing;
+	if (kind == TM_SEEK_END) {
+		if (scan(s, TM_DIR_BWD, pred_first, NULL, 0, &st))
+			return -1;
+	} else if (scan(s, TM_DIR_FWD, pred_first, NULL, 0, &st)) {
+		return -1;
+	}
+	if (st.why != STOP_STEP)
+		goto nothing;
+	report(s, &st);
+	return 0;
+nothing:
+	tm_error(s, "No event at or after %s %s.", kind == TM_SEEK_STEP ? "step" :
+		 kind == TM_SEEK_SEQ ? "seq" : "time", val);
+	if (old != UINT64_MAX)
+		seek_playhead(s, old);
+	else
+		start_over(s);
+	return -1;
+}
+
+const struct cmd_entry cmd_goto_entry = {
+	.name = "goto", .alias = "go",
+	.usage = "goto step N | seq N | time T | start | end",
+	.help = "Move the playhead to the first event of step N, at seq N or at time T\n"
+		"(ns since the run started; units s, ms, us, ns accepted).",
+	.exec = cmd_goto_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.klass = "running",
+};
+
+/* ------------------------------------------------------------- find */
+
+enum find_mode { F_FIRST, F_LAST, F_NEXT, F_PREV, F_COUNT, F_ALL };
+
+struct find_arg {
+	struct bp *bp;          /* node filter + condition */
+	int mode;
+	uint64_t count;
+	uint32_t focus;         /* tensor that matched */
+};
+
+static int pred_find(struct tm_session *s, const struct tm_event *ev, void *arg)
+{
+	struct find_arg *a = arg;
+	uint32_t focus;
+	char sb[32];
+
+	if (!tm_bp_match(s, a->bp, ev, &focus))
+		return 0;
+	if (a->mode != F_COUNT && a->mode != F_ALL) {
+		a->focus = focus;       /* the playhead is set after this returns */
+		return 1;
+	}
+	a->count++;
+	if (a->mode == F_ALL) {
+		struct tm_slot slot;
+
+		if (focus < ev->ntensors)
+			slot = ev->tensors[focus].slot;
+		else
+			tm_event_slot(ev, &slot);
+		tm_slot_format(slot, sb, sizeof(sb));
+		tm_out(s, "seq %" PRIu64 ", step %" PRIu64 ", %s: %s (%s)\n",
+		       ev->seq, ev->step, tm_phase_name(ev->phase),
+		       tm_node_name(s, ev->node), sb);
+	}
+	return 0;
+}
+
+/* Finds the last " in " outside quotes: COND in PATTERN. */
+static const char *find_in(const char *p)
+{
+	const char *hit = NULL;
+	char q = 0;
+
+	for (; *p; p++) {
+		if (q) {
+			if (*p == q)
+				q = 0;
+			continue;
+		}
+		if (*p == '"' || *p == '\'')
+			q = *p;
+		else if (!strncmp(p, " in ", 4))
+			hit = p;
+	}
+	return hit;
+}
+
+static int cmd_find_exec(struct tm_session *s, const char *args, int from_tty)
+{
+	static const char *const modes[] = { "first", "last", "next", "prev",
+					     "count", "all", NULL };
+	const char *p = tm_skip_ws(args), *in;
+	struct find_arg fa;
+	struct bp tmp;
+	struct stop st;
+	uint64_t old = s->have_cur ? s->cur.seq : UINT64_MAX;
+	char *cond;
+	size_t wl = strcspn(p, " \t"), i;
+	int mode = F_FIRST, rc = 0, dir = TM_DIR_FWD;
+
+	for (i = 0; modes[i]; i++) {
+		if (wl == strlen(modes[i]) && !strncmp(p, modes[i], wl)) {
+			mode = (int)i;
+			p = tm_skip_ws(p + wl);
+			break;
+		}
+	}
+	if (!*p) {
+		tm_error(s, "Usage: find [first|last|next|prev|count|all] CONDITION [in PATTERN]");
+		return -1;
+	}
+	memset(&tmp, 0, sizeof(tmp));
+	cond = strdup(p);
+	if (!cond)
+		return -1;
+	in = find_in(cond);
+	if (in) {
+		cond[in - cond] = 0;
+		if (tm_bp_bind(s, &tmp, tm_skip_ws(in + 4), 0)) {
+			rc = -1;
+			goto out;
+		}
+		/* Without a slot, find looks at every event kind of the nodes. */
+		if (!tmp.has_slot)
+			for (i = 0; i < tmp.nkinds; i++)
+				if (tmp.kinds[i])
+					tmp.kinds[i] = 0xf;
+	} else {
+		tmp.all_nodes = 1;
+	}
+	if (tm_compile(s, tm_strip(cond), 1, &tmp.cond)) {
+		rc = -1;
+		goto out;
+	}
+	memset(&fa, 0, sizeof(fa));
+	fa.bp = &tmp;
+	fa.mode = mode;
+	if (mode == F_FIRST || mode == F_COUNT || mode == F_ALL) {
+		if (start_over(s)) {
+			rc = -1;
+			goto out;
+		}
+	} else if (mode == F_LAST) {
+		tm_playhead_clear(s);
+		s->probe->ops->seek(s->probe, TM_SEEK_END, 0);
+		dir = TM_DIR_BWD;
+	} else if (mode == F_PREV) {
+		dir = TM_DIR_BWD;
+	}
+	s->scan_quiet = 1;
+	rc = scan(s, dir, pred_find, &fa, 0, &st);
+	s->scan_quiet = 0;
+	if (rc)
+		goto out;
+	if (mode == F_COUNT || mode == F_ALL) {
+		tm_out(s, "%" PRIu64 " matching event%s.\n", fa.count,
+		       fa.count == 1 ? "" : "s");
+		if (st.why == STOP_INTERRUPT)
+			tm_out(s, "(interrupted at seq %" PRIu64 ")\n", s->cur.seq);
+		if (old != UINT64_MAX)
+			seek_playhead(s, old);
+		else
+			start_over(s);
+		tm_conv_set_int(s, "_find_count", (int64_t)fa.count);
+		goto out;
+	}
+	if (st.why == STOP_STEP) {
+		s->focus = fa.focus;
+		tm_out(s, "Found at seq %" PRIu64 ":\n", s->cur.seq);
+		report(s, &st);
+		goto out;
+	}
+	if (st.why == STOP_INTERRUPT) {
+		report(s, &st);
+		rc = -1;
+		goto out;
+	}
+	tm_error(s, "Not found.");
+	rc = -1;
+	if (old != UINT64_MAX)
+		seek_playhead(s, old);
+	else
+		start_over(s);
+out:
+	tm_tql_free(tmp.cond);
+	free(tmp.kinds);
+	free(tmp.where);
+	free(cond);
+	return rc;
+}
+
+const struct cmd_entry cmd_find_entry = {
+	.name = "find",
+	.usage = "find [first|last|next|prev|count|all] CONDITION [in PATTERN]",
+	.help = "Search the trace for events where the TQL CONDITION holds for one of\n"
+		"their tensors.  first (the default) and last search the whole trace,\n"
+		"next and prev from the playhead; these move the playhead to the\n"
+		"match.  count and all report every match and leave it alone.\n"
+		"  find tensor.nan_count > 0\n"
+		"  find all tensor.abs_max > 1e4 in model.layers.*.mlp",
+	.exec = cmd_find_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.klass = "running",
+};

@@ -1,0 +1,87 @@
+/*
+ * probe.h -- the RuntimeProbe interface (ARCHITECTURE 2) as tmdb sees it.
+ *
+ * A probe is where events come from: a recorded .tmrun (probe-replay.c) or,
+ * later, a live process over the wire.  Every tmdb command talks to this
+ * vtable only, never to tm_reader, so that the live probe plugs in without
+ * touching the commands.  The interface is deliberately narrow and
+ * event-oriented: a cursor that sits between records and moves one record at
+ * a time in either direction, seeks, and a "latest event of this node before
+ * that seq" query that addressed TQL terms need.
+ */
+#ifndef TMDB_PROBE_H
+#define TMDB_PROBE_H
+
+#include "tensormorph.h"
+
+enum tm_dir {
+	TM_DIR_FWD = 1,
+	TM_DIR_BWD = -1
+};
+
+enum tm_seek {
+	TM_SEEK_START = 0,
+	TM_SEEK_END,
+	TM_SEEK_SEQ,
+	TM_SEEK_STEP,
+	TM_SEEK_TIME
+};
+
+/* describe(): what the probe is and what it can do. */
+struct tm_probe_info {
+	const char *kind;               /* "replay", "live" */
+	const char *source;             /* trace path or socket */
+	int can_reverse;                /* replay: yes */
+	int can_pause;                  /* live: yes */
+	int can_capture;                /* on-demand full tensors */
+	const struct tm_run_meta *meta; /* may be NULL */
+	const struct tm_summary *summary; /* replay only, else NULL */
+};
+
+struct tm_probe;
+
+struct tm_probe_ops {
+	const char *name;
+	int (*describe)(struct tm_probe *p, struct tm_probe_info *out);
+	const tm_nodetab *(*nodes)(struct tm_probe *p);
+	/*
+	 * Returns the record after (FWD) or before (BWD) the cursor and moves
+	 * the cursor over it.  Only EVENT, GAP and CRASH records.  TM_ERR_END at
+	 * either end.  The record is valid until the next call.
+	 */
+	int (*next_event)(struct tm_probe *p, int dir, struct tm_record *rec);
+	/* Cursor before the first record at or after the target. */
+	int (*seek)(struct tm_probe *p, int kind, uint64_t value);
+	/*
+	 * The latest event of node with the given kind (and call, 0: any) with
+	 * seq <= at_seq, deep-copied into *out (release with tm_event_release).
+	 * TM_ERR_NOT_FOUND when there is none; when a gap hides what the answer
+	 * would be, TM_ERR_NOT_FOUND with *reason set to the gap's reasons.
+	 * Does not move the cursor.
+	 */
+	int (*latest)(struct tm_probe *p, uint32_t node, int evkind,
+		      uint32_t call, uint64_t at_seq, struct tm_event *out,
+		      uint32_t *reason);
+	/* Full tensor of a node slot at its next occurrence (live only). */
+	int (*capture)(struct tm_probe *p, uint32_t node, struct tm_slot slot);
+	/* Live probes answer conditions on the device side; replay ignores. */
+	int (*set_breakpoint)(struct tm_probe *p, int num, const char *where,
+			      const char *cond);
+	int (*clear_breakpoint)(struct tm_probe *p, int num);
+	/* Last error text, never NULL. */
+	const char *(*detail)(struct tm_probe *p);
+	void (*detach)(struct tm_probe *p);
+};
+
+struct tm_probe {
+	const struct tm_probe_ops *ops;
+};
+
+/*
+ * Opens a .tmrun replay probe.  On failure returns the tm_err code and, in
+ * *detail, a malloc'd message naming the file.
+ */
+int tm_probe_replay_open(const char *path, struct tm_probe **out,
+			 char **detail);
+
+#endif /* TMDB_PROBE_H */

@@ -1,0 +1,820 @@
+/*
+ * session.c -- the debugging session: output, loading a trace, the playhead
+ * and what hangs off it (focus tensor, module call stack, the cache that
+ * answers addressed TQL terms), and the lines a stop prints.
+ *
+ * The playhead is the event the session is stopped at (s->cur, a deep copy).
+ * The probe's cursor sits right after it (cursor_after) or right before it,
+ * depending on the direction of the last move; cmd-run.c keeps that straight.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tmdb.h"
+
+volatile sig_atomic_t tm_interrupted;
+
+/* ------------------------------------------------------------- output */
+
+void tm_vout(struct tm_session *s, int is_err, const char *fmt, va_list ap)
+{
+	char buf[1024];
+	char *big = NULL;
+	va_list cp;
+	int n;
+
+	if (s->out_fn) {
+		va_copy(cp, ap);
+		n = vsnprintf(buf, sizeof(buf), fmt, cp);
+		va_end(cp);
+		if (n >= (int)sizeof(buf)) {
+			big = malloc((size_t)n + 1);
+			if (big)
+				vsnprintf(big, (size_t)n + 1, fmt, ap);
+		}
+		s->out_fn(s, is_err, big ? big : buf);
+		free(big);
+		return;
+	}
+	if (is_err) {
+		/* Keep stdout and stderr in order when both go to one pipe. */
+		fflush(s->out);
+		vfprintf(s->err, fmt, ap);
+		fflush(s->err);
+	} else {
+		vfprintf(s->out, fmt, ap);
+	}
+}
+
+void tm_out(struct tm_session *s, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	tm_vout(s, 0, fmt, ap);
+	va_end(ap);
+}
+
+/* Error messages end with a newline added here, as GDB's do. */
+void tm_error(struct tm_session *s, const char *fmt, ...)
+{
+	char buf[2048];
+	va_list ap;
+	int n;
+
+	if (s->progress_shown)
+		tm_progress(s, 0, 1);
+	va_start(ap, fmt);
+	n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n > sizeof(buf) - 2)
+		n = (int)sizeof(buf) - 2;
+	buf[n] = '\n';
+	buf[n + 1] = 0;
+	if (s->out_fn) {
+		s->out_fn(s, 1, buf);
+		return;
+	}
+	fflush(s->out);
+	fputs(buf, s->err);
+	fflush(s->err);
+}
+
+/* ------------------------------------------------------------- lifetime */
+
+static const struct tm_tensor *session_lookup(void *user, uint32_t node,
+					      struct tm_slot slot, uint32_t call,
+					      const struct tm_event **event,
+					      uint32_t *reason);
+
+struct tm_session *tm_session_new(void)
+{
+	struct tm_session *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->out = stdout;
+	s->err = stderr;
+	s->next_bpnum = 1;
+	s->next_display = 1;
+	s->focus = UINT32_MAX;
+	s->set.listsize = 10;
+	s->set.confirm = 1;
+	s->set.pagination = 1;
+	s->set.progress = 1;
+	s->set.history_size = 256;
+	s->set.max_gap_lines = 10;
+	s->set.prompt = strdup("(tmdb) ");
+	s->env.user = s;
+	s->env.lookup = session_lookup;
+	s->env.variable = tm_session_variable;
+	s->funcs = tm_tql_funcs_new();
+	return s;
+}
+
+void tm_session_free(struct tm_session *s)
+{
+	struct display *d;
+	struct conv *c;
+	struct ucmd *u;
+	size_t i;
+
+	if (!s)
+		return;
+	tm_session_unload(s);
+	tm_bp_free_all(s);
+	while ((d = s->displays)) {
+		s->displays = d->next;
+		free(d->expr);
+		free(d);
+	}
+	for (i = 0; i < s->nhist; i++) {
+		tm_val_clear(s->hist[i]);
+		free(s->hist[i]);
+	}
+	free(s->hist);
+	while ((c = s->convs)) {
+		s->convs = c->next;
+		tm_val_clear(&c->val);
+		free(c->name);
+		free(c);
+	}
+	while ((u = s->ucmds)) {
+		s->ucmds = u->next;
+		tm_lines_free(u->lines, u->nlines);
+		free(u->doc);
+		free(u->name);
+		free(u);
+	}
+	tm_lines_free(s->pending, s->npending);
+	free(s->frames);
+	free(s->lk);
+	free(s->list_file);
+	free(s->set.prompt);
+	tm_tql_funcs_free(s->funcs);
+	free(s);
+}
+
+int tm_need_trace(struct tm_session *s)
+{
+	if (s->probe)
+		return 0;
+	tm_error(s, "No trace loaded.  Use the \"file\" command.");
+	return -1;
+}
+
+void tm_session_unload(struct tm_session *s)
+{
+	tm_playhead_clear(s);
+	if (s->probe)
+		s->probe->ops->detach(s->probe);
+	s->probe = NULL;
+	s->nodes = NULL;
+	free(s->trace_path);
+	s->trace_path = NULL;
+	free(s->list_file);
+	s->list_file = NULL;
+}
+
+/* Says what is wrong with a trace and what to do about it. */
+static void trace_warnings(struct tm_session *s, const char *path,
+			   const struct tm_summary *sum)
+{
+	if (sum->damaged) {
+		tm_error(s, "warning: \"%s\" is damaged after byte %" PRIu64
+			 " (%s); events after seq %" PRIu64 " are lost.\n"
+			 "Use \"tmdb --recover %s\" to rewrite its index "
+			 "from the intact chunks.",
+			 path, sum->damage_offset, tm_strerror(sum->damage_err),
+			 sum->last_seq, path);
+	} else if (!sum->indexed) {
+		tm_error(s, "warning: \"%s\" has no index (its writer did not "
+			 "finish); reading it by scanning.\n"
+			 "Use \"tmdb --recover %s\" to rewrite its index.",
+			 path, path);
+	}
+}
+
+int tm_session_load(struct tm_session *s, const char *path)
+{
+	struct tm_probe *p = NULL;
+	struct tm_probe_info info;
+	char *detail = NULL;
+	int err;
+
+	err = tm_probe_replay_open(path, &p, &detail);
+	if (err != TM_OK) {
+		if (detail)
+			tm_error(s, "%s", detail);
+		else
+			tm_error(s, "\"%s\": %s.", path, tm_strerror(err));
+		free(detail);
+		if (err == TM_ERR_CRC || err == TM_ERR_TRUNCATED ||
+		    err == TM_ERR_CORRUPT || err == TM_ERR_TOO_LARGE ||
+		    err == TM_ERR_NO_INDEX || err == TM_ERR_RESERVED)
+			tm_error(s, "Use \"tmdb --recover %s\" to rebuild the "
+				 "trace from its intact chunks.", path);
+		return -1;
+	}
+	tm_session_unload(s);
+	s->probe = p;
+	s->nodes = p->ops->nodes(p);
+	s->trace_path = strdup(path);
+	p->ops->describe(p, &info);
+	tm_out(s, "Reading trace from %s...\n", path);
+	if (info.summary) {
+		const struct tm_summary *sum = info.summary;
+		uint64_t steps = sum->nevents ? sum->last_step - sum->first_step + 1 : 0;
+
+		trace_warnings(s, path, sum);
+		tm_out(s, "%" PRIu64 " events in %" PRIu64 " step%s, "
+		       "%u nodes, %" PRIu64 " gap%s.\n",
+		       sum->nevents, steps, steps == 1 ? "" : "s",
+		       tm_nodetab_count(s->nodes), sum->ngaps,
+		       sum->ngaps == 1 ? "" : "s");
+	}
+	tm_bp_rebind_all(s);
+	return 0;
+}
+
+/* ------------------------------------------------------------- playhead */
+
+void tm_lookup_invalidate(struct tm_session *s)
+{
+	size_t i;
+
+	for (i = 0; i < s->nlk; i++)
+		if (s->lk[i].have)
+			tm_event_release(&s->lk[i].ev);
+	s->nlk = 0;
+}
+
+void tm_playhead_clear(struct tm_session *s)
+{
+	if (s->have_cur)
+		tm_event_release(&s->cur);
+	memset(&s->cur, 0, sizeof(s->cur));
+	s->have_cur = 0;
+	s->cursor_after = 0;
+	s->focus = UINT32_MAX;
+	s->frames_valid = 0;
+	s->nframes = 0;
+	s->sel_frame = 0;
+	s->stopped_bp = 0;
+	tm_lookup_invalidate(s);
+	tm_conv_set_int(s, "_step", -1);
+}
+
+/*
+ * Makes ev the playhead (deep copy).  The focus tensor defaults to the
+ * event's first tensor; breakpoints narrow it afterwards.
+ */
+void tm_playhead_set(struct tm_session *s, const struct tm_event *ev)
+{
+	struct tm_event copy;
+
+	if (tm_event_copy(&copy, ev) != TM_OK)
+		return;
+	if (s->have_cur)
+		tm_event_release(&s->cur);
+	s->cur = copy;
+	s->have_cur = 1;
+	s->focus = s->cur.ntensors ? 0 : UINT32_MAX;
+	s->frames_valid = 0;
+	s->sel_frame = 0;
+	s->stopped_bp = 0;
+	tm_conv_set_int(s, "_step", (int64_t)s->cur.step);
+	tm_conv_set_int(s, "_seq", (int64_t)s->cur.seq);
+	tm_conv_set_str(s, "_node", tm_node_name(s, s->cur.node));
+}
+
+/* After a side trip of the cursor (info steps, bt): back after the playhead. */
+void tm_cursor_restore(struct tm_session *s)
+{
+	struct tm_record rec;
+
+	if (!s->probe)
+		return;
+	if (!s->have_cur) {
+		s->probe->ops->seek(s->probe, TM_SEEK_START, 0);
+		return;
+	}
+	s->probe->ops->seek(s->probe, TM_SEEK_SEQ, s->cur.seq);
+	while (s->probe->ops->next_event(s->probe, TM_DIR_FWD, &rec) == TM_OK)
+		if (rec.type == TM_REC_EVENT && rec.u.event.seq >= s->cur.seq)
+			break;
+	s->cursor_after = 1;
+}
+
+uint64_t tm_playhead_seq(const struct tm_session *s)
+{
+	if (s->scan_ev)
+		return s->scan_ev->seq;
+	return s->have_cur ? s->cur.seq : 0;
+}
+
+const struct tm_tensor *tm_focus_tensor(const struct tm_session *s)
+{
+	if (!s->have_cur || s->focus >= s->cur.ntensors)
+		return NULL;
+	return &s->cur.tensors[s->focus];
+}
+
+const char *tm_node_name(const struct tm_session *s, uint32_t id)
+{
+	const struct tm_node *n = s->nodes ? tm_nodetab_get(s->nodes, id) : NULL;
+
+	return n ? n->address : "?";
+}
+
+/* The slot an event stands for when no breakpoint narrowed it. */
+int tm_event_slot(const struct tm_event *ev, struct tm_slot *slot)
+{
+	slot->index = 0;
+	switch (ev->kind) {
+	case TM_EV_ENTER: slot->kind = TM_SLOT_IN; break;
+	case TM_EV_EXIT: slot->kind = TM_SLOT_OUT; break;
+	case TM_EV_BWD: slot->kind = TM_SLOT_GRAD_OUT; break;
+	default: slot->kind = TM_SLOT_DATA; break;
+	}
+	return 0;
+}
+
+/* "NODE (SLOT) at step S, PHASE", the contract line of ARCHITECTURE 9. */
+void tm_print_location(struct tm_session *s, const char *prefix)
+{
+	const struct tm_tensor *t = tm_focus_tensor(s);
+	struct tm_slot slot;
+	char sb[32];
+	char call[16] = "";
+
+	if (!s->have_cur)
+		return;
+	if (t)
+		slot = t->slot;
+	else
+		tm_event_slot(&s->cur, &slot);
+	tm_slot_format(slot, sb, sizeof(sb));
+	if (s->cur.call > 1)
+		snprintf(call, sizeof(call), "#%u", s->cur.call);
+	tm_out(s, "%s%s%s (%s) at step %" PRIu64 ", %s\n", prefix ? prefix : "",
+	       tm_node_name(s, s->cur.node), call, sb, s->cur.step,
+	       tm_phase_name(s->cur.phase));
+}
+
+/* The node that carries a source location: the node or its nearest module. */
+static const struct tm_node *source_node(struct tm_session *s, uint32_t id)
+{
+	const struct tm_node *n = s->nodes ? tm_nodetab_get(s->nodes, id) : NULL;
+	int guard = 0;
+
+	while (n && (!n->file || !n->line) && n->parent != TM_NODE_NONE &&
+	       guard++ < TM_ADDRESS_MAX_SEGMENTS)
+		n = tm_nodetab_get(s->nodes, n->parent);
+	return n && n->file && n->line ? n : NULL;
+}
+
+/*
+ * Finds a recorded source file: as written if absolute or relative to the
+ * current directory, else next to the trace (traces are often moved
+ * together with the script).  Returns a malloc'd path or NULL.
+ */
+char *tm_resolve_source(struct tm_session *s, const char *file)
+{
+	const char *slash, *base;
+	char *p;
+	size_t n;
+
+	if (!file || !*file)
+		return NULL;
+	if (access(file, R_OK) == 0)
+		return strdup(file);
+	if (file[0] == '/' || !s->trace_path)
+		return NULL;
+	slash = strrchr(s->trace_path, '/');
+	if (!slash)
+		return NULL;
+	n = (size_t)(slash - s->trace_path);
+	/* Also try the file's base name next to the trace. */
+	base = strrchr(file, '/');
+	base = base ? base + 1 : file;
+	p = malloc(n + strlen(file) + 2);
+	if (!p)
+		return NULL;
+	sprintf(p, "%.*s/%s", (int)n, s->trace_path, file);
+	if (access(p, R_OK) == 0)
+		return p;
+	sprintf(p, "%.*s/%s", (int)n, s->trace_path, base);
+	if (access(p, R_OK) == 0)
+		return p;
+	free(p);
+	return NULL;
+}
+
+/* Reads line `line` (1-based) of path into buf; 0 on success. */
+static int read_source_line(const char *path, unsigned line, char *buf,
+			    size_t len)
+{
+	FILE *fp = fopen(path, "r");
+	unsigned n = 0;
+
+	if (!fp)
+		return -1;
+	while (fgets(buf, (int)len, fp)) {
+		size_t l = strlen(buf);
+		int whole = l && buf[l - 1] == '\n';
+
+		if (whole)
+			buf[l - 1] = 0;
+		if (whole || feof(fp))
+			n++;
+		if (n == line) {
+			fclose(fp);
+			return 0;
+		}
+	}
+	fclose(fp);
+	return -1;
+}
+
+void tm_print_source_line(struct tm_session *s)
+{
+	const struct tm_node *n;
+	char buf[512];
+	char *path;
+
+	if (!s->have_cur)
+		return;
+	n = source_node(s, s->cur.node);
+	if (!n)
+		return;
+	path = tm_resolve_source(s, n->file);
+	if (path && read_source_line(path, n->line, buf, sizeof(buf)) == 0)
+		tm_out(s, "%u\t%s\n", n->line, buf);
+	else
+		tm_out(s, "%u\tin %s\n", n->line, n->file);
+	free(s->list_file);
+	s->list_file = strdup(n->file);
+	s->list_first = (int)n->line;
+	s->list_last = 0;
+	free(path);
+}
+
+void tm_print_gap(struct tm_session *s, const struct tm_gap *g, int dir)
+{
+	char why[128];
+
+	if (tm_gap_reason_format(g->reason, why, sizeof(why)) != TM_OK)
+		snprintf(why, sizeof(why), "unknown");
+	tm_out(s, "%s gap at step %" PRIu64 ": seq %" PRIu64 "-%" PRIu64
+	       ", %" PRIu64 " event%s lost (%s).\n",
+	       dir == TM_DIR_BWD ? "Crossed back over" : "Crossed",
+	       g->step, g->first_seq, g->last_seq, g->count,
+	       g->count == 1 ? "" : "s", why);
+}
+
+/* ------------------------------------------------------------- addresses */
+
+/* "No node named X." with the nearest existing addresses. */
+int tm_address_error(struct tm_session *s, const char *text)
+{
+	const char *sugg[4];
+	size_t n = 0, i;
+	char buf[TM_ADDRESS_MAX + 256];
+	size_t off;
+
+	if (s->nodes)
+		n = tm_address_suggest(s->nodes, text, sugg, 4);
+	off = (size_t)snprintf(buf, sizeof(buf), "No node named \"%s\".", text);
+	if (n && off < sizeof(buf)) {
+		off += (size_t)snprintf(buf + off, sizeof(buf) - off,
+					"  Did you mean ");
+		for (i = 0; i < n && off < sizeof(buf); i++)
+			off += (size_t)snprintf(buf + off, sizeof(buf) - off,
+						"%s%s", i ? (i + 1 == n ? " or " : ", ") : "",
+						sugg[i]);
+		if (off < sizeof(buf))
+			snprintf(buf + off, sizeof(buf) - off, "?");
+	}
+	tm_error(s, "%s", buf);
+	return -1;
+}
+
+/* ------------------------------------------------------------- lookups */
+
+static int slot_evkind(int slot_kind)
+{
+	switch (slot_kind) {
+	case TM_SLOT_IN: return TM_EV_ENTER;
+	case TM_SLOT_OUT: return TM_EV_EXIT;
+	case TM_SLOT_GRAD_OUT:
+	case TM_SLOT_GRAD_IN: return TM_EV_BWD;
+	default: return TM_EV_PARAM;
+	}
+}
+
+static const struct tm_tensor *event_tensor(const struct tm_event *ev,
+					    struct tm_slot slot)
+{
+	uint32_t i;
+
+	for (i = 0; i < ev->ntensors; i++)
+		if (ev->tensors[i].slot.kind == slot.kind &&
+		    ev->tensors[i].slot.index == slot.index)
+			return &ev->tensors[i];
+	return NULL;
+}
+
+/*
+ * Keeps the cache right while the playhead moves forward one record at a
+ * time: an event refreshes the entries of its node, a gap makes every entry
+ * unknown (the newest value may be among the lost events).
+ */
+void tm_lookup_advance(struct tm_session *s, const struct tm_record *rec)
+{
+	size_t i;
+
+	for (i = 0; i < s->nlk; i++) {
+		struct lookup_ent *e = &s->lk[i];
+
+		if (rec->type == TM_REC_GAP) {
+			if (e->have)
+				tm_event_release(&e->ev);
+			e->have = 0;
+			e->reason = rec->u.gap.reason ? rec->u.gap.reason :
+							TM_GAP_BACKPRESSURE;
+			continue;
+		}
+		if (rec->type != TM_REC_EVENT)
+			continue;
+		if (rec->u.event.node != e->node || rec->u.event.kind != e->kind)
+			continue;
+		if (e->call && rec->u.event.call != e->call)
+			continue;
+		if (e->have)
+			tm_event_release(&e->ev);
+		e->have = tm_event_copy(&e->ev, &rec->u.event) == TM_OK;
+		e->reason = 0;
+	}
+}
+
+static const struct tm_tensor *session_lookup(void *user, uint32_t node,
+					      struct tm_slot slot, uint32_t call,
+					      const struct tm_event **event,
+					      uint32_t *reason)
+{
+	struct tm_session *s = user;
+	const struct tm_event *now = s->scan_ev ? s->scan_ev :
+				     s->have_cur ? &s->cur : NULL;
+	int kind = slot_evkind(slot.kind);
+	struct lookup_ent *e, *grown;
+	size_t i;
+	int err;
+
+	*reason = 0;
+	if (event)
+		*event = NULL;
+	if (!now || !s->probe)
+		return NULL;
+	if (now->node == node && now->kind == kind && (!call || now->call == call)) {
+		if (event)
+			*event = now;
+		return event_tensor(now, slot);
+	}
+	for (i = 0; i < s->nlk; i++) {
+		e = &s->lk[i];
+		if (e->node == node && e->kind == kind && e->call == call)
+			goto found;
+	}
+	if (s->nlk >= 256)
+		tm_lookup_invalidate(s);
+	grown = realloc(s->lk, (s->nlk + 1) * sizeof(*s->lk));
+	if (!grown)
+		return NULL;
+	s->lk = grown;
+	e = &s->lk[s->nlk++];
+	memset(e, 0, sizeof(*e));
+	e->node = node;
+	e->kind = (uint8_t)kind;
+	e->call = call;
+	err = s->probe->ops->latest(s->probe, node, kind, call, now->seq,
+				    &e->ev, &e->reason);
+	e->have = err == TM_OK;
+found:
+	if (!e->have) {
+		*reason = e->reason;
+		return NULL;
+	}
+	if (event)
+		*event = &e->ev;
+	return event_tensor(&e->ev, slot);
+}
+
+void tm_tql_ctx_init(struct tm_session *s, struct tm_tql_ctx *ctx,
+		     const struct tm_event *ev, const struct tm_tensor *t)
+{
+	s->env.user = s;
+	s->env.lookup = session_lookup;
+	s->env.variable = tm_session_variable;
+	ctx->event = ev;
+	ctx->tensor = t;
+	ctx->nodes = s->nodes;
+	ctx->env = &s->env;
+}
+
+int tm_compile(struct tm_session *s, const char *src, int want_bool,
+	       tm_tql_prog **out)
+{
+	struct tm_tql_compile_opts o;
+	char *errors = NULL;
+	int err;
+
+	memset(&o, 0, sizeof(o));
+	o.nodes = s->nodes;
+	o.funcs = s->funcs;
+	o.want_bool = want_bool;
+	err = tm_tql_compile(src, &o, out, &errors);
+	if (err != TM_OK) {
+		if (errors) {
+			size_t l = strlen(errors);
+
+			while (l && errors[l - 1] == '\n')
+				errors[--l] = 0;
+			tm_error(s, "%s", errors);
+		} else {
+			tm_error(s, "Cannot compile \"%s\": %s.", src,
+				 tm_strerror(err));
+		}
+		free(errors);
+		*out = NULL;
+		return -1;
+	}
+	free(errors);
+	return 0;
+}
+
+/* ------------------------------------------------------------- call stack */
+
+static int frames_push(struct tm_session *s, uint32_t node, uint32_t call,
+		       uint64_t seq)
+{
+	struct frame *f;
+
+	if (s->nframes == s->frames_cap) {
+		size_t cap = s->frames_cap ? s->frames_cap * 2 : 16;
+
+		if (cap > 4096)
+			return -1;      /* deeper than any real model */
+		f = realloc(s->frames, cap * sizeof(*f));
+		if (!f)
+			return -1;
+		s->frames = f;
+		s->frames_cap = cap;
+	}
+	f = &s->frames[s->nframes++];
+	f->node = node;
+	f->call = call;
+	f->enter_seq = seq;
+	f->returning = 0;
+	return 0;
+}
+
+/* Pops the innermost open call of node#call and whatever is above it. */
+static void frames_pop(struct tm_session *s, uint32_t node, uint32_t call)
+{
+	size_t i = s->nframes;
+
+	while (i > 0) {
+		i--;
+		if (s->frames[i].node == node && s->frames[i].call == call) {
+			s->nframes = i;
+			return;
+		}
+	}
+	s->frames_gap = 1;      /* an exit without its enter */
+}
+
+/*
+ * The module calls open at the playhead, innermost last.  Forward events
+ * get the real call stack, rebuilt by replaying the playhead's step from
+ * its start (cheap: one step, through the index); backward and parameter
+ * events have no call structure, so they get the node's ancestry.
+ */
+int tm_frames_compute(struct tm_session *s)
+{
+	struct tm_record rec;
+	const struct tm_node *n;
+	uint64_t target;
+	int err, guard = 0;
+
+	if (s->frames_valid)
+		return 0;
+	s->nframes = 0;
+	s->frames_gap = 0;
+	if (!s->have_cur || !s->probe)
+		return -1;
+	if (s->cur.kind == TM_EV_BWD || s->cur.kind == TM_EV_PARAM) {
+		uint32_t chain[TM_ADDRESS_MAX_SEGMENTS];
+		int k = 0;
+
+		for (n = tm_nodetab_get(s->nodes, s->cur.node);
+		     n && k < TM_ADDRESS_MAX_SEGMENTS && guard++ < 1000;
+		     n = n->parent == TM_NODE_NONE ? NULL :
+			 tm_nodetab_get(s->nodes, n->parent))
+			chain[k++] = n->id;
+		while (k > 0)
+			frames_push(s, chain[--k], 0, UINT64_MAX);
+		s->frames_valid = 1;
+		return 0;
+	}
+	target = s->cur.seq;
+	err = s->probe->ops->seek(s->probe, TM_SEEK_STEP, s->cur.step);
+	while (err == TM_OK) {
+		err = s->probe->ops->next_event(s->probe, TM_DIR_FWD, &rec);
+		if (err != TM_OK)
+			break;
+		if (rec.type == TM_REC_GAP) {
+			if (rec.u.gap.first_seq <= target)
+				s->frames_gap = 1;
+			continue;
+		}
+		if (rec.type != TM_REC_EVENT)
+			continue;
+		if (rec.u.event.seq > target)
+			break;
+		if (rec.u.event.kind == TM_EV_ENTER)
+			frames_push(s, rec.u.event.node, rec.u.event.call,
+				    rec.u.event.seq);
+		else if (rec.u.event.kind == TM_EV_EXIT)
+			frames_pop(s, rec.u.event.node, rec.u.event.call);
+		if (rec.u.event.seq == target)
+			break;
+	}
+	if (s->cur.kind == TM_EV_EXIT) {
+		/* The call that is returning is still frame 0. */
+		frames_push(s, s->cur.node, s->cur.call, UINT64_MAX);
+		s->frames[s->nframes - 1].returning = 1;
+	}
+	tm_cursor_restore(s);
+	s->frames_valid = 1;
+	return 0;
+}
+
+/* ------------------------------------------------------------- progress */
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/*
+ * Long scans show where they are on a terminal, after a second, so that a
+ * user knows tmdb is working (and that Ctrl-C stops it).  Called every few
+ * thousand events; done=1 wipes the line.
+ */
+void tm_progress(struct tm_session *s, uint64_t seq, int done)
+{
+	struct tm_probe_info info;
+	double t;
+
+	if (done) {
+		if (s->progress_shown) {
+			fprintf(s->err, "\r%60s\r", "");
+			fflush(s->err);
+		}
+		s->progress_shown = 0;
+		s->scan_t0 = 0;
+		return;
+	}
+	if (!s->set.progress || s->out_fn || !isatty(fileno(s->err)))
+		return;
+	t = now_s();
+	if (s->scan_t0 == 0) {
+		s->scan_t0 = t;
+		return;
+	}
+	if (t - s->scan_t0 < 1.0 || t - s->progress_last < 0.25)
+		return;
+	s->progress_last = t;
+	s->probe->ops->describe(s->probe, &info);
+	if (info.summary && info.summary->last_seq > 0)
+		fprintf(s->err, "\rScanning: seq %" PRIu64 " of %" PRIu64
+			" (%.0f%%)  ", seq, info.summary->last_seq,
+			100.0 * (double)seq / (double)info.summary->last_seq);
+	else
+		fprintf(s->err, "\rScanning: seq %" PRIu64 "  ", seq);
+	fflush(s->err);
+	s->progress_shown = 1;
+}

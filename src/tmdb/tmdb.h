@@ -1,0 +1,373 @@
+/*
+ * tmdb.h -- the debugger session and the command table.
+ *
+ * struct tm_session holds everything one debugging session has: the probe,
+ * the playhead, breakpoints, displays, value history, convenience variables,
+ * user-defined commands and settings.  There are no mutable globals besides
+ * the interrupt flag that SIGINT forces on us; every command handler gets the
+ * session, and prints through tm_out()/tm_error() so that the MI front end
+ * can reuse the same handlers with its own output functions.
+ *
+ * Commands are `const struct cmd_entry`s, one family per cmd-*.c file, listed
+ * in one table in cmd.c (as tmux does).
+ */
+#ifndef TMDB_H
+#define TMDB_H
+
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "tensormorph.h"
+#include "probe.h"
+
+/* Set by the SIGINT handler; scanning loops poll it. */
+extern volatile sig_atomic_t tm_interrupted;
+
+/* ------------------------------------------------------------- values */
+
+enum val_kind {
+	VAL_SCALAR = 0,
+	VAL_TENSOR
+};
+
+/* A value owned by tmdb: history entries and convenience variables. */
+struct tm_val {
+	int kind;
+	struct tm_tql_value v;          /* VAL_SCALAR; strings/dims owned below */
+	char *str;
+	int64_t dims[TM_MAX_RANK];
+	struct tm_tensor t;             /* VAL_TENSOR, payload dropped */
+};
+
+/* ------------------------------------------------------------- breakpoints */
+
+enum bp_type {
+	BP_BREAK = 0,
+	BP_WATCH
+};
+
+enum bp_disp {
+	BP_KEEP = 0,
+	BP_DEL,         /* tbreak */
+	BP_DIS          /* enable once */
+};
+
+struct bp {
+	struct bp *next;
+	int num;
+	int type;
+	int disp;
+	int enabled;
+	char *where;            /* as the user wrote it (canonical) */
+	char *cond_src;         /* NULL: unconditional */
+	tm_tql_prog *cond;
+	int all_nodes;          /* find without "in": every node, every kind */
+	int has_slot;           /* the address named a slot */
+	struct tm_slot slot;
+	int any_index;          /* :out.* */
+	uint32_t call;          /* #N, 0: any */
+	uint8_t *kinds;         /* per node id: bit (1 << event kind) */
+	uint32_t nkinds;        /* nodes covered */
+	uint32_t nmatch;        /* nodes matched */
+	uint64_t hits;
+	uint64_t unknown;       /* evaluations that were unknown */
+	uint64_t ignore;
+	char **cmds;
+	size_t ncmds;
+	/* watchpoints: the expression compiled once */
+	struct tm_expr *wexpr;
+	int have_old;
+	struct tm_val old;
+	int watch_node_only;    /* re-evaluate only on events of watch_node */
+	uint32_t watch_node;
+};
+
+struct display {
+	struct display *next;
+	int num;
+	int enabled;
+	char *expr;
+};
+
+struct ucmd {
+	struct ucmd *next;
+	char *name;
+	char **lines;
+	size_t nlines;
+	char *doc;
+};
+
+struct conv {
+	struct conv *next;
+	char *name;
+	struct tm_val val;
+};
+
+/* A module call open at the playhead (bt). */
+struct frame {
+	uint32_t node;
+	uint32_t call;
+	uint64_t enter_seq;     /* UINT64_MAX when not seen */
+	int returning;          /* frame 0 at an EXIT event */
+};
+
+/* One cached "latest event of node/kind/call" for addressed terms. */
+struct lookup_ent {
+	uint32_t node;
+	uint8_t kind;
+	uint32_t call;
+	int have;
+	uint32_t reason;        /* unknown because of a gap */
+	struct tm_event ev;
+};
+
+/* A source of command lines: a file, readline, or stored lines. */
+struct tm_input {
+	struct tm_input *prev;
+	FILE *fp;               /* NULL: lines[] or readline */
+	const char *name;
+	unsigned line;
+	int readline;           /* interactive prompt */
+	char **lines;
+	size_t nlines, pos;
+};
+
+struct tm_session;
+
+enum cmd_flags {
+	CMD_NEEDS_TRACE = 1u << 0,   /* "No trace loaded." without one */
+	CMD_RESUMES = 1u << 1,       /* moves the playhead */
+	CMD_BLOCK = 1u << 2,         /* reads a body up to "end" */
+};
+
+struct cmd_entry {
+	const char *name;
+	const char *alias;           /* space-separated extra names, may be NULL */
+	const char *usage;
+	const char *help;            /* first line is the summary */
+	int (*exec)(struct tm_session *s, const char *args, int from_tty);
+	unsigned flags;
+	const char *klass;           /* help class: "running", "breakpoints", ... */
+};
+
+/* Settings that `set`/`show` know. */
+struct settings {
+	int listsize;
+	int confirm;
+	int pagination;
+	int progress;
+	int local_init;
+	int verbose;
+	int history_size;
+	int max_gap_lines;
+	char *prompt;
+};
+
+struct tm_session {
+	/* output: MI replaces these */
+	FILE *out;
+	FILE *err;
+	void (*out_fn)(struct tm_session *s, int is_err, const char *text);
+
+	/* the trace */
+	struct tm_probe *probe;
+	const tm_nodetab *nodes;
+	char *trace_path;
+
+	/* playhead */
+	int have_cur;
+	struct tm_event cur;
+	int cursor_after;       /* probe cursor sits after cur (else before) */
+	int stopped_bp;         /* breakpoint number of the last stop, 0 */
+	uint32_t focus;         /* focus tensor index in cur, UINT32_MAX none */
+
+	/* module call stack at the playhead (lazy) */
+	struct frame *frames;
+	size_t nframes, frames_cap;
+	int frames_valid;
+	int frames_gap;
+	size_t sel_frame;
+
+	/* addressed-term cache */
+	struct lookup_ent *lk;
+	size_t nlk;
+
+	struct bp *bps;
+	int next_bpnum;
+	struct display *displays;
+	int next_display;
+	struct tm_val **hist;
+	size_t nhist;
+	struct conv *convs;
+	struct ucmd *ucmds;
+	struct settings set;
+	struct tm_tql_env env;
+	tm_tql_funcs *funcs;
+
+	/* input */
+	struct tm_input *in;
+	int batch;
+	int interactive;
+	int quit;
+	int exit_code;
+	int last_failed;
+	int depth;              /* user command / source nesting */
+	int in_stop_cmds;
+	char **pending;         /* breakpoint commands to run after a stop */
+	size_t npending;
+	int pending_silent;
+
+	/* list */
+	char *list_file;
+	int list_first, list_last;
+
+	/* scanning: the event being looked at (conditions, lookups) */
+	const struct tm_event *scan_ev;
+	double scan_t0;
+	double progress_last;
+	int progress_shown;
+	int scan_quiet;         /* searches do not report the gaps they cross */
+};
+
+/* ------------------------------------------------------------- session.c */
+struct tm_session *tm_session_new(void);
+void tm_session_free(struct tm_session *s);
+void tm_out(struct tm_session *s, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+void tm_error(struct tm_session *s, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+void tm_vout(struct tm_session *s, int is_err, const char *fmt, va_list ap);
+int tm_need_trace(struct tm_session *s);
+int tm_session_load(struct tm_session *s, const char *path);
+void tm_session_unload(struct tm_session *s);
+void tm_playhead_clear(struct tm_session *s);
+void tm_playhead_set(struct tm_session *s, const struct tm_event *ev);
+uint64_t tm_playhead_seq(const struct tm_session *s);
+void tm_cursor_restore(struct tm_session *s);
+const struct tm_tensor *tm_focus_tensor(const struct tm_session *s);
+int tm_event_slot(const struct tm_event *ev, struct tm_slot *slot);
+const char *tm_node_name(const struct tm_session *s, uint32_t id);
+void tm_print_location(struct tm_session *s, const char *prefix);
+void tm_print_source_line(struct tm_session *s);
+void tm_print_gap(struct tm_session *s, const struct tm_gap *g, int dir);
+void tm_lookup_invalidate(struct tm_session *s);
+void tm_lookup_advance(struct tm_session *s, const struct tm_record *rec);
+int tm_frames_compute(struct tm_session *s);
+void tm_progress(struct tm_session *s, uint64_t seq, int done);
+int tm_address_error(struct tm_session *s, const char *text);
+char *tm_resolve_source(struct tm_session *s, const char *file);
+void tm_tql_ctx_init(struct tm_session *s, struct tm_tql_ctx *ctx,
+		     const struct tm_event *ev, const struct tm_tensor *t);
+int tm_compile(struct tm_session *s, const char *src, int want_bool,
+	       tm_tql_prog **out);
+
+/* expressions (cmd-print.c): simple terms are answered directly, the rest by TQL */
+enum term_field {
+	TF_WHOLE = -1,          /* the tensor summary itself */
+	TF_DTYPE = -2,
+	TF_SHAPE = -3,
+	TF_RANK = -4
+};
+struct tm_expr {
+	char *src;
+	int simple;             /* 1: tensor[.field] or ADDR:SLOT[.field] */
+	int is_focus;           /* "tensor" */
+	uint32_t node;
+	struct tm_slot slot;
+	uint32_t call;
+	int field;              /* enum tm_stat or enum term_field */
+	int history;            /* $N naming a tensor value: index + 1 */
+	tm_tql_prog *prog;
+};
+int tm_expr_compile(struct tm_session *s, const char *src, int want_bool,
+		    struct tm_expr *e);
+int tm_expr_eval(struct tm_session *s, struct tm_expr *e, struct tm_val *out);
+void tm_expr_free(struct tm_expr *e);
+int tm_val_truth(const struct tm_val *v);
+int tm_run_interactive(struct tm_session *s, int use_readline);
+
+/* values (cmd-print.c) */
+void tm_val_clear(struct tm_val *v);
+int tm_val_set_scalar(struct tm_val *v, const struct tm_tql_value *src);
+void tm_val_set_tensor(struct tm_val *v, const struct tm_tensor *t);
+int tm_val_copy(struct tm_val *dst, const struct tm_val *src);
+void tm_val_format(const struct tm_val *v, char *buf, size_t len);
+void tm_tql_format(const struct tm_tql_value *v, char *buf, size_t len);
+void tm_tensor_format(const struct tm_tensor *t, char *buf, size_t len);
+int tm_val_equal(const struct tm_val *a, const struct tm_val *b);
+int tm_evaluate(struct tm_session *s, const char *expr, struct tm_val *out);
+int tm_session_variable(void *user, const char *name, struct tm_tql_value *out);
+struct conv *tm_conv_find(struct tm_session *s, const char *name);
+int tm_conv_set(struct tm_session *s, const char *name, const struct tm_val *v);
+void tm_conv_set_int(struct tm_session *s, const char *name, int64_t i);
+void tm_conv_set_str(struct tm_session *s, const char *name, const char *str);
+void tm_displays_show(struct tm_session *s);
+
+/* ------------------------------------------------------------- cmd.c */
+int tm_execute(struct tm_session *s, const char *line, int from_tty);
+int tm_execute_lines(struct tm_session *s, char **lines, size_t n);
+int tm_source_file(struct tm_session *s, const char *path, int must_exist);
+char *tm_read_line(struct tm_session *s, const char *prompt);
+int tm_read_body(struct tm_session *s, char ***lines, size_t *n,
+		 int allow_else, char ***else_lines, size_t *nelse);
+const struct cmd_entry *tm_cmd_lookup(struct tm_session *s, const char *word,
+				      int quiet, struct ucmd **ucmd);
+extern const struct cmd_entry *const tm_cmd_table[];
+extern const size_t tm_cmd_count;
+void tm_lines_free(char **lines, size_t n);
+char *tm_strip(char *p);
+const char *tm_skip_ws(const char *p);
+int tm_parse_uint(const char *p, uint64_t *out);
+int tm_parse_bool(const char *p, int *out);
+int tm_word_is(const char *word, size_t len, const char *full, size_t minlen);
+
+/* ------------------------------------------------------------- cmd-break.c */
+int tm_bp_bind(struct tm_session *s, struct bp *b, const char *where, int quiet);
+int tm_bp_match(struct tm_session *s, struct bp *b, const struct tm_event *ev,
+		uint32_t *focus);
+void tm_bp_free(struct bp *b);
+int tm_bp_info(struct tm_session *s, const char *args, int watch_only);
+void tm_bp_free_all(struct tm_session *s);
+int tm_bp_rebind_all(struct tm_session *s);
+struct bp *tm_bp_find(struct tm_session *s, int num);
+
+/* ------------------------------------------------------------- cmd-run.c */
+enum stop_why {
+	STOP_NONE = 0,
+	STOP_BREAK,
+	STOP_WATCH,
+	STOP_STEP,
+	STOP_END,
+	STOP_START,
+	STOP_INTERRUPT,
+	STOP_ERROR,
+	STOP_CRASH
+};
+void tm_after_stop(struct tm_session *s);
+
+/* names for completion: NULL past the end (cmd-info.c, cmd-lang.c) */
+const char *tm_info_sub_name(size_t i);
+const char *tm_setting_name(size_t i);
+
+/* ------------------------------------------------------------- cli.c */
+int tm_cli_init(struct tm_session *s);
+void tm_cli_done(struct tm_session *s);
+char *tm_cli_readline(struct tm_session *s, const char *prompt);
+void tm_install_sigint(void);
+
+/* ------------------------------------------------------------- command entries */
+#define TM_CMD(n) extern const struct cmd_entry cmd_##n##_entry
+TM_CMD(file); TM_CMD(run); TM_CMD(continue); TM_CMD(step); TM_CMD(next);
+TM_CMD(finish); TM_CMD(until); TM_CMD(reverse_continue); TM_CMD(reverse_step);
+TM_CMD(reverse_next); TM_CMD(reverse_finish); TM_CMD(goto); TM_CMD(find);
+TM_CMD(break); TM_CMD(tbreak); TM_CMD(watch); TM_CMD(condition); TM_CMD(ignore);
+TM_CMD(delete); TM_CMD(disable); TM_CMD(enable); TM_CMD(commands);
+TM_CMD(print); TM_CMD(output); TM_CMD(printf); TM_CMD(echo); TM_CMD(display);
+TM_CMD(undisplay); TM_CMD(backtrace); TM_CMD(frame); TM_CMD(up); TM_CMD(down);
+TM_CMD(list); TM_CMD(info); TM_CMD(set); TM_CMD(show); TM_CMD(define);
+TM_CMD(document); TM_CMD(if); TM_CMD(while); TM_CMD(source); TM_CMD(help);
+TM_CMD(apropos); TM_CMD(quit); TM_CMD(end); TM_CMD(recover); TM_CMD(capture);
+#undef TM_CMD
+
+#endif /* TMDB_H */
