@@ -536,16 +536,42 @@ static int node_depth(struct tm_session *s, uint32_t id)
 	return n ? n->depth : 0;
 }
 
+/*
+ * next/reverse-next step over calls, so "depth" is the depth of the module
+ * call stack, not of the address: model.layers.0 is called by model even
+ * though a ModuleList sits between them in the tree.  The scan keeps the
+ * stack size as it goes; an ENTER is at the size after its push, an EXIT
+ * at the size before its pop (mirrored going backwards).  Backward and
+ * parameter events have no call structure: their level is their node's
+ * depth in the tree, counted from 1 at the root like the stack.
+ */
 struct next_arg {
 	uint64_t left;
-	int depth;
+	int dir;
+	int by_calls;           /* 0: the playhead is a bwd/param event */
+	long level;             /* of the playhead */
+	long sz;                /* call stack size between events */
 };
 
 static int pred_next(struct tm_session *s, const struct tm_event *ev, void *arg)
 {
 	struct next_arg *a = arg;
+	long level;
 
-	if (node_depth(s, ev->node) > a->depth)
+	if (!a->by_calls) {
+		if (node_depth(s, ev->node) > a->level)
+			return 0;
+		return --a->left == 0;
+	}
+	if (ev->kind == TM_EV_ENTER && a->dir == TM_DIR_FWD)
+		level = ++a->sz;
+	else if (ev->kind == TM_EV_EXIT && a->dir == TM_DIR_BWD)
+		level = ++a->sz;
+	else if (ev->kind == TM_EV_ENTER || ev->kind == TM_EV_EXIT)
+		level = a->sz--;
+	else
+		level = node_depth(s, ev->node) + 1;
+	if (level > a->level)
 		return 0;
 	return --a->left == 0;
 }
@@ -564,7 +590,20 @@ static int do_step(struct tm_session *s, const char *args, int dir, int over)
 	if (!over || !s->have_cur)
 		return run_to_stop(s, dir, pred_count, &n, 1);
 	na.left = n;
-	na.depth = node_depth(s, s->cur.node);
+	na.dir = dir;
+	na.by_calls = s->cur.kind == TM_EV_ENTER || s->cur.kind == TM_EV_EXIT;
+	if (!na.by_calls) {
+		na.level = node_depth(s, s->cur.node);
+	} else {
+		if (tm_frames_compute(s))
+			return -1;
+		na.level = (long)s->nframes;
+		/* the stack size on the far side of the playhead's own event */
+		if (dir == TM_DIR_FWD)
+			na.sz = s->cur.kind == TM_EV_EXIT ? na.level - 1 : na.level;
+		else
+			na.sz = s->cur.kind == TM_EV_ENTER ? na.level - 1 : na.level;
+	}
 	return run_to_stop(s, dir, pred_next, &na, 1);
 }
 
