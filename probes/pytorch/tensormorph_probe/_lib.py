@@ -1,0 +1,397 @@
+"""Loading libtensormorph and the ctypes mirrors of its structs.
+
+The probe is glue: the event encoding, the ring with gap accounting, the
+.tmrun writer and reader, stats over host memory and address patterns all
+live in libtensormorph (C).  This module finds the shared library, declares
+the functions the probe calls, and mirrors the few structs that cross the
+boundary (tm-recorder.h batch structs, tm-types.h records for reading).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import glob
+import os
+import struct
+import sys
+from pathlib import Path
+
+TM_MAX_RANK = 8
+TM_STAT_COUNT = 12
+TM_HIST_BINS = 32
+TM_MAX_TENSORS = 64
+TM_META_MAX_PAIRS = 64
+TM_MAX_FRAMES = 64
+TM_NODE_NONE = 0xFFFFFFFF
+
+TM_OK = 0
+TM_ERR_END = 13
+
+# enum tm_event_kind, tm_phase, tm_slot_kind, tm_node_kind, tm_record_type
+EV_ENTER, EV_EXIT, EV_BWD, EV_PARAM = 0, 1, 2, 3
+PHASE_FWD, PHASE_BWD = 0, 1
+SLOT_OUT, SLOT_IN, SLOT_GRAD_OUT, SLOT_GRAD_IN, SLOT_DATA, SLOT_GRAD = range(6)
+NODE_MODULE, NODE_PARAM, NODE_BUFFER = 0, 1, 2
+REC_META, REC_NODE, REC_EVENT, REC_GAP, REC_CRASH = 1, 2, 3, 4, 5
+GAP_BACKPRESSURE, GAP_LEVEL, GAP_FILTERED, GAP_CRASH, GAP_TRUNCATED = 1, 2, 4, 8, 16
+
+STAT_NAMES = (
+    "numel", "nan_count", "inf_count", "posinf_count", "neginf_count",
+    "min", "max", "mean", "abs_max", "l2", "std", "zero_count",
+)
+SLOT_NAMES = ("out", "in", "grad_out", "grad_in", "data", "grad")
+KIND_NAMES = ("enter", "exit", "bwd", "param")
+
+
+class LibraryNotFound(ImportError):
+    """libtensormorph could not be loaded; the message lists every place tried."""
+
+
+# ------------------------------------------------------------ batch structs
+
+class RecTensor(ctypes.Structure):
+    """struct tm_rec_tensor (tm-recorder.h), 336 bytes."""
+
+    _fields_ = [
+        ("data", ctypes.c_uint64),
+        ("numel", ctypes.c_uint64),
+        ("have", ctypes.c_uint32),
+        ("slot_index", ctypes.c_uint16),
+        ("device_index", ctypes.c_uint16),
+        ("slot_kind", ctypes.c_uint8),
+        ("dtype", ctypes.c_uint8),
+        ("rank", ctypes.c_uint8),
+        ("device_type", ctypes.c_uint8),
+        ("level", ctypes.c_uint8),
+        ("capture", ctypes.c_uint8),
+        ("have_hist", ctypes.c_uint8),
+        ("done", ctypes.c_uint8),
+        ("shape", ctypes.c_int64 * TM_MAX_RANK),
+        ("stat", ctypes.c_double * TM_STAT_COUNT),
+        ("hist_lo", ctypes.c_double),
+        ("hist_hi", ctypes.c_double),
+        ("hist", ctypes.c_uint32 * TM_HIST_BINS),
+    ]
+
+
+class RecEvent(ctypes.Structure):
+    """struct tm_rec_event (tm-recorder.h), 48 bytes."""
+
+    _fields_ = [
+        ("step", ctypes.c_uint64),
+        ("time_ns", ctypes.c_uint64),
+        ("start_ns", ctypes.c_uint64),
+        ("end_ns", ctypes.c_uint64),
+        ("node", ctypes.c_uint32),
+        ("call", ctypes.c_uint32),
+        ("ntensors", ctypes.c_uint32),
+        ("kind", ctypes.c_uint8),
+        ("phase", ctypes.c_uint8),
+        ("level", ctypes.c_uint8),
+        ("reserved", ctypes.c_uint8),
+    ]
+
+
+# struct.Struct views of the same layouts, for filling a batch buffer in
+# place with pack_into (much cheaper than ctypes attribute stores).
+EVENT_STRUCT = struct.Struct("<QQQQIIIBBBB")
+TENSOR_SIZE = 336
+# data, numel, have, slot_index, device_index, slot_kind, dtype, rank,
+# device_type, level, capture, have_hist, done, shape[rank]: one short
+# pack_into per tensor; the stats after it are absent while `have` is 0.
+TENSOR_PACK = [struct.Struct(f"<QQIHHBBBBBBBB{r}q") for r in range(TM_MAX_RANK + 1)]
+OFF_HAVE = 16
+OFF_SLOT = 20
+OFF_SLOT_KIND = 24
+OFF_CAPTURE = 29
+OFF_HAVE_HIST = 30
+TENSOR_STATS_OFF = 96
+TENSOR_STATS = struct.Struct(f"<{TM_STAT_COUNT}ddd{TM_HIST_BINS}I")
+assert ctypes.sizeof(RecTensor) == TENSOR_SIZE
+assert ctypes.sizeof(RecEvent) == EVENT_STRUCT.size == 48
+assert RecTensor.have.offset == OFF_HAVE and RecTensor.capture.offset == OFF_CAPTURE
+assert RecTensor.have_hist.offset == OFF_HAVE_HIST
+assert RecTensor.slot_index.offset == OFF_SLOT and RecTensor.slot_kind.offset == OFF_SLOT_KIND
+assert RecTensor.stat.offset == TENSOR_STATS_OFF and RecTensor.shape.offset == 32
+
+
+class RecorderOpts(ctypes.Structure):
+    _fields_ = [
+        ("ring_events", ctypes.c_uint32),
+        ("ring_tensors", ctypes.c_uint32),
+        ("ring_payload_bytes", ctypes.c_uint64),
+        ("lossless", ctypes.c_int),
+        ("manual_drain", ctypes.c_int),
+        ("drain_interval_ns", ctypes.c_uint64),
+    ]
+
+
+class RecorderStats(ctypes.Structure):
+    _fields_ = [
+        ("next_seq", ctypes.c_uint64),
+        ("events_written", ctypes.c_uint64),
+        ("events_dropped", ctypes.c_uint64),
+        ("gaps_written", ctypes.c_uint64),
+        ("payload_bytes", ctypes.c_uint64),
+        ("writer_err", ctypes.c_int),
+    ]
+
+
+# ------------------------------------------------------------ record structs
+
+class Slot(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_uint8), ("index", ctypes.c_uint16)]
+
+
+class Tensor(ctypes.Structure):
+    """struct tm_tensor (tm-types.h)."""
+
+    _fields_ = [
+        ("slot", Slot),
+        ("dtype", ctypes.c_uint8),
+        ("rank", ctypes.c_uint8),
+        ("device_type", ctypes.c_uint8),
+        ("device_index", ctypes.c_uint16),
+        ("shape", ctypes.c_int64 * TM_MAX_RANK),
+        ("have", ctypes.c_uint32),
+        ("stat", ctypes.c_double * TM_STAT_COUNT),
+        ("have_hist", ctypes.c_uint8),
+        ("hist_lo", ctypes.c_double),
+        ("hist_hi", ctypes.c_double),
+        ("hist", ctypes.c_uint32 * TM_HIST_BINS),
+        ("payload", ctypes.c_void_p),
+        ("payload_len", ctypes.c_uint64),
+    ]
+
+
+class Event(ctypes.Structure):
+    """struct tm_event (tm-types.h)."""
+
+    _fields_ = [
+        ("seq", ctypes.c_uint64),
+        ("step", ctypes.c_uint64),
+        ("phase", ctypes.c_uint8),
+        ("kind", ctypes.c_uint8),
+        ("level", ctypes.c_uint8),
+        ("node", ctypes.c_uint32),
+        ("call", ctypes.c_uint32),
+        ("time_ns", ctypes.c_uint64),
+        ("start_ns", ctypes.c_uint64),
+        ("end_ns", ctypes.c_uint64),
+        ("ntensors", ctypes.c_uint32),
+        ("tensors", ctypes.POINTER(Tensor)),
+    ]
+
+
+class Gap(ctypes.Structure):
+    _fields_ = [
+        ("first_seq", ctypes.c_uint64),
+        ("last_seq", ctypes.c_uint64),
+        ("count", ctypes.c_uint64),
+        ("reason", ctypes.c_uint32),
+        ("time_ns", ctypes.c_uint64),
+        ("step", ctypes.c_uint64),
+    ]
+
+
+class Crash(ctypes.Structure):
+    _fields_ = [
+        ("seq", ctypes.c_uint64),
+        ("step", ctypes.c_uint64),
+        ("time_ns", ctypes.c_uint64),
+        ("signo", ctypes.c_int32),
+        ("node", ctypes.c_uint32),
+        ("phase", ctypes.c_uint8),
+        ("nframes", ctypes.c_uint32),
+        ("frames", ctypes.c_char_p * TM_MAX_FRAMES),
+    ]
+
+
+class Node(ctypes.Structure):
+    _fields_ = [
+        ("id", ctypes.c_uint32),
+        ("parent", ctypes.c_uint32),
+        ("depth", ctypes.c_uint16),
+        ("kind", ctypes.c_uint8),
+        ("address", ctypes.c_char_p),
+        ("type", ctypes.c_char_p),
+        ("file", ctypes.c_char_p),
+        ("line", ctypes.c_uint32),
+    ]
+
+
+class RunMeta(ctypes.Structure):
+    _fields_ = [
+        ("probe_kind", ctypes.c_char_p),
+        ("default_level", ctypes.c_uint8),
+        ("torch_version", ctypes.c_char_p),
+        ("host", ctypes.c_char_p),
+        ("start_unix_ns", ctypes.c_uint64),
+        ("rank", ctypes.c_int32),
+        ("world_size", ctypes.c_int32),
+        ("command", ctypes.c_char_p),
+        ("npairs", ctypes.c_uint32),
+        ("keys", ctypes.c_char_p * TM_META_MAX_PAIRS),
+        ("values", ctypes.c_char_p * TM_META_MAX_PAIRS),
+    ]
+
+
+class _RecordUnion(ctypes.Union):
+    _fields_ = [
+        ("meta", RunMeta),
+        ("node", Node),
+        ("event", Event),
+        ("gap", Gap),
+        ("crash", Crash),
+    ]
+
+
+class Record(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_uint8), ("u", _RecordUnion)]
+
+
+class Summary(ctypes.Structure):
+    _fields_ = [
+        ("version_major", ctypes.c_uint16),
+        ("version_minor", ctypes.c_uint16),
+        ("indexed", ctypes.c_int),
+        ("complete", ctypes.c_int),
+        ("damaged", ctypes.c_int),
+        ("damage_err", ctypes.c_int),
+        ("damage_offset", ctypes.c_uint64),
+        ("nchunks", ctypes.c_uint64),
+        ("nevents", ctypes.c_uint64),
+        ("ngaps", ctypes.c_uint64),
+        ("ncrashes", ctypes.c_uint64),
+        ("nrecords", ctypes.c_uint64),
+        ("first_seq", ctypes.c_uint64),
+        ("last_seq", ctypes.c_uint64),
+        ("first_step", ctypes.c_uint64),
+        ("last_step", ctypes.c_uint64),
+        ("first_time_ns", ctypes.c_uint64),
+        ("last_time_ns", ctypes.c_uint64),
+        ("file_bytes", ctypes.c_uint64),
+        ("uncompressed_bytes", ctypes.c_uint64),
+    ]
+
+
+# ------------------------------------------------------------ loading
+
+_SONAMES = ("libtensormorph.so", "libtensormorph.so.0")
+
+
+def _repo_root() -> Path:
+    # probes/pytorch/tensormorph_probe/_lib.py -> the repository root
+    return Path(__file__).resolve().parents[3]
+
+
+def candidates() -> list[tuple[str, str]]:
+    """Every (where, path) the loader tries, in order."""
+    out: list[tuple[str, str]] = []
+    env = os.environ.get("TENSORMORPH_LIB")
+    if env:
+        out.append(("TENSORMORPH_LIB", env))
+    bdir = os.environ.get("TENSORMORPH_BUILD_DIR")
+    if bdir:
+        for so in _SONAMES:
+            out.append(("TENSORMORPH_BUILD_DIR", os.path.join(bdir, "src/lib/.libs", so)))
+    root = _repo_root()
+    builds = sorted(glob.glob(str(root / "_build*" / "src/lib/.libs" / _SONAMES[0])),
+                    key=lambda p: -os.path.getmtime(p))
+    if builds:
+        out.extend(("build tree", p) for p in builds)
+    else:
+        out.append(("build tree", str(root / "_build*" / "src/lib/.libs" / _SONAMES[0])))
+    for prefix in dict.fromkeys((sys.prefix, "/usr/local", "/usr")):
+        for libdir in ("lib", "lib64"):
+            out.append(("install prefix", os.path.join(prefix, libdir, _SONAMES[0])))
+    found = ctypes.util.find_library("tensormorph")
+    out.append(("ctypes.util.find_library", found or "tensormorph (not found)"))
+    return out
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    c_int, c_vp, c_sz, c_u32, c_u64 = (ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t,
+                                       ctypes.c_uint32, ctypes.c_uint64)
+    c_str = ctypes.c_char_p
+    sigs = {
+        "tm_strerror": (c_str, [c_int]),
+        "tm_version_string": (c_str, []),
+        "tm_dtype_from_name": (c_int, [c_str]),
+        "tm_path_glob": (c_int, [c_str, c_str]),
+        "tm_recorder_opts_default": (None, [ctypes.POINTER(RecorderOpts)]),
+        "tm_recorder_open": (c_int, [c_str, ctypes.POINTER(RecorderOpts), ctypes.POINTER(c_vp)]),
+        "tm_recorder_meta": (c_int, [c_vp, ctypes.POINTER(RunMeta)]),
+        "tm_recorder_node2": (c_int, [c_vp, c_str, c_str, c_str, c_u32, c_u32, c_u32, c_u32,
+                                      ctypes.POINTER(c_u32)]),
+        "tm_recorder_stats": (c_int, [c_vp, c_vp, c_sz]),
+        "tm_recorder_submit": (c_int, [c_vp, c_vp, c_sz, c_vp, c_sz, ctypes.POINTER(c_u64)]),
+        "tm_recorder_gap": (c_int, [c_vp, c_u64, c_u32, c_u64, c_u64, ctypes.POINTER(c_u64)]),
+        "tm_recorder_flush": (c_int, [c_vp]),
+        "tm_recorder_get_stats": (None, [c_vp, ctypes.POINTER(RecorderStats)]),
+        "tm_recorder_close": (c_int, [c_vp]),
+        "tm_recorder_detail": (c_str, [c_vp]),
+        "tm_reader_open": (c_int, [c_str, ctypes.c_uint, ctypes.POINTER(c_vp),
+                                   ctypes.POINTER(c_vp)]),
+        "tm_reader_close": (None, [c_vp]),
+        "tm_reader_next": (c_int, [c_vp, ctypes.POINTER(Record)]),
+        "tm_reader_summary": (ctypes.POINTER(Summary), [c_vp]),
+        "tm_reader_meta": (ctypes.POINTER(RunMeta), [c_vp]),
+        "tm_reader_nodes": (c_vp, [c_vp]),
+        "tm_nodetab_count": (c_u32, [c_vp]),
+        "tm_nodetab_get": (ctypes.POINTER(Node), [c_vp, c_u32]),
+    }
+    for name, (res, args) in sigs.items():
+        fn = getattr(lib, name)
+        fn.restype = res
+        fn.argtypes = args
+    libc_free = ctypes.CDLL(None).free
+    libc_free.argtypes = [c_vp]
+    libc_free.restype = None
+    lib.libc_free = libc_free  # type: ignore[attr-defined]
+
+
+def _needs_asan(path: str) -> bool:
+    if "asan" in os.environ.get("LD_PRELOAD", ""):
+        return False
+    try:
+        with open(path, "rb") as f:
+            return b"libasan.so" in f.read()
+    except OSError:
+        return False
+
+
+@functools.cache
+def load() -> ctypes.CDLL:
+    """Loads libtensormorph once; LibraryNotFound names every place tried."""
+    tried: list[str] = []
+    for where, path in candidates():
+        if where != "ctypes.util.find_library" and not os.path.exists(path):
+            tried.append(f"  {where}: {path} (no such file)")
+            continue
+        if where == "ctypes.util.find_library" and not ctypes.util.find_library("tensormorph"):
+            tried.append(f"  {where}: {path}")
+            continue
+        if _needs_asan(path):
+            # dlopen of an ASan build aborts the process unless the runtime
+            # was preloaded: skip it rather than die
+            tried.append(f"  {where}: {path} (sanitizer build; needs LD_PRELOAD of libasan)")
+            continue
+        try:
+            lib = ctypes.CDLL(path)
+            _declare(lib)
+        except (OSError, AttributeError) as exc:
+            tried.append(f"  {where}: {path} ({exc})")
+            continue
+        lib.path = path  # type: ignore[attr-defined]
+        return lib
+    raise LibraryNotFound(
+        "tensormorph_probe: cannot load libtensormorph; looked in:\n" + "\n".join(tried)
+        + "\nBuild it (./configure && make) or set TENSORMORPH_LIB to the path of "
+        "libtensormorph.so (or TENSORMORPH_BUILD_DIR to a build directory).")
+
+
+def strerror(err: int) -> str:
+    return load().tm_strerror(err).decode()

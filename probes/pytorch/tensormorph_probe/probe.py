@@ -1,0 +1,568 @@
+"""The PyTorch probe: torch hooks in, batches of events out to libtensormorph.
+
+Each observed module gets a forward pre-hook and a forward hook (with
+kwargs); a call gives an ENTER event (inputs, stats at level >= 2) and an
+EXIT event (outputs: shapes and dtypes at level 0, stats from level 1).
+At level >= 2 gradient hooks on the call's output and input tensors give BWD
+events (grad_out.N, grad_in.N), and parameters give PARAM events (data and
+grad) once per step.  Tensor hooks are used rather than full module backward
+hooks because those wrap outputs in a custom Function that in-place ops
+(ReLU(inplace=True)) then refuse: the probe must never change what runs.
+
+Events are packed into a batch buffer laid out as libtensormorph's
+struct tm_rec_event / tm_rec_tensor and handed over once per step or when
+the buffer fills.  CPU tensor stats are computed in C at the hook (one pass,
+GIL released), because the tensor may change in place afterwards; device
+tensors are reduced on their device and copied to the host once per batch.
+Whether a node is observed, and at what level, is decided once per node.
+
+Hooks run on the thread that runs the model (autograd's CPU backward too);
+a probe is not meant to be fed from several Python threads at once.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import functools
+import os
+import socket
+import struct
+import sys
+import time
+import weakref
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.optim.optimizer as torch_optimizer
+
+from . import _lib
+from ._devstats import device_stats
+from ._flatten import FLATTEN_RULE, flatten, flatten_call
+
+L1_MASK = (1 << 10) - 1
+L2_MASK = (1 << 12) - 1
+_COUNTS_MASK = 0b100000011111       # numel, nan, inf, posinf, neginf, zero_count
+_HAVE_OFF = _lib.OFF_HAVE
+_HAVE_HIST_OFF = _lib.OFF_HAVE_HIST
+_EVENT_PACK = _lib.EVENT_STRUCT.pack_into
+_TENSOR_PACK = [p.pack_into for p in _lib.TENSOR_PACK]
+_STRIDED = torch.strided
+_SLOT_PACK = struct.Struct("<H").pack_into
+_REUSE_MIN = 2048                   # elements: below this, reading is cheaper than looking up
+_now = time.monotonic_ns
+
+
+class ProbeError(RuntimeError):
+    """The recorder refused something (bad path, closed, writer failure)."""
+
+
+@dataclass(eq=False, slots=True)
+class _Node:
+    """A module node and what was decided about it once."""
+
+    address: str
+    module: torch.nn.Module
+    level: int
+    observed: bool
+    id: int = _lib.TM_NODE_NONE
+    is_root: bool = False
+    epoch: int = -1                 # step at which `count` was last reset
+    count: int = 0                  # calls in the current step
+    stack: list[tuple[int, int]] = field(default_factory=list)  # (start_ns, call)
+
+
+def _check(err: int, what: str) -> None:
+    if err:
+        raise ProbeError(f"{what}: {_lib.strerror(err)}")
+
+
+def _forward_source(module: torch.nn.Module) -> tuple[str | None, int]:
+    """File and first line of the class's forward (unwrapping decorators)."""
+    fn: Any = type(module).forward
+    for _ in range(8):
+        nxt = getattr(fn, "__wrapped__", None)
+        if nxt is None:
+            break
+        fn = nxt
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None, 0
+    return os.path.abspath(code.co_filename), code.co_firstlineno
+
+
+class Probe:
+    """A recording probe attached to one model (or to the first root called)."""
+
+    def __init__(self, model: torch.nn.Module | None = None, level: int = 1,
+                 record: str | os.PathLike[str] = "run.tmrun",
+                 nodes: str | Iterable[str] = "model.**",
+                 levels: Mapping[str, int] | None = None, lossless: bool = False, *,
+                 root_name: str = "model", ring_events: int = 65536,
+                 ring_payload_bytes: int = 64 << 20, batch_events: int = 4096,
+                 device_stats_on_cpu: bool = False) -> None:
+        if not 0 <= level <= 3:
+            raise ValueError(f"level must be 0..3, got {level}")
+        self._lib = lib = _lib.load()
+        self.path = os.fspath(record)
+        self.level = level
+        self._patterns = [nodes] if isinstance(nodes, str) else list(nodes)
+        self._levels = dict(levels or {})
+        for pat in [*self._patterns, *self._levels]:
+            if lib.tm_path_glob(pat.encode(), b"model") < 0:
+                raise ValueError(f"bad node pattern {pat!r}")
+        for pat, lv in self._levels.items():
+            if not 0 <= int(lv) <= 3:
+                raise ValueError(f"level for {pat!r} must be 0..3, got {lv}")
+        self._root_name = root_name
+        self._force_dev = device_stats_on_cpu
+
+        opts = _lib.RecorderOpts()
+        lib.tm_recorder_opts_default(ctypes.byref(opts))
+        opts.ring_events = ring_events
+        opts.ring_payload_bytes = ring_payload_bytes
+        opts.lossless = int(lossless)
+        handle = ctypes.c_void_p()
+        _check(lib.tm_recorder_open(self.path.encode(), ctypes.byref(opts),
+                                    ctypes.byref(handle)), f"cannot record to {self.path}")
+        self._rec: int | None = handle.value
+        self._t0 = time.monotonic_ns()
+        try:
+            self._write_meta()
+        except ProbeError:
+            lib.tm_recorder_close(self._rec)
+            raise
+
+        # the batch buffer, laid out as tm_rec_event[] and tm_rec_tensor[]
+        self._bev = batch_events
+        self._bt = batch_events * 4
+        # bytearrays: pack_into on them is cheaper than on ctypes arrays
+        self._evbuf = bytearray(_lib.EVENT_STRUCT.size * self._bev)
+        self._tbuf = bytearray(_lib.TENSOR_SIZE * self._bt)
+        self._evaddr = ctypes.addressof((ctypes.c_char * len(self._evbuf)).from_buffer(
+            self._evbuf))
+        self._taddr = ctypes.addressof((ctypes.c_char * len(self._tbuf)).from_buffer(
+            self._tbuf))
+        self._nev = 0
+        self._nt = 0
+        self._dev_pending: list[tuple[int, torch.Tensor, int]] = []
+        self._dev_capture: list[tuple[int, torch.Tensor]] = []
+        self._keep: list[torch.Tensor] = []
+        self._dtypes: dict[torch.dtype, int] = {}
+        self._seen: dict[tuple[Any, ...], tuple[int, weakref.ref[torch.Tensor]]] = {}
+        self.reused = 0                 # tensor summaries copied, not recomputed
+
+        self.step_count = 0
+        self._manual_step = False
+        self._have_optimizer = False
+        self._root_done = 0             # root calls completed since the step moved
+        self._active = 0                # hooked calls in flight
+        self._nodes: dict[int, _Node] = {}  # id(module) -> node (observed or not)
+        self._params: list[tuple[int, torch.nn.Parameter, int]] = []
+        self._params_step = -1          # step whose PARAM events were written
+        self._handles: list[Any] = []
+        self.model: torch.nn.Module | None = None
+        self._closed = False
+
+        opt = torch_optimizer
+        self._handles.append(opt.register_optimizer_step_pre_hook(self._opt_pre))
+        self._handles.append(opt.register_optimizer_step_post_hook(self._opt_post))
+        if model is not None:
+            self._adopt(model, root_name)
+        else:
+            mm = torch.nn.modules.module
+            self._handles.append(mm.register_module_forward_pre_hook(self._discover))
+        ref = weakref.ref(self)
+        self._atexit = functools.partial(_close_ref, ref)
+        atexit.register(self._atexit)
+
+    # ------------------------------------------------------------ setup
+
+    def _write_meta(self) -> None:
+        meta = _lib.RunMeta()
+        meta.probe_kind = b"pytorch"
+        meta.default_level = self.level
+        meta.torch_version = torch.__version__.encode()
+        meta.host = socket.gethostname().encode()
+        meta.start_unix_ns = time.time_ns()
+        meta.rank = int(os.environ.get("RANK", "-1"))
+        meta.world_size = int(os.environ.get("WORLD_SIZE", "0"))
+        meta.command = " ".join(sys.argv).encode()
+        pairs = [("nodes", ",".join(self._patterns)), ("flatten", FLATTEN_RULE)]
+        pairs += [(f"level:{p}", str(lv)) for p, lv in self._levels.items()]
+        pairs = pairs[: _lib.TM_META_MAX_PAIRS]
+        meta.npairs = len(pairs)
+        for i, (k, v) in enumerate(pairs):
+            meta.keys[i] = k.encode()
+            meta.values[i] = v.encode()
+        _check(self._lib.tm_recorder_meta(self._rec, ctypes.byref(meta)), "run metadata")
+
+    def _match(self, pattern: str, address: str) -> bool:
+        return self._lib.tm_path_glob(pattern.encode(), address.encode()) == 1
+
+    def _register(self, address: str, type_name: str, file: str | None, line: int,
+                  parent: int, kind: int) -> int:
+        nid = ctypes.c_uint32()
+        _check(self._lib.tm_recorder_node2(
+            self._rec, address.encode(), type_name.encode(),
+            file.encode() if file else None, line, parent, address.count("."), kind,
+            ctypes.byref(nid)), f"node {address}")
+        return nid.value
+
+    def _adopt(self, root: torch.nn.Module, name: str) -> _Node:
+        """Decides, once per module of root's tree, whether and how deeply it
+        is observed, registers the observed ones and hooks them."""
+        first: _Node | None = None
+        ids: dict[str, int] = {}
+        for sub, mod in root.named_modules():
+            if id(mod) in self._nodes:
+                continue
+            address = f"{name}.{sub}" if sub else name
+            observed = any(self._match(p, address) for p in self._patterns)
+            level = self.level
+            for pat, lv in self._levels.items():
+                if self._match(pat, address):
+                    level = int(lv)
+            node = _Node(address, mod, level, observed)
+            self._nodes[id(mod)] = node
+            if first is None:
+                first = node
+                # only the model's root counts steps; ext.* roots do not
+                node.is_root = self.model is None
+            if not observed and not node.is_root:
+                continue
+            if observed:
+                parent = _lib.TM_NODE_NONE
+                head = address
+                while "." in head:
+                    head = head.rsplit(".", 1)[0]
+                    if head in ids:
+                        parent = ids[head]
+                        break
+                file, line = _forward_source(mod)
+                node.id = self._register(address, type(mod).__name__, file, line, parent,
+                                         _lib.NODE_MODULE)
+                ids[address] = node.id
+                if level >= 2:
+                    for pname, p in mod.named_parameters(recurse=False):
+                        pid = self._register(f"{address}.{pname}", "Parameter", None, 0,
+                                             node.id, _lib.NODE_PARAM)
+                        self._params.append((pid, p, level))
+            self._handles.append(mod.register_forward_pre_hook(
+                functools.partial(self._pre, node), with_kwargs=True))
+            self._handles.append(mod.register_forward_hook(
+                functools.partial(self._post, node), with_kwargs=True, always_call=True))
+        assert first is not None
+        if self.model is None:
+            self.model = root
+        return first
+
+    def _discover(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
+        """Global pre-hook (model=None): the first module called with nothing
+        in flight becomes `model`; later unknown top-level modules (a loss)
+        become `ext.<Class>` roots.  Known modules return at once."""
+        if id(module) in self._nodes or self._active or self._closed:
+            return
+        if self.model is None:
+            name = self._root_name
+        else:
+            name = f"ext.{type(module).__name__}"
+            n = 1
+            while any(nd.address == name for nd in self._nodes.values()):
+                n += 1
+                name = f"ext.{type(module).__name__}_{n}"
+        node = self._adopt(module, name)
+        # Hooks added now miss this call's pre-hooks (torch collected them
+        # already) but not its forward hooks: play the pre-hook here.
+        if node.observed or node.is_root:
+            self._pre(node, module, args, {})
+
+    # ------------------------------------------------------------ batches
+
+    def _dtype(self, dt: torch.dtype) -> int:
+        code = self._dtypes.get(dt)
+        if code is None:
+            code = self._lib.tm_dtype_from_name(str(dt).encode())
+            self._dtypes[dt] = code
+        return code
+
+    def _event(self, kind: int, phase: int, node: int, call: int, t: int, start: int,
+               end: int, tensors: list[torch.Tensor], slot_kind: int, level: int,
+               slot_base: int = 0) -> None:
+        n = len(tensors)
+        if self._nev >= self._bev or self._nt + n > self._bt:
+            self._submit()
+        base = self._nt
+        keep: list[torch.Tensor] = []
+        for j, x in enumerate(tensors):
+            self._put_tensor(base + j, x, slot_kind, slot_base + j, level, keep)
+        _EVENT_PACK(self._evbuf, self._nev * 48, self.step_count, t, start, end, node, call, n,
+                    kind, phase, level, 0)
+        if keep:
+            # CPU stats now: the tensor may be changed in place after the hook.
+            self._lib.tm_recorder_stats(None, self._taddr + base * _lib.TENSOR_SIZE, n)
+        self._nt += n
+        self._nev += 1
+
+    def _put_tensor(self, idx: int, x: torch.Tensor, slot_kind: int, slot_index: int,
+                    level: int, keep: list[torch.Tensor]) -> None:
+        shape = x.shape
+        rank = len(shape)
+        if rank > _lib.TM_MAX_RANK:
+            shape = (*shape[:7], -1)
+            rank = _lib.TM_MAX_RANK
+        dtype = self._dtypes.get(x.dtype)
+        if dtype is None:
+            dtype = self._dtype(x.dtype)
+        data = clevel = capture = devtype = devidx = 0
+        numel = x.numel()
+        if x.is_cpu and not self._force_dev:
+            # a large tensor seen before in this batch (an input that is the
+            # last output, a container's output that is its last child's):
+            # copy its summary rather than read it again
+            if (level and numel >= _REUSE_MIN and x.layout is _STRIDED
+                    and self._reuse(idx, x, slot_kind, slot_index, level)):
+                return
+            if level and x.layout is _STRIDED:
+                # no detach: only the address is read, and only now
+                y = x if x.is_contiguous() else x.detach().contiguous()
+                if level >= 3:
+                    y = y.detach().clone()
+                    capture = 1
+                    self._keep.append(y)
+                keep.append(y)
+                data = y.data_ptr()
+                clevel = 2 if level >= 2 else 1
+        else:
+            if not x.is_cpu:
+                dev = x.device
+                devtype = 1 if dev.type == "cuda" else 2
+                devidx = dev.index or 0
+            if level and x.layout is _STRIDED and not x.is_meta:
+                y = x.detach()
+                self._dev_pending.append((idx, device_stats(y, level), level))
+                if level >= 3:
+                    self._dev_capture.append((idx, y.clone()))
+        _TENSOR_PACK[rank](self._tbuf, idx * _lib.TENSOR_SIZE, data, numel, 0,
+                           slot_index, devidx, slot_kind, dtype, rank, devtype, clevel, capture,
+                           0, 0, *shape)
+
+    def _reuse(self, idx: int, x: torch.Tensor, slot_kind: int, slot_index: int,
+               level: int) -> bool:
+        """At level >= 2 most inputs are the previous call's output and most
+        grad_in are the next call's grad_out; at any level a container's
+        output is its last child's: the same tensor, unchanged (same version
+        counter).  Their summary is copied within the batch
+        instead of reading the data again.  The weak reference makes sure the
+        address was not freed and reused by another tensor."""
+        if x.is_inference():
+            return False    # no version counter: an in-place change is invisible
+        key = (x.data_ptr(), x._version, x.shape, x.stride(), x.dtype, level)
+        hit = self._seen.get(key)
+        if hit is None or hit[1]() is None:
+            self._seen[key] = (idx, weakref.ref(x))
+            return False
+        off = idx * _lib.TENSOR_SIZE
+        src = hit[0] * _lib.TENSOR_SIZE
+        self._tbuf[off:off + _lib.TENSOR_SIZE] = self._tbuf[src:src + _lib.TENSOR_SIZE]
+        _SLOT_PACK(self._tbuf, off + _lib.OFF_SLOT, slot_index)
+        self._tbuf[off + _lib.OFF_SLOT_KIND] = slot_kind
+        self.reused += 1
+        return True
+
+    def _submit(self) -> None:
+        """Hands the batch to libtensormorph: one host copy of the device
+        stats, one call."""
+        if self._dev_pending:
+            vecs = torch.stack([v.to("cpu", torch.float64) if v.device.type == "mps" else v
+                                for _, v, _ in self._dev_pending]).to("cpu", torch.float64)
+            for (idx, _, level), row in zip(self._dev_pending, vecs.tolist(), strict=True):
+                off = idx * _lib.TENSOR_SIZE
+                hist = [int(h) for h in row[14:]]
+                _lib.TENSOR_STATS.pack_into(self._tbuf, off + _lib.TENSOR_STATS_OFF,
+                                            *row[:14], *hist)
+                have = L2_MASK if level >= 2 else L1_MASK
+                finite = row[1] + row[2] < row[0]
+                if not finite:      # as in C: only the counts are known
+                    have &= _COUNTS_MASK
+                ctypes.c_uint32.from_buffer(self._tbuf, off + _HAVE_OFF).value = have
+                ctypes.c_uint8.from_buffer(self._tbuf, off + _HAVE_HIST_OFF).value = \
+                    1 if level >= 2 and finite else 0
+            self._dev_pending.clear()
+        for idx, y in self._dev_capture:
+            h = y.to("cpu").contiguous()
+            self._keep.append(h)
+            off = idx * _lib.TENSOR_SIZE
+            ctypes.c_uint64.from_buffer(self._tbuf, off).value = h.data_ptr()
+            ctypes.c_uint8.from_buffer(self._tbuf, off + _lib.OFF_CAPTURE).value = 1
+        self._dev_capture.clear()
+        if self._nev and self._rec:
+            err = self._lib.tm_recorder_submit(self._rec, self._evaddr, self._nev,
+                                               self._taddr, self._nt, None)
+            _check(err, "submitting events")
+        self._nev = 0
+        self._nt = 0
+        self._keep.clear()
+        self._seen.clear()
+
+    # ------------------------------------------------------------ hooks
+
+    def _pre(self, node: _Node, module: torch.nn.Module, args: tuple[Any, ...],
+             kwargs: dict[str, Any] | None) -> None:
+        t = _now() - self._t0
+        if node.is_root and not node.stack:
+            self._root_enter()
+        step = self.step_count
+        if node.epoch != step:
+            node.epoch = step
+            node.count = 0
+        node.count += 1
+        call = node.count
+        node.stack.append((t, call))
+        self._active += 1
+        if not node.observed:
+            return
+        level = node.level
+        if level < 2:
+            # the common case: an ENTER without tensors, packed right here
+            if self._nev >= self._bev:
+                self._submit()
+            _EVENT_PACK(self._evbuf, self._nev * 48, step, t, t, 0, node.id, call, 0,
+                        _lib.EV_ENTER, _lib.PHASE_FWD, level, 0)
+            self._nev += 1
+            return
+        tensors = flatten_call(args, kwargs, _lib.TM_MAX_TENSORS)
+        self._grad_hooks(node, call, tensors, _lib.SLOT_GRAD_IN)
+        self._event(_lib.EV_ENTER, _lib.PHASE_FWD, node.id, call, t, t, 0, tensors,
+                    _lib.SLOT_IN, level)
+
+    def _post(self, node: _Node, module: torch.nn.Module, args: tuple[Any, ...],
+              kwargs: dict[str, Any] | None, output: Any) -> None:
+        t = _now() - self._t0
+        start, call = node.stack.pop() if node.stack else (t, node.count)
+        if self._active:
+            self._active -= 1
+        if node.observed:
+            tensors = [output] if type(output) is torch.Tensor else flatten(
+                output, _lib.TM_MAX_TENSORS)
+            self._event(_lib.EV_EXIT, _lib.PHASE_FWD, node.id, call, t, start, t, tensors,
+                        _lib.SLOT_OUT, node.level)
+            if node.level >= 2:
+                self._grad_hooks(node, call, tensors, _lib.SLOT_GRAD_OUT)
+        if node.is_root and not node.stack:
+            self._root_done += 1
+
+    def _grad_hooks(self, node: _Node, call: int, tensors: list[torch.Tensor],
+                    slot_kind: int) -> None:
+        if not torch.is_grad_enabled():
+            return
+        for j, x in enumerate(tensors):
+            if x.requires_grad:
+                x.register_hook(functools.partial(self._on_grad, node, call, slot_kind, j))
+
+    def _on_grad(self, node: _Node, call: int, slot_kind: int, index: int,
+                 grad: torch.Tensor) -> None:
+        if self._closed:
+            return
+        t = _now() - self._t0
+        self._event(_lib.EV_BWD, _lib.PHASE_BWD, node.id, call, t, t, t, [grad], slot_kind,
+                    node.level, index)
+
+    def _root_enter(self) -> None:
+        """Without an optimizer, step counts completed root calls; it moves
+        when the next one starts, so that the backward of a forward stays in
+        that forward's step, and so that a training loop whose optimizer is
+        first seen after its first forward is not counted twice."""
+        if self._root_done and not self._have_optimizer and not self._manual_step:
+            self._advance()
+        self._root_done = 0
+
+    def _opt_pre(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        if not self._manual_step:
+            self._param_events()
+
+    def _opt_post(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        self._have_optimizer = True
+        if not self._manual_step:
+            self.step_count += 1
+            self._root_done = 0
+            self._submit()
+
+    def _param_events(self) -> None:
+        """PARAM events: data and grad stats of level-2 parameters, once a step."""
+        if not self._params or self._closed or self._params_step == self.step_count:
+            return
+        self._params_step = self.step_count
+        t = _now() - self._t0
+        for pid, p, level in self._params:
+            self._event(_lib.EV_PARAM, _lib.PHASE_BWD, pid, 1, t, t, t, [p],
+                        _lib.SLOT_DATA, level)
+            if p.grad is not None:
+                self._event(_lib.EV_PARAM, _lib.PHASE_BWD, pid, 1, t, t, t, [p.grad],
+                            _lib.SLOT_GRAD, level)
+
+    def _advance(self) -> None:
+        self._param_events()
+        self.step_count += 1
+        self._submit()
+
+    # ------------------------------------------------------------ API
+
+    def step(self) -> None:
+        """Ends the current step by hand (overrides optimizer and root counting)."""
+        self._manual_step = True
+        self._advance()
+
+    def flush(self) -> None:
+        """Hands over pending events and waits until they are written."""
+        self._submit()
+        if self._rec:
+            _check(self._lib.tm_recorder_flush(self._rec), "flush")
+
+    def stats(self) -> dict[str, int]:
+        s = _lib.RecorderStats()
+        if self._rec:
+            self._lib.tm_recorder_get_stats(self._rec, ctypes.byref(s))
+        return {name: getattr(s, name) for name, _ in _lib.RecorderStats._fields_}
+
+    def close(self) -> None:
+        """Removes every hook, writes what is pending and closes the trace."""
+        if self._closed:
+            return
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+        try:
+            if self._root_done:
+                self._param_events()    # the last step ends here
+            self._submit()
+        finally:
+            self._closed = True
+            rec, self._rec = self._rec, None
+            atexit.unregister(self._atexit)
+            err = self._lib.tm_recorder_close(rec)
+            _check(err, f"closing {self.path}")
+
+    def __enter__(self) -> Probe:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _close_ref(ref: weakref.ref[Probe]) -> None:
+    p = ref()
+    if p is not None:
+        p.close()
+
+
+def attach(model: torch.nn.Module | None = None, level: int = 1,
+           record: str | os.PathLike[str] = "run.tmrun",
+           nodes: str | Iterable[str] = "model.**", levels: Mapping[str, int] | None = None,
+           lossless: bool = False, **options: Any) -> Probe:
+    """Starts recording.  With model=None the first root module called
+    becomes `model` (torch's global module hooks), so an unmodified script
+    can be recorded.  Returns the probe; also usable as a context manager."""
+    return Probe(model, level, record, nodes, levels, lossless, **options)

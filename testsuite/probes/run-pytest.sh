@@ -1,0 +1,42 @@
+#!/bin/sh
+# run-pytest.sh -- make check driver for the PyTorch probe tests (pytest on
+# real models).  Uses the library of this build tree and the probe package
+# of this source tree.  Exit 77 (skip) when torch or pytest is missing.  In a
+# sanitizer build python runs with the sanitizer runtimes preloaded.
+srcdir=${srcdir:-$(dirname "$0")/..}
+top_srcdir=$(cd "$srcdir/.." && pwd)
+PYTHON=${PYTHON:-python3}
+lib=${TENSORMORPH_LIB:-$(pwd)/../src/lib/.libs/libtensormorph.so}
+
+if ! "$PYTHON" -c 'import torch' >/dev/null 2>&1; then
+	echo "SKIP: torch is not importable by $PYTHON (pip install torch==2.13.0)"
+	exit 77
+fi
+if ! "$PYTHON" -c 'import pytest' >/dev/null 2>&1; then
+	echo "SKIP: pytest is not importable by $PYTHON (pip install pytest)"
+	exit 77
+fi
+if [ ! -d "$top_srcdir/probes/pytorch/tensormorph_probe" ]; then
+	echo "SKIP: $top_srcdir/probes/pytorch is not in this tree (add probes to EXTRA_DIST)"
+	exit 77
+fi
+if [ ! -f "$lib" ]; then
+	echo "FAIL: $lib not found (build the library first)"
+	exit 1
+fi
+# A sanitizer build can only be dlopen'ed into python with its runtimes
+# preloaded; Python's own allocations look like leaks, so leak checks are off.
+if ldd "$lib" 2>/dev/null | grep -q 'libasan'; then
+	san=$(ldd "$lib" | awk '/lib(asan|ubsan)\.so/ { print $3 }' | tr '\n' ':' | sed 's/:$//')
+	if [ -z "$san" ]; then
+		echo "SKIP: $lib is a sanitizer build and its runtimes were not found"
+		exit 77
+	fi
+	LD_PRELOAD=$san${LD_PRELOAD:+:$LD_PRELOAD}
+	ASAN_OPTIONS=detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}
+	export LD_PRELOAD ASAN_OPTIONS
+fi
+TENSORMORPH_LIB=$lib
+PYTHONPATH=$top_srcdir/probes/pytorch${PYTHONPATH:+:$PYTHONPATH}
+export TENSORMORPH_LIB PYTHONPATH
+exec "$PYTHON" -m pytest -q -p no:cacheprovider "$top_srcdir/testsuite/probes" "$@"

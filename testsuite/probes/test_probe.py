@@ -1,0 +1,321 @@
+"""The probe's contract on small models built in code: what it records at
+each level, that the stats are right, that it never changes results, that
+a full ring gives gap records, and the command-line runner."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from conftest import MLP, assert_gap_free, read
+
+import tensormorph_probe as tp
+from tensormorph_probe import _lib
+
+
+def train(model, steps, seed=0, nan_at=None, lr=0.05):
+    """A few SGD steps; at step nan_at a NaN is planted in fc2's weight,
+    so fc2's output is the first with a NaN, at exactly that step."""
+    g = torch.Generator().manual_seed(seed)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    outs = []
+    for step in range(steps):
+        if step == nan_at:
+            with torch.no_grad():
+                model.fc2.weight[0, 0] = float("nan")
+        x = torch.randn(5, 8, generator=g)
+        y = model(x)
+        loss = y.pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        outs.append(y.detach().clone())
+    return outs
+
+
+def test_library_not_found_names_every_place(monkeypatch, tmp_path):
+    monkeypatch.setenv("TENSORMORPH_LIB", str(tmp_path / "nope.so"))
+    monkeypatch.setenv("TENSORMORPH_BUILD_DIR", str(tmp_path / "build"))
+    monkeypatch.setattr(_lib, "_repo_root", lambda: tmp_path)
+    monkeypatch.setattr(_lib.ctypes.util, "find_library", lambda name: None)
+    monkeypatch.setattr(_lib.sys, "prefix", str(tmp_path / "prefix"))
+    with pytest.raises(tp.LibraryNotFound) as exc:
+        _lib.load.__wrapped__()
+    msg = str(exc.value)
+    for where in ("TENSORMORPH_LIB", "TENSORMORPH_BUILD_DIR", "build tree", "install prefix",
+                  "find_library"):
+        assert where in msg
+    assert str(tmp_path / "nope.so") in msg
+    assert str(tmp_path / "build" / "src/lib/.libs") in msg
+    assert str(tmp_path / "prefix" / "lib") in msg
+
+
+def test_nan_found_at_its_step_and_node(trace_path):
+    torch.manual_seed(0)
+    model = MLP()
+    with tp.attach(model, level=1, record=trace_path):
+        train(model, 6, nan_at=3)
+    nodes, events, gaps = read(trace_path)
+    assert not gaps
+    first = next(e for e in events for t in e.tensors if t.stats.get("nan_count", 0) > 0)
+    assert (first.node, first.step, first.kind, first.call) == ("model.fc2", 3, "exit", 1)
+    # before it, every recorded output was clean and had its health stats
+    for e in events[: events.index(first)]:
+        for t in e.tensors:
+            assert t.stats["nan_count"] == 0 and "abs_max" in t.stats
+
+
+def test_levels_and_events(trace_path):
+    torch.manual_seed(0)
+    model = MLP()
+    with tp.attach(model, level=0, record=trace_path, levels={"model.fc2": 2}) as probe:
+        train(model, 2)
+        assert probe.step_count == 2
+    nodes, events, _ = read(trace_path)
+    assert {"model", "model.fc1", "model.act", "model.fc2", "model.fc3",
+            "model.fc2.weight", "model.fc2.bias"} <= set(nodes)
+    assert "model.fc1.weight" not in nodes           # parameters only at level 2
+    fc1 = [e for e in events if e.node == "model.fc1"]
+    assert [e.kind for e in fc1] == ["enter", "exit"] * 2
+    assert [e.step for e in fc1] == [0, 0, 1, 1]
+    enter, exit_ = fc1[0], fc1[1]
+    assert enter.tensors == [] and enter.level == 0
+    assert exit_.tensors[0].shape == (5, 16) and exit_.tensors[0].stats == {}
+    assert exit_.start_ns == enter.time_ns <= exit_.end_ns == exit_.time_ns
+    fc2 = [e for e in events if e.node == "model.fc2"]
+    kinds = [e.kind for e in fc2]
+    assert kinds.count("bwd") == 4                   # grad_out.0 and grad_in.0, two steps
+    assert fc2[0].tensors[0].slot == "in.0" and "std" in fc2[0].tensors[0].stats
+    bwd = [e for e in fc2 if e.kind == "bwd"]
+    assert {t.slot for e in bwd for t in e.tensors} == {"grad_out.0", "grad_in.0"}
+    assert all(e.phase == "bwd" for e in bwd)
+    params = [e for e in events if e.kind == "param"]
+    assert {(e.node, e.tensors[0].slot, e.step) for e in params} == {
+        (n, s, k) for n in ("model.fc2.weight", "model.fc2.bias") for s in ("data", "grad")
+        for k in (0, 1)}
+    assert not any(e.kind == "bwd" for e in events if e.node != "model.fc2")
+    seqs = [e.seq for e in events]
+    assert seqs == list(range(len(seqs)))
+
+
+def test_node_table_has_types_and_source(trace_path):
+    model = MLP()
+    with tp.attach(model, record=trace_path, nodes=["model", "model.fc*"]):
+        model(torch.randn(2, 8))
+    nodes, events, _ = read(trace_path)
+    assert set(nodes) == {"model", "model.fc1", "model.fc2", "model.fc3"}
+    fc1 = nodes["model.fc1"]
+    code = torch.nn.Linear.forward.__code__
+    assert (fc1.type, fc1.line) == ("Linear", code.co_firstlineno)
+    assert os.path.samefile(fc1.file, code.co_filename)
+    assert fc1.parent == nodes["model"].id and fc1.depth == 1
+    assert nodes["model"].file.endswith("conftest.py")
+    assert {e.node for e in events} == set(nodes)
+
+
+def _ref_stats(x):
+    x = x.detach().double().reshape(-1)
+    f = x[torch.isfinite(x)]
+    return {
+        "numel": x.numel(), "nan_count": int(torch.isnan(x).sum()),
+        "inf_count": int(torch.isinf(x).sum()), "min": f.min().item(), "max": f.max().item(),
+        "mean": f.mean().item(), "abs_max": f.abs().max().item(), "l2": f.norm().item(),
+        "std": f.std(correction=0).item(), "zero_count": int((x == 0).sum()),
+    }
+
+
+@pytest.mark.parametrize("device_path", [False, True], ids=["c-stats", "device-stats"])
+def test_stats_match_independent_values(trace_path, device_path):
+    """Recorded stats against values computed here from the same tensors
+    (captured by the test's own hooks); device-stats runs the GPU code path
+    on CPU tensors."""
+    torch.manual_seed(1)
+    model = MLP()
+    seen = {}
+
+    def keep(name):
+        def hook(mod, args, out):
+            seen[name] = (args[0].detach().clone(), out.detach().clone())
+        return hook
+
+    for name in ("fc1", "act", "fc3"):
+        getattr(model, name).register_forward_hook(keep(name))
+    x = torch.randn(7, 8)
+    x[0, 0] = float("nan")
+    x[1, 1] = float("inf")
+    with tp.attach(model, level=2, record=trace_path, device_stats_on_cpu=device_path):
+        model(x)
+    _, events, _ = read(trace_path)
+    checked = 0
+    for e in events:
+        short = e.node.split(".")[-1]
+        if e.kind not in ("enter", "exit") or short not in seen:
+            continue
+        ref_in, ref_out = seen[short]
+        if short == "act":
+            ref_in = None    # in-place: its input is its output by the time we look
+        ref = ref_in if e.kind == "enter" else ref_out
+        if ref is None:
+            continue
+        got = e.tensors[0]
+        want = _ref_stats(ref)
+        for k, v in want.items():
+            assert math.isclose(got.stats[k], v, rel_tol=1e-6, abs_tol=1e-9), (e.node, k)
+        lo, hi, hist = got.hist
+        assert (lo, hi) == pytest.approx((want["min"], want["max"]))
+        ref_hist = torch.histc(ref.double()[torch.isfinite(ref)], 32, lo, hi)
+        assert sum(hist) == want["numel"] - want["nan_count"] - want["inf_count"]
+        assert max(abs(a - b) for a, b in zip(hist, ref_hist.tolist(), strict=True)) <= 1
+        checked += 1
+    assert checked == 5
+
+
+def test_outputs_bit_identical_with_and_without_probe(tmp_path):
+    def run(level):
+        torch.manual_seed(3)
+        model = MLP()
+        if level is None:
+            outs = train(model, 4)
+        else:
+            with tp.attach(model, level=level, record=str(tmp_path / f"l{level}.tmrun")):
+                outs = train(model, 4)
+        return outs, [p.detach().clone() for p in model.parameters()]
+
+    ref_out, ref_par = run(None)
+    for level in (0, 1, 2, 3):
+        out, par = run(level)
+        assert all(torch.equal(a, b) for a, b in zip(ref_out, out, strict=True))
+        assert all(torch.equal(a, b) for a, b in zip(ref_par, par, strict=True))
+
+
+def test_level3_payload_is_the_tensor(trace_path):
+    model = MLP()
+    x = torch.randn(3, 8)
+    with tp.attach(model, level=1, levels={"model.fc3": 3}, record=trace_path):
+        y = model(x)
+    _, events, _ = read(trace_path)
+    ex = next(e for e in events if e.node == "model.fc3" and e.kind == "exit")
+    assert ex.tensors[0].payload == y.detach().contiguous().numpy().tobytes()
+    assert all(t.payload is None for e in events if not e.node.startswith("model.fc3")
+               for t in e.tensors)
+
+
+@pytest.mark.parametrize("lossless", [False, True])
+def test_tiny_ring_gap_records(trace_path, lossless):
+    torch.manual_seed(0)
+    model = MLP()
+    with tp.attach(model, level=1, record=trace_path, ring_events=4,
+                   lossless=lossless) as probe:
+        train(model, 20)
+        probe.flush()
+        st = probe.stats()
+    nodes, events, gaps = read(trace_path)
+    total = st["next_seq"]
+    assert total == 20 * 10
+    assert_gap_free(events, gaps, total)
+    if lossless:
+        assert not gaps and len(events) == total
+    else:
+        assert gaps and all(g.reason == _lib.GAP_BACKPRESSURE for g in gaps)
+        assert sum(g.count for g in gaps) == st["events_dropped"] > 0
+
+
+def test_step_without_optimizer_and_by_hand(trace_path):
+    model = MLP()
+    with tp.attach(model, level=0, record=trace_path) as probe:
+        for _ in range(3):
+            model(torch.randn(2, 8)).sum().backward()
+        assert probe.step_count == 2         # moves when the next root call starts
+        probe.step()
+        model(torch.randn(2, 8))
+        model(torch.randn(2, 8))             # by hand now: no automatic step
+        assert probe.step_count == 3
+    _, events, _ = read(trace_path)
+    roots = [e.step for e in events if e.node == "model" and e.kind == "exit"]
+    assert roots == [0, 1, 2, 3, 3]
+    calls = [e.call for e in events if e.node == "model" and e.kind == "exit"]
+    assert calls == [1, 1, 1, 1, 2]
+
+
+def test_model_none_uses_global_hooks(trace_path):
+    model = MLP()
+    lossfn = torch.nn.MSELoss()
+    with tp.attach(None, level=1, record=trace_path, nodes=["model.**", "ext.**"]) as probe:
+        y = model(torch.randn(2, 8))
+        lossfn(y, torch.zeros_like(y)).backward()
+        model.fc1(torch.randn(1, 8))         # a submodule called outside the root
+        assert probe.model is model
+    nodes, events, _ = read(trace_path)
+    assert {"model", "model.fc1", "ext.MSELoss"} <= set(nodes)
+    root = [e for e in events if e.node == "model"]
+    assert [e.kind for e in root] == ["enter", "exit"]
+    assert [e.call for e in events if e.node == "model.fc1" and e.kind == "exit"] == [1, 2]
+    ext = [e for e in events if e.node == "ext.MSELoss" and e.kind == "exit"]
+    assert ext and ext[0].tensors[0].shape == ()
+
+
+def test_cli_records_unmodified_script(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent("""
+        import sys, torch
+        m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        for _ in range(int(sys.argv[1])):
+            m(torch.randn(2, 4)).sum().backward()
+            opt.step()
+        sys.exit(3)
+    """))
+    out = tmp_path / "cli.tmrun"
+    env = dict(os.environ)
+    cmd = [sys.executable, "-m", "tensormorph_probe", "record", "-o", str(out), "--level", "2",
+           "--node-level", "model.1=0", "--", "python", str(script), "2"]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 3, r.stderr
+    nodes, events, _ = read(str(out))
+    assert {"model", "model.0", "model.1", "model.0.weight"} <= set(nodes)
+    assert {e.step for e in events if e.node == "model"} == {0, 1}
+    relu = [e for e in events if e.node == "model.1"]
+    assert relu and all(e.level == 0 and not e.tensors[0].stats for e in relu if e.kind == "exit")
+    assert any(e.kind == "bwd" for e in events if e.node == "model.0")
+
+
+def test_level2_reuses_unchanged_inputs_but_not_inplace_outputs(trace_path):
+    """An input that is the previous call's output, unchanged, shares its
+    summary; ReLU(inplace=True) changes that tensor, so its output is read
+    again and differs from its input."""
+    torch.manual_seed(0)
+    model = MLP()
+    with tp.attach(model, level=2, record=trace_path) as probe:
+        model(torch.randn(256, 8))       # 4096 elements: large enough to share
+        assert probe.reused > 0
+    _, events, _ = read(trace_path)
+    get = {(e.node, e.kind): e.tensors[0] for e in events if e.tensors}
+    fc1_out, act_in = get[("model.fc1", "exit")], get[("model.act", "enter")]
+    act_out = get[("model.act", "exit")]
+    assert act_in.slot == "in.0" and act_in.stats == fc1_out.stats and act_in.hist == fc1_out.hist
+    assert act_in.stats["min"] < 0 <= act_out.stats["min"]
+
+
+def test_flatten_order_of_nested_outputs():
+    import collections
+    import dataclasses
+
+    from tensormorph_probe._flatten import flatten, flatten_call
+
+    @dataclasses.dataclass
+    class Out:
+        a: torch.Tensor
+        skip: int
+        b: tuple
+
+    Pair = collections.namedtuple("Pair", "x y")
+    t = [torch.full((1,), float(i)) for i in range(6)]
+    obj = Out(t[0], 7, (Pair(t[1], None), {"k": t[2], "l": [t[3], "s"]}))
+    assert [int(x) for x in flatten(obj, 64)] == [0, 1, 2, 3]
+    assert [int(x) for x in flatten(obj, 2)] == [0, 1]
+    assert [int(x) for x in flatten_call((t[4],), {"z": t[5], "w": t[0]}, 64)] == [4, 5, 0]

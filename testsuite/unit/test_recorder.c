@@ -1,0 +1,311 @@
+/*
+ * test_recorder.c -- the ring between probe and writer: seq numbering, gap
+ * records when the ring is full, lossless blocking, stats computed in C,
+ * payload copies, and batch validation.  Every trace is read back through
+ * the real reader, as tmdb would.
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tensormorph.h"
+#include "tm-recorder.h"
+#include "tm-test.h"
+
+static char path[256];
+
+static const char *tmp_path(const char *name)
+{
+	snprintf(path, sizeof(path), "test_recorder_%s_%ld.tmrun", name,
+		 (long)getpid());
+	return path;
+}
+
+static tm_recorder *open_rec(const char *name, uint32_t events, int lossless,
+			     int manual, uint32_t *node)
+{
+	struct tm_recorder_opts o;
+	tm_recorder *r = NULL;
+
+	tm_recorder_opts_default(&o);
+	o.ring_events = events;
+	o.lossless = lossless;
+	o.manual_drain = manual;
+	CU_ASSERT_EQUAL_FATAL(tm_recorder_open(tmp_path(name), &o, &r), TM_OK);
+	CU_ASSERT_EQUAL(tm_recorder_node2(r, "model", "Net", "net.py", 3,
+					  TM_NODE_NONE, 0, TM_NODE_MODULE, node),
+			TM_OK);
+	return r;
+}
+
+/* A batch of n EXIT events of node, one f32 tensor each (values 0..3 + i). */
+static int submit_n(tm_recorder *r, uint32_t node, size_t n, float *data)
+{
+	struct tm_rec_event *ev = calloc(n, sizeof(*ev));
+	struct tm_rec_tensor *t = calloc(n, sizeof(*t));
+	size_t i;
+	int err;
+
+	for (i = 0; i < n; i++) {
+		ev[i].kind = TM_EV_EXIT;
+		ev[i].node = node;
+		ev[i].call = (uint32_t)i + 1;
+		ev[i].level = 1;
+		ev[i].ntensors = 1;
+		t[i].slot_kind = TM_SLOT_OUT;
+		t[i].dtype = TM_DT_F32;
+		t[i].rank = 1;
+		t[i].shape[0] = 4;
+		t[i].numel = 4;
+		t[i].level = data ? 1 : 0;
+		t[i].data = (uint64_t)(uintptr_t)data;
+	}
+	err = tm_recorder_submit(r, ev, n, t, n, NULL);
+	free(ev);
+	free(t);
+	return err;
+}
+
+struct coverage {
+	uint64_t next;          /* next seq expected */
+	uint64_t events, gaps, dropped;
+	uint32_t reasons;
+	int ok;
+};
+
+/* Reads the trace back and checks events and gaps tile 0..n-1 in order. */
+static struct coverage read_coverage(const char *p)
+{
+	struct coverage c = { 0, 0, 0, 0, 0, 1 };
+	struct tm_record rec;
+	tm_reader *rd = NULL;
+	char *detail = NULL;
+
+	if (tm_reader_open(p, 0, &rd, &detail) != TM_OK) {
+		fprintf(stderr, "open %s: %s\n", p, detail ? detail : "?");
+		free(detail);
+		c.ok = 0;
+		return c;
+	}
+	while (tm_reader_next(rd, &rec) == TM_OK) {
+		if (rec.type == TM_REC_EVENT) {
+			if (rec.u.event.seq != c.next)
+				c.ok = 0;
+			c.next = rec.u.event.seq + 1;
+			c.events++;
+		} else if (rec.type == TM_REC_GAP) {
+			if (rec.u.gap.first_seq != c.next ||
+			    rec.u.gap.last_seq < rec.u.gap.first_seq ||
+			    rec.u.gap.count != rec.u.gap.last_seq - rec.u.gap.first_seq + 1)
+				c.ok = 0;
+			c.next = rec.u.gap.last_seq + 1;
+			c.gaps++;
+			c.dropped += rec.u.gap.count;
+			c.reasons |= rec.u.gap.reason;
+		}
+	}
+	tm_reader_close(rd);
+	return c;
+}
+
+/* Ring of 4: a batch of 10 keeps 4 and drops 6; the next batch first writes
+ * the gap (taking a slot), so keeps 3 and drops 7; close writes that gap. */
+static void test_tiny_ring_gaps(void)
+{
+	struct tm_recorder_stats st;
+	struct coverage c;
+	uint32_t node;
+	tm_recorder *r = open_rec("tiny", 4, 0, 1, &node);
+
+	CU_ASSERT_EQUAL(submit_n(r, node, 10, NULL), TM_OK);
+	CU_ASSERT_EQUAL(tm_recorder_drain(r), TM_OK);
+	CU_ASSERT_EQUAL(submit_n(r, node, 10, NULL), TM_OK);
+	tm_recorder_get_stats(r, &st);
+	CU_ASSERT_EQUAL(st.next_seq, 20);
+	CU_ASSERT_EQUAL(st.events_dropped, 13);
+	CU_ASSERT_EQUAL(tm_recorder_close(r), TM_OK);
+
+	c = read_coverage(path);
+	CU_ASSERT(c.ok);
+	CU_ASSERT_EQUAL(c.next, 20);
+	CU_ASSERT_EQUAL(c.events, 7);
+	CU_ASSERT_EQUAL(c.gaps, 2);
+	CU_ASSERT_EQUAL(c.dropped, 13);
+	CU_ASSERT_EQUAL(c.reasons, TM_GAP_BACKPRESSURE);
+	unlink(path);
+}
+
+/* With the writer thread racing the producer, whatever is dropped, events
+ * and gaps still cover every seq exactly once. */
+static void test_threaded_coverage(void)
+{
+	struct tm_recorder_stats st;
+	struct coverage c;
+	uint32_t node;
+	tm_recorder *r = open_rec("thread", 8, 0, 0, &node);
+	int i;
+
+	for (i = 0; i < 200; i++)
+		CU_ASSERT_EQUAL(submit_n(r, node, 5, NULL), TM_OK);
+	tm_recorder_get_stats(r, &st);
+	CU_ASSERT_EQUAL(st.next_seq, 1000);
+	CU_ASSERT_EQUAL(tm_recorder_close(r), TM_OK);
+	c = read_coverage(path);
+	CU_ASSERT(c.ok);
+	CU_ASSERT_EQUAL(c.next, 1000);
+	CU_ASSERT_EQUAL(c.events + c.dropped, 1000);
+	unlink(path);
+}
+
+/* Lossless: the producer waits, nothing is dropped. */
+static void test_lossless(void)
+{
+	struct coverage c;
+	uint32_t node;
+	tm_recorder *r = open_rec("lossless", 4, 1, 0, &node);
+	int i;
+
+	for (i = 0; i < 50; i++)
+		CU_ASSERT_EQUAL(submit_n(r, node, 10, NULL), TM_OK);
+	CU_ASSERT_EQUAL(tm_recorder_close(r), TM_OK);
+	c = read_coverage(path);
+	CU_ASSERT(c.ok);
+	CU_ASSERT_EQUAL(c.events, 500);
+	CU_ASSERT_EQUAL(c.gaps, 0);
+	unlink(path);
+
+	/* The same with manual drain: the producer drains for itself. */
+	r = open_rec("lossless2", 4, 1, 1, &node);
+	CU_ASSERT_EQUAL(submit_n(r, node, 30, NULL), TM_OK);
+	CU_ASSERT_EQUAL(tm_recorder_close(r), TM_OK);
+	c = read_coverage(path);
+	CU_ASSERT_EQUAL(c.events, 30);
+	CU_ASSERT_EQUAL(c.gaps, 0);
+	unlink(path);
+}
+
+/* Stats computed in C from the tensor's memory reach the trace. */
+static void test_stats_and_payload(void)
+{
+	float data[4] = { 1.0f, -3.0f, NAN, 2.0f };
+	struct tm_rec_event ev;
+	struct tm_rec_tensor t[2];
+	struct tm_record rec;
+	tm_reader *rd = NULL;
+	uint32_t node;
+	int n = 0;
+	tm_recorder *r = open_rec("stats", 16, 0, 1, &node);
+
+	memset(&ev, 0, sizeof(ev));
+	memset(t, 0, sizeof(t));
+	ev.kind = TM_EV_EXIT;
+	ev.node = node;
+	ev.call = 1;
+	ev.level = 3;
+	ev.step = 7;
+	ev.ntensors = 2;
+	t[0].slot_kind = TM_SLOT_OUT;
+	t[0].dtype = TM_DT_F32;
+	t[0].rank = 2;
+	t[0].shape[0] = 2;
+	t[0].shape[1] = 2;
+	t[0].numel = 4;
+	t[0].level = 2;
+	t[0].capture = 1;
+	t[0].data = (uint64_t)(uintptr_t)data;
+	/* the second one arrives with stats done elsewhere (a GPU) */
+	t[1].slot_kind = TM_SLOT_OUT;
+	t[1].slot_index = 1;
+	t[1].dtype = TM_DT_F16;
+	t[1].have = TM_STAT_BIT(TM_STAT_MAX);
+	t[1].stat[TM_STAT_MAX] = 5.5;
+	CU_ASSERT_EQUAL(tm_recorder_stats(r, t, 1), TM_OK);
+	CU_ASSERT(t[0].done);
+	data[0] = 100.0f;       /* in-place change after the hook: not seen */
+	CU_ASSERT_EQUAL(tm_recorder_submit(r, &ev, 1, t, 2, NULL), TM_OK);
+	CU_ASSERT_EQUAL(tm_recorder_close(r), TM_OK);
+
+	CU_ASSERT_EQUAL_FATAL(tm_reader_open(path, 0, &rd, NULL), TM_OK);
+	while (tm_reader_next(rd, &rec) == TM_OK) {
+		const struct tm_tensor *x;
+
+		if (rec.type != TM_REC_EVENT)
+			continue;
+		n++;
+		CU_ASSERT_EQUAL(rec.u.event.step, 7);
+		CU_ASSERT_EQUAL_FATAL(rec.u.event.ntensors, 2);
+		x = &rec.u.event.tensors[0];
+		CU_ASSERT(x->have & TM_STAT_BIT(TM_STAT_NAN_COUNT));
+		CU_ASSERT_EQUAL(x->stat[TM_STAT_NAN_COUNT], 1);
+		CU_ASSERT_EQUAL(x->stat[TM_STAT_MIN], -3.0);
+		CU_ASSERT_EQUAL(x->stat[TM_STAT_MAX], 2.0);
+		CU_ASSERT_EQUAL(x->rank, 2);
+		CU_ASSERT_EQUAL(x->payload_len, 16);
+		if (x->payload_len == 16)
+			CU_ASSERT_EQUAL(((const uint8_t *)x->payload)[0],
+					((const uint8_t *)data)[4]);
+		x = &rec.u.event.tensors[1];
+		CU_ASSERT_EQUAL(x->slot.index, 1);
+		CU_ASSERT_EQUAL(x->have, TM_STAT_BIT(TM_STAT_MAX));
+		CU_ASSERT_EQUAL(x->stat[TM_STAT_MAX], 5.5);
+		CU_ASSERT_PTR_NULL(x->payload);
+	}
+	CU_ASSERT_EQUAL(n, 1);
+	tm_reader_close(rd);
+	unlink(path);
+}
+
+/* A malformed batch is refused whole and consumes no seqs; a probe gap
+ * (LEVEL) takes seqs and is written before the next event. */
+static void test_invalid_and_probe_gap(void)
+{
+	struct tm_recorder_stats st;
+	struct tm_rec_event ev;
+	struct tm_rec_tensor t;
+	struct coverage c;
+	uint64_t first = 99;
+	uint32_t node;
+	tm_recorder *r = open_rec("gap", 16, 0, 1, &node);
+
+	memset(&ev, 0, sizeof(ev));
+	memset(&t, 0, sizeof(t));
+	ev.ntensors = 2;        /* but only one tensor given */
+	CU_ASSERT_EQUAL(tm_recorder_submit(r, &ev, 1, &t, 1, NULL), TM_ERR_INVALID_ARG);
+	ev.ntensors = 1;
+	t.rank = 9;
+	CU_ASSERT_EQUAL(tm_recorder_submit(r, &ev, 1, &t, 1, NULL), TM_ERR_INVALID_ARG);
+	tm_recorder_get_stats(r, &st);
+	CU_ASSERT_EQUAL(st.next_seq, 0);
+
+	CU_ASSERT_EQUAL(submit_n(r, node, 2, NULL), TM_OK);
+	CU_ASSERT_EQUAL(tm_recorder_gap(r, 3, TM_GAP_LEVEL, 0, 0, &first), TM_OK);
+	CU_ASSERT_EQUAL(first, 2);
+	CU_ASSERT_EQUAL(tm_recorder_gap(r, 1, 0, 0, 0, NULL), TM_ERR_INVALID_ARG);
+	CU_ASSERT_EQUAL(submit_n(r, node, 2, NULL), TM_OK);
+	CU_ASSERT_EQUAL(tm_recorder_close(r), TM_OK);
+	c = read_coverage(path);
+	CU_ASSERT(c.ok);
+	CU_ASSERT_EQUAL(c.next, 7);
+	CU_ASSERT_EQUAL(c.events, 4);
+	CU_ASSERT_EQUAL(c.gaps, 1);
+	CU_ASSERT_EQUAL(c.reasons, TM_GAP_LEVEL);
+	unlink(path);
+	CU_ASSERT_EQUAL(tm_recorder_close(NULL), TM_OK);
+}
+
+int main(void)
+{
+	static const struct tm_test_case cases[] = {
+		TM_TEST(test_tiny_ring_gaps),
+		TM_TEST(test_threaded_coverage),
+		TM_TEST(test_lossless),
+		TM_TEST(test_stats_and_payload),
+		TM_TEST(test_invalid_and_probe_gap),
+		{ NULL, NULL }
+	};
+	return tm_test_run("recorder", cases);
+}
