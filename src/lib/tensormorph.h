@@ -14,5 +14,6 @@
 #include "tm-wire.h"
 #include "tm-stats.h"
 #include "tm-tql.h"
+#include "tm-recorder.h"
 
 #endif /* TENSORMORPH_H */
