@@ -124,6 +124,12 @@ int tm_recover(const char *in_path, const char *out_path, char **report)
 		chunks[nkept++] = *c;
 	}
 	tmrun_summarise(chunks, nkept, &kept);
+	line = tm_asprintf("%s: kept %llu events, %llu gaps and %llu crash records in %zu "
+			   "intact chunks", in_path, (unsigned long long)kept.nevents,
+			   (unsigned long long)kept.ngaps, (unsigned long long)kept.ncrashes,
+			   nkept);
+	say(report, line);
+	free(line);
 
 	if (!complete || cut) {
 		struct tm_gap g = { 0 };
@@ -136,10 +142,14 @@ int tm_recover(const char *in_path, const char *out_path, char **report)
 		g.time_ns = kept.last_time_ns;
 		if ((err = tm_writer_gap(w, &g)) != TM_OK)
 			goto out;
-		line = tm_asprintf("trace was not closed: events after seq %llu (step %llu) "
-				   "are unknown; marked with a truncated gap",
-				   (unsigned long long)kept.last_seq,
-				   (unsigned long long)kept.last_step);
+		if (kept.nrecords)
+			line = tm_asprintf("the trace was not closed: what came after seq %llu "
+					   "(step %llu) is unknown; added a truncated gap there",
+					   (unsigned long long)kept.last_seq,
+					   (unsigned long long)kept.last_step);
+		else
+			line = tm_asprintf("the trace was not closed and no event survived: "
+					   "added a truncated gap from seq 0");
 		say(report, line);
 		free(line);
 	}
@@ -156,10 +166,7 @@ int tm_recover(const char *in_path, const char *out_path, char **report)
 	}
 	free(tmp);
 	tmp = NULL;
-	line = tm_asprintf("%s: recovered %llu events, %llu gaps, %llu crash records in "
-			   "%zu chunks", out_path, (unsigned long long)kept.nevents,
-			   (unsigned long long)kept.ngaps, (unsigned long long)kept.ncrashes,
-			   nkept);
+	line = tm_asprintf("wrote %s", out_path);
 	say(report, line);
 	free(line);
 out:
