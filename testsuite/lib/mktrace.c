@@ -16,6 +16,14 @@
  *   mktrace -o FILE [--steps N | --events N] [--layers N] [--nan-step S|-1]
  *           [--gap-step S|-1] [--source PATH] [--abandon] [--truncate BYTES]
  *           [--chunk-bytes N] [--level 0|1|2] [--crash-step S]
+ *           [--payload ADDRESS] [--payload-inf S] [--payload-dim N]
+ *
+ * --payload gives the forward output of one module its full contents, as
+ * a level-3 capture does (for heatmap and x): a smooth pattern of rows and
+ * columns, with the NaNs the stats count spread evenly through it.  With
+ * --payload-inf S, at step S its elements 1 and 2 are +Inf and -Inf;
+ * --payload-dim N makes that output an N x N matrix (the render timing
+ * uses 512).
  *
  * For the performance check of a false-condition continue over 10M events:
  *   mktrace -o big.tmrun --events 10000000 --nan-step -1 --level 1
@@ -54,6 +62,9 @@ struct opts {
 	long chunk_bytes;
 	int level;              /* highest probe level recorded (default 2) */
 	long crash_step;        /* SIGSEGV inside model.layers.3.attn, then stop */
+	const char *payload;    /* node whose forward output carries contents */
+	long payload_inf;
+	long payload_dim;
 };
 
 /* What mktrace knows about each node beyond the table entry. */
@@ -82,6 +93,7 @@ struct gen {
 	uint64_t step;
 	double nan_now;         /* NaNs flowing through this step's forward */
 	uint32_t crash_node;    /* model.layers.3.attn (or the last layer's) */
+	uint32_t payload_node;  /* --payload, or TM_NODE_NONE */
 	int crashed;
 	int dropping;
 	uint64_t drop_first, drop_count;
@@ -125,6 +137,8 @@ static uint32_t add_node(struct gen *g, uint32_t parent, const char *addr,
 	g->info[id].level = g->o.level < 2 ? g->o.level : 2;
 	g->info[id].in_dtype = TM_DT_F32;
 	g->nnodes = id + 1;
+	if (g->o.payload && !strcmp(addr, g->o.payload))
+		g->payload_node = id;
 	return id;
 }
 
@@ -143,7 +157,7 @@ static void set_input(struct gen *g, uint32_t id, int rank, const int64_t *shape
 struct mod {
 	uint32_t id;
 	int nkids;
-	struct mod *kids[8];
+	struct mod *kids[104];   /* embed, up to 100 layers, head */
 };
 
 static struct mod mods[MAX_NODES];
@@ -398,6 +412,46 @@ static int after_nan(struct gen *g)
 	return g->o.nan_step >= 0 && (long)g->step > g->o.nan_step;
 }
 
+/*
+ * Full contents for a level-3 capture: row r, column c of each matrix is
+ * mean + std * sin(0.4 r) * cos(0.15 c), nan elements spread evenly.
+ */
+static void add_payload(struct gen *g, struct tm_event *e, struct tm_tensor *t,
+			double nan)
+{
+	uint64_t n = (uint64_t)numel_of(t->rank, t->shape), i, every;
+	int64_t cols = t->rank ? t->shape[t->rank - 1] : 1;
+	int64_t rows = t->rank > 1 ? t->shape[t->rank - 2] : 1;
+	double mean = t->stat[TM_STAT_MEAN], std = t->stat[TM_STAT_STD];
+	float *f = malloc(n * sizeof(float));
+
+	if (!f) {
+		fprintf(stderr, "mktrace: out of memory\n");
+		exit(1);
+	}
+	if (!(t->have & TM_STAT_BIT(TM_STAT_STD)))
+		std = 1;
+	for (i = 0; i < n; i++) {
+		int64_t c = (int64_t)(i % (uint64_t)cols);
+		int64_t r = (int64_t)(i / (uint64_t)cols % (uint64_t)rows);
+
+		f[i] = (float)(mean + std * sin(0.4 * (double)r) * cos(0.15 * (double)c));
+	}
+	every = nan >= 1 ? (uint64_t)((double)n / nan) : 0;
+	for (i = 0; every && i < (uint64_t)nan && i * every < n; i++)
+		f[i * every] = NAN;
+	if ((long)g->step == g->o.payload_inf && n > 2) {
+		f[1] = INFINITY;
+		f[2] = -INFINITY;
+		t->stat[TM_STAT_INF_COUNT] = 2;
+		t->stat[TM_STAT_POSINF_COUNT] = 1;
+		t->stat[TM_STAT_NEGINF_COUNT] = 1;
+	}
+	t->payload = f;
+	t->payload_len = n * sizeof(float);
+	e->level = 3;
+}
+
 /* The forward pass of one module call, recursively. */
 static void forward(struct gen *g, struct mod *m)
 {
@@ -493,7 +547,10 @@ static void forward(struct gen *g, struct mod *m)
 	fill_tensor(&t, TM_SLOT_OUT, 0, TM_DT_F32, in->rank, in->shape, in->level,
 		    0.02 * (wobble(m->id, g->step, 3) - 0.5),
 		    0.8 + 0.4 * wobble(m->id, g->step, 4), nan_out);
+	if (g->payload_node == m->id)
+		add_payload(g, &e, &t, nan_out);
 	emit(g, &e);
+	free((void *)t.payload);
 	g->exit_order[g->nexit++] = m->id;
 
 	if (g->dropping && m->id == g->layer1) {
@@ -596,7 +653,8 @@ static void usage(void)
 		"usage: mktrace -o FILE [--steps N | --events N] [--layers N]\n"
 		"               [--nan-step S|-1] [--gap-step S|-1] [--source PATH]\n"
 		"               [--abandon] [--truncate BYTES] [--chunk-bytes N]\n"
-		"               [--level 0|1|2] [--crash-step S]\n");
+		"               [--level 0|1|2] [--crash-step S]\n"
+		"               [--payload ADDRESS] [--payload-inf S] [--payload-dim N]\n");
 	exit(2);
 }
 
@@ -633,6 +691,7 @@ int main(int argc, char **argv)
 	g->o.source = "model.py";
 	g->o.level = 2;
 	g->o.crash_step = -1;
+	g->o.payload_inf = -1;
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i];
 
@@ -658,6 +717,12 @@ int main(int argc, char **argv)
 			g->o.crash_step = num_arg(argc, argv, &i);
 		else if (!strcmp(a, "--level"))
 			g->o.level = (int)num_arg(argc, argv, &i);
+		else if (!strcmp(a, "--payload") && i + 1 < argc)
+			g->o.payload = argv[++i];
+		else if (!strcmp(a, "--payload-inf"))
+			g->o.payload_inf = num_arg(argc, argv, &i);
+		else if (!strcmp(a, "--payload-dim"))
+			g->o.payload_dim = num_arg(argc, argv, &i);
 		else if (!strcmp(a, "--chunk-bytes"))
 			g->o.chunk_bytes = num_arg(argc, argv, &i);
 		else
@@ -689,7 +754,20 @@ int main(int argc, char **argv)
 		fprintf(stderr, "mktrace: meta: %s\n", tm_writer_detail(g->w));
 		return 1;
 	}
+	g->payload_node = TM_NODE_NONE;
 	root = build_model(g);
+	if (g->o.payload) {
+		if (g->payload_node == TM_NODE_NONE ||
+		    g->info[g->payload_node].kind != TM_NODE_MODULE) {
+			fprintf(stderr, "mktrace: --payload: no module %s\n", g->o.payload);
+			return 1;
+		}
+		if (g->o.payload_dim > 0 && g->o.payload_dim <= 2048) {
+			g->info[g->payload_node].rank = 2;
+			g->info[g->payload_node].shape[0] = g->o.payload_dim;
+			g->info[g->payload_node].shape[1] = g->o.payload_dim;
+		}
+	}
 
 	/* Events per step: 2 per module call, 1 bwd per module call, 1 per param. */
 	per_step = 0;
