@@ -1,0 +1,1331 @@
+/*
+ * server.c -- the probe side of live debugging (doc/wire.md section 2).
+ *
+ * A thread in the probed process accepts one debugger at a time on a Unix
+ * socket in a private directory, answers its requests, and writes what the
+ * model thread queued.  The model thread itself only ever calls
+ * tm_server_event(): with no debugger that is one atomic load; with one, the
+ * event is encoded into the outgoing queue (never blocking: a full queue
+ * drops the event and announces a BACKPRESSURE gap instead), the debugger's
+ * breakpoints are evaluated with the TQL VM exactly as tmdb's replay does
+ * (node bitmap first, then the condition per tensor), and on a hit the model
+ * thread sends STOP and sleeps on a condition variable until RESUME.
+ *
+ * The debugger is not trusted to stay: disconnection, DETACH, a malformed
+ * frame or message, or tm_server_stop() all clear its breakpoints and wake
+ * the model thread; the model thread also rechecks every 100 ms, so it never
+ * stays paused more than that after its debugger is gone.
+ *
+ * Locking: one mutex guards everything but `active` (the fast-path flag).
+ * Socket writes happen under it too, non-blocking, from whichever thread has
+ * queued bytes; the server thread polls for POLLOUT when some are left.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tm-internal.h"
+#include "tm-server.h"
+#include "tm-tql.h"
+#include "tm-wire.h"
+
+#define DEFAULT_MAX_QUEUE (8u << 20)
+#define DEFAULT_MAX_FRAME (64u << 10)
+#define MAX_STACK 1024          /* open calls tracked for finish */
+#define MAX_BREAKPOINTS 1024
+#define MAX_LEVELS 256
+#define MAX_CAPTURES 256
+#define STOP_RECHECK_NS 100000000ull
+
+/* A debugger's breakpoint, bound to the node table like tmdb's (cmd-break.c). */
+struct sbp {
+	struct sbp *next;
+	uint32_t id;
+	tm_address *addr;
+	tm_tql_prog *cond;
+	int has_slot, any_index;
+	struct tm_slot slot;
+	uint32_t call;
+	uint8_t *kinds;         /* per node id: bit (1 << event kind) */
+	uint32_t nkinds;
+};
+
+struct lvl {
+	tm_address *pat;
+	uint8_t level;
+};
+
+struct cap {
+	uint32_t node;
+	struct tm_slot slot;
+};
+
+struct open_call {
+	uint32_t node, call;
+};
+
+struct tm_server {
+	struct tm_server_opts o;
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	char *probe_kind, *trace;
+	int lfd, cfd;
+	int wake[2];            /* self-pipe: wakes poll() */
+	pthread_t thread;
+	int thread_started;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	atomic_int active;      /* a client has said HELLO */
+	int stopping;
+	int inside;             /* threads in tm_server_event (stop waits for them) */
+
+	/* the connection */
+	tm_frame_decoder *dec;
+	int greeted;
+	int subscribed;
+	uint64_t from_seq;
+	tm_address *filter;
+	struct tm_buf out;      /* queued bytes; out_off already sent */
+	size_t out_off;
+	struct tm_buf scratch;  /* the record being queued */
+	struct tm_buf gscratch; /* the pending gap, encoded */
+
+	/* what every client is told on SUBSCRIBE */
+	tm_nodetab *nodes;
+	struct tm_buf meta;     /* encoded META record, empty if none */
+
+	/* breakpoints and resume state */
+	struct sbp *bps;
+	uint32_t nbps;
+	int stopped;
+	uint64_t stop_gen;      /* bumped by every resume */
+	int step_mode;          /* -1 none, else enum tm_resume_mode (not CONTINUE) */
+	uint32_t step_left;
+	int step_depth;         /* next: the stop event's depth */
+	uint32_t fin_node, fin_call;
+	struct tm_event last;   /* the stop event's header (tensors not kept) */
+	struct open_call *stack;
+	size_t nstack;
+
+	/* probe-level requests */
+	struct lvl *levels;
+	size_t nlevels;
+	int default_level;      /* -1: the probe's own */
+	struct cap *caps;
+	size_t ncaps;
+
+	/* a pending gap: seqs filtered or dropped since the last record sent */
+	struct tm_gap gap;
+	int have_gap;
+
+	struct tm_server_stats st;
+	char detail[1024];
+};
+
+void tm_server_opts_default(struct tm_server_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->probe_kind = "synthetic";
+	o->max_level = 3;
+	o->caps = TM_CAP_PAUSE | TM_CAP_LEVEL | TM_CAP_CAPTURE;
+	o->max_queue = DEFAULT_MAX_QUEUE;
+	o->max_frame = DEFAULT_MAX_FRAME;
+}
+
+/* ------------------------------------------------------------- the directory */
+
+/* A private directory: ours, a real directory (not a link), mode 0700. */
+static int check_dir(const char *dir)
+{
+	struct stat st;
+
+	if (lstat(dir, &st))
+		return errno == ENOENT ? TM_ERR_NOT_FOUND : TM_ERR_IO;
+	if (!S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077))
+		return TM_ERR_IO;
+	return TM_OK;
+}
+
+int tm_server_socket_dir(char *buf, size_t len, int create)
+{
+	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	int n;
+
+	if (!buf || !len)
+		return TM_ERR_INVALID_ARG;
+	if (xdg && xdg[0] == '/')
+		n = snprintf(buf, len, "%s/tensormorph", xdg);
+	else
+		n = snprintf(buf, len, "/tmp/tensormorph-%u", (unsigned)getuid());
+	if (n < 0 || (size_t)n >= len)
+		return TM_ERR_TOO_LARGE;
+	if (create && mkdir(buf, 0700) && errno != EEXIST)
+		return TM_ERR_IO;
+	return check_dir(buf);
+}
+
+int tm_server_socket_path(pid_t pid, char *buf, size_t len)
+{
+	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	int err, n;
+
+	err = tm_server_socket_dir(dir, sizeof(dir), 0);
+	if (err)
+		return err;
+	n = snprintf(buf, len, "%s/%ld.sock", dir, (long)pid);
+	if (n < 0 || (size_t)n >= len)
+		return TM_ERR_TOO_LARGE;
+	return TM_OK;
+}
+
+/* ------------------------------------------------------------- sending */
+
+/* Writes what is queued without blocking; lock held.  A hard error drops. */
+static void drop_client(tm_server *srv, int bad);
+
+static void flush_out(tm_server *srv)
+{
+	while (srv->cfd >= 0 && srv->out_off < srv->out.len) {
+		ssize_t n = send(srv->cfd, srv->out.data + srv->out_off,
+				 srv->out.len - srv->out_off,
+				 MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (n > 0) {
+			srv->out_off += (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			/* The server thread will wait for POLLOUT. */
+			if (write(srv->wake[1], "o", 1) < 0) {
+				/* pipe full: the thread is awake anyway */
+			}
+			return;
+		}
+		drop_client(srv, 0);
+		return;
+	}
+	if (srv->out_off == srv->out.len)
+		srv->out.len = srv->out_off = 0;
+}
+
+static int queued(const tm_server *srv)
+{
+	return srv->out.len - srv->out_off > 0;
+}
+
+static void send_msg(tm_server *srv, const struct tm_msg *m)
+{
+	if (srv->cfd < 0)
+		return;
+	if (tm_msg_encode(&srv->out, m) == TM_OK)
+		flush_out(srv);
+}
+
+static void send_result(tm_server *srv, uint8_t type, uint8_t request,
+			uint32_t id, int code, const char *text)
+{
+	struct tm_msg *m = calloc(1, sizeof(*m));
+
+	if (!m)
+		return;
+	m->type = type;
+	m->u.result.request = request;
+	m->u.result.id = id;
+	m->u.result.code = (uint32_t)code;
+	snprintf(m->u.result.text, sizeof(m->u.result.text), "%s", text ? text : "");
+	send_msg(srv, m);
+	free(m);
+}
+
+/*
+ * Appends one record frame from srv->scratch.  Events obey the queue cap
+ * (force 0); nodes, gaps and metadata are never dropped (force 1): without
+ * them the stream would not make sense.
+ */
+static int queue_buf(tm_server *srv, uint8_t type, const struct tm_buf *b, int force)
+{
+	if (!force && srv->out.len - srv->out_off + b->len > srv->o.max_queue)
+		return TM_ERR_AGAIN;
+	if (b->len > UINT32_MAX)
+		return TM_ERR_TOO_LARGE;
+	return tm_frame_encode(&srv->out, type, 0, b->data, (uint32_t)b->len);
+}
+
+static int queue_record(tm_server *srv, uint8_t type, int force)
+{
+	return queue_buf(srv, type, &srv->scratch, force);
+}
+
+/* Sends the pending gap, if any, before the next record. */
+static void flush_gap(tm_server *srv)
+{
+	if (!srv->have_gap)
+		return;
+	srv->gscratch.len = 0;
+	if (tm_encode_gap(&srv->gscratch, &srv->gap) == TM_OK &&
+	    queue_buf(srv, TM_REC_GAP, &srv->gscratch, 1) == TM_OK)
+		srv->have_gap = 0;
+}
+
+/* Adds seq to the pending gap (one gap may collect several reasons). */
+static void note_gap(tm_server *srv, const struct tm_event *ev, uint32_t reason)
+{
+	if (srv->have_gap && ev->seq == srv->gap.last_seq + 1) {
+		srv->gap.last_seq = ev->seq;
+		srv->gap.count++;
+		srv->gap.reason |= reason;
+		return;
+	}
+	flush_gap(srv);
+	srv->gap.first_seq = srv->gap.last_seq = ev->seq;
+	srv->gap.count = 1;
+	srv->gap.reason = reason;
+	srv->gap.time_ns = ev->time_ns;
+	srv->gap.step = ev->step;
+	srv->have_gap = 1;
+}
+
+/* ------------------------------------------------------------- breakpoints */
+
+static int slot_evkind(int slot_kind)
+{
+	switch (slot_kind) {
+	case TM_SLOT_IN: return TM_EV_ENTER;
+	case TM_SLOT_OUT: return TM_EV_EXIT;
+	case TM_SLOT_GRAD_OUT:
+	case TM_SLOT_GRAD_IN: return TM_EV_BWD;
+	default: return TM_EV_PARAM;
+	}
+}
+
+/*
+ * The node bitmap of a breakpoint, with tmdb's rules: a module without a
+ * slot fires at EXIT, :in at ENTER, :grad_* at BWD, a parameter at PARAM.
+ * Returns the number of nodes matched.
+ */
+static uint32_t sbp_bind(tm_server *srv, struct sbp *b)
+{
+	uint32_t n = tm_nodetab_count(srv->nodes), i, hits = 0;
+	uint8_t *k = calloc(n ? n : 1, 1);
+
+	if (!k)
+		return 0;
+	for (i = 0; i < n; i++) {
+		const struct tm_node *nd = tm_nodetab_get(srv->nodes, i);
+		int param;
+
+		if (!nd || !tm_address_match_path(b->addr, nd->address))
+			continue;
+		param = nd->kind != TM_NODE_MODULE;
+		if (b->has_slot) {
+			int ek = slot_evkind(b->slot.kind);
+
+			if ((ek == TM_EV_PARAM) != param)
+				continue;
+			k[i] = (uint8_t)(1u << ek);
+		} else {
+			k[i] = (uint8_t)(1u << (param ? TM_EV_PARAM : TM_EV_EXIT));
+		}
+		hits++;
+	}
+	free(b->kinds);
+	b->kinds = k;
+	b->nkinds = n;
+	return hits;
+}
+
+static void sbp_free(struct sbp *b)
+{
+	if (!b)
+		return;
+	tm_address_free(b->addr);
+	tm_tql_free(b->cond);
+	free(b->kinds);
+	free(b);
+}
+
+static void bps_clear(tm_server *srv, uint32_t id)
+{
+	struct sbp **pp = &srv->bps, *b;
+
+	while ((b = *pp)) {
+		if (id && b->id != id) {
+			pp = &b->next;
+			continue;
+		}
+		*pp = b->next;
+		sbp_free(b);
+		srv->nbps--;
+	}
+}
+
+static int tensor_wanted(const struct sbp *b, const struct tm_tensor *t)
+{
+	if (!b->has_slot)
+		return 1;
+	if (t->slot.kind != b->slot.kind)
+		return 0;
+	return b->any_index || t->slot.index == b->slot.index;
+}
+
+/* Does b fire at ev?  *focus: the tensor that made it fire. */
+static int sbp_match(tm_server *srv, struct sbp *b, const struct tm_event *ev,
+		     uint32_t *focus)
+{
+	struct tm_tql_ctx ctx;
+	uint32_t i, cand = 0;
+
+	*focus = UINT32_MAX;
+	if (ev->node >= b->nkinds || !(b->kinds[ev->node] & (1u << ev->kind)))
+		return 0;
+	if (b->call && ev->call != b->call)
+		return 0;
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.event = ev;
+	ctx.nodes = srv->nodes;
+	for (i = 0; i < ev->ntensors; i++) {
+		if (!tensor_wanted(b, &ev->tensors[i]))
+			continue;
+		cand++;
+		ctx.tensor = &ev->tensors[i];
+		if (!b->cond || tm_tql_test(b->cond, &ctx) > 0) {
+			*focus = i;
+			return 1;
+		}
+	}
+	if (!cand && !(ev->ntensors && b->has_slot)) {
+		ctx.tensor = NULL;
+		return !b->cond || tm_tql_test(b->cond, &ctx) > 0;
+	}
+	return 0;
+}
+
+/* BREAK_SET: parse, bind, compile; the old breakpoint with this id goes. */
+static void do_break_set(tm_server *srv, const struct tm_msg *m)
+{
+	struct tm_tql_compile_opts co;
+	const char *emsg = NULL;
+	char *errs = NULL;
+	struct sbp *b;
+	int col = 0, err;
+
+	if (!m->u.brk.id) {
+		send_result(srv, TM_MSG_RESULT, m->type, 0, TM_ERR_INVALID_ARG,
+			    "breakpoint id 0 is reserved");
+		return;
+	}
+	if (srv->nbps >= MAX_BREAKPOINTS) {
+		send_result(srv, TM_MSG_RESULT, m->type, m->u.brk.id,
+			    TM_ERR_TOO_LARGE, "too many breakpoints");
+		return;
+	}
+	b = calloc(1, sizeof(*b));
+	if (!b) {
+		send_result(srv, TM_MSG_RESULT, m->type, m->u.brk.id, TM_ERR_NOMEM, NULL);
+		return;
+	}
+	b->id = m->u.brk.id;
+	if (tm_address_parse(m->u.brk.where, &b->addr, &col, &emsg)) {
+		snprintf(srv->detail, sizeof(srv->detail),
+			 "malformed address \"%.160s\": %s at column %d", m->u.brk.where,
+			 emsg ? emsg : "syntax error", col + 1);
+		err = TM_ERR_ADDRESS;
+		goto fail;
+	}
+	b->has_slot = tm_address_has_slot(b->addr);
+	b->slot = tm_address_slot(b->addr, &b->any_index);
+	b->call = tm_address_call(b->addr);
+	if (!sbp_bind(srv, b)) {
+		snprintf(srv->detail, sizeof(srv->detail), "no node matches \"%.200s\"",
+			 m->u.brk.where);
+		err = TM_ERR_NOT_FOUND;
+		goto fail;
+	}
+	if (m->u.brk.cond[0]) {
+		memset(&co, 0, sizeof(co));
+		co.nodes = srv->nodes;
+		co.want_bool = 1;
+		err = tm_tql_compile(m->u.brk.cond, &co, &b->cond, &errs);
+		if (err) {
+			snprintf(srv->detail, sizeof(srv->detail), "%s",
+				 errs ? errs : tm_strerror(err));
+			free(errs);
+			goto fail;
+		}
+		/* The probe keeps no history to answer other nodes' values. */
+		if (tm_tql_uses_lookup(b->cond)) {
+			snprintf(srv->detail, sizeof(srv->detail),
+				 "addressed terms are evaluated by the debugger");
+			err = TM_ERR_UNSUPPORTED;
+			goto fail;
+		}
+	}
+	bps_clear(srv, b->id);
+	b->next = srv->bps;
+	srv->bps = b;
+	srv->nbps++;
+	send_result(srv, TM_MSG_RESULT, m->type, b->id, TM_OK, NULL);
+	return;
+fail:
+	send_result(srv, TM_MSG_RESULT, m->type, m->u.brk.id, err, srv->detail);
+	sbp_free(b);
+}
+
+/* ------------------------------------------------------------- levels, captures */
+
+static void do_set_level(tm_server *srv, const struct tm_msg *m)
+{
+	tm_address *a = NULL;
+	struct lvl *nl;
+
+	if (!m->u.level.pattern[0]) {
+		srv->default_level = m->u.level.level;
+		send_result(srv, TM_MSG_RESULT, m->type, 0, TM_OK, NULL);
+		return;
+	}
+	if (srv->nlevels >= MAX_LEVELS) {
+		send_result(srv, TM_MSG_RESULT, m->type, 0, TM_ERR_TOO_LARGE,
+			    "too many level overrides");
+		return;
+	}
+	if (tm_address_parse(m->u.level.pattern, &a, NULL, NULL)) {
+		send_result(srv, TM_MSG_RESULT, m->type, 0, TM_ERR_ADDRESS,
+			    "malformed pattern");
+		return;
+	}
+	nl = realloc(srv->levels, (srv->nlevels + 1) * sizeof(*nl));
+	if (!nl) {
+		tm_address_free(a);
+		send_result(srv, TM_MSG_RESULT, m->type, 0, TM_ERR_NOMEM, NULL);
+		return;
+	}
+	srv->levels = nl;
+	nl[srv->nlevels].pat = a;
+	nl[srv->nlevels].level = m->u.level.level;
+	srv->nlevels++;
+	send_result(srv, TM_MSG_RESULT, m->type, 0, TM_OK, NULL);
+}
+
+static void levels_clear(tm_server *srv)
+{
+	size_t i;
+
+	for (i = 0; i < srv->nlevels; i++)
+		tm_address_free(srv->levels[i].pat);
+	free(srv->levels);
+	srv->levels = NULL;
+	srv->nlevels = 0;
+	srv->default_level = -1;
+}
+
+int tm_server_level(tm_server *srv, uint32_t node)
+{
+	const struct tm_node *nd;
+	int lv = -1;
+	size_t i;
+
+	if (!srv || !atomic_load_explicit(&srv->active, memory_order_relaxed))
+		return -1;
+	pthread_mutex_lock(&srv->lock);
+	lv = srv->default_level;
+	nd = tm_nodetab_get(srv->nodes, node);
+	/* The last override that matches wins, as `level` commands stack. */
+	for (i = srv->nlevels; nd && i-- > 0;) {
+		if (tm_address_match_path(srv->levels[i].pat, nd->address)) {
+			lv = srv->levels[i].level;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&srv->lock);
+	return lv;
+}
+
+static void do_capture(tm_server *srv, const struct tm_msg *m)
+{
+	struct cap *nc;
+
+	if (!tm_nodetab_get(srv->nodes, m->u.capture.node)) {
+		send_result(srv, TM_MSG_RESULT, m->type, 0, TM_ERR_NOT_FOUND,
+			    "no such node");
+		return;
+	}
+	if (srv->ncaps >= MAX_CAPTURES) {
+		send_result(srv, TM_MSG_RESULT, m->type, 0, TM_ERR_TOO_LARGE,
+			    "too many pending captures");
+		return;
+	}
+	nc = realloc(srv->caps, (srv->ncaps + 1) * sizeof(*nc));
+	if (!nc) {
+		send_result(srv, TM_MSG_RESULT, m->type, 0, TM_ERR_NOMEM, NULL);
+		return;
+	}
+	srv->caps = nc;
+	nc[srv->ncaps].node = m->u.capture.node;
+	nc[srv->ncaps].slot = m->u.capture.slot;
+	srv->ncaps++;
+	send_result(srv, TM_MSG_RESULT, m->type, 0, TM_OK, NULL);
+}
+
+int tm_server_wants_capture(tm_server *srv, uint32_t node)
+{
+	size_t i;
+	int want = 0;
+
+	if (!srv || !atomic_load_explicit(&srv->active, memory_order_relaxed))
+		return 0;
+	pthread_mutex_lock(&srv->lock);
+	for (i = 0; i < srv->ncaps && !want; i++)
+		want = srv->caps[i].node == node;
+	pthread_mutex_unlock(&srv->lock);
+	return want;
+}
+
+/* An event carried the payload a capture asked for: the request is done. */
+static void captures_satisfy(tm_server *srv, const struct tm_event *ev)
+{
+	size_t i, j;
+
+	for (i = 0; i < srv->ncaps;) {
+		int done = 0;
+
+		for (j = 0; j < ev->ntensors && !done; j++)
+			done = srv->caps[i].node == ev->node && ev->tensors[j].payload &&
+			       ev->tensors[j].slot.kind == srv->caps[i].slot.kind &&
+			       ev->tensors[j].slot.index == srv->caps[i].slot.index;
+		if (done)
+			srv->caps[i] = srv->caps[--srv->ncaps];
+		else
+			i++;
+	}
+}
+
+/* ------------------------------------------------------------- the connection */
+
+/* Forgets everything the debugger asked for and lets the model run. */
+static void session_reset(tm_server *srv)
+{
+	bps_clear(srv, 0);
+	levels_clear(srv);
+	free(srv->caps);
+	srv->caps = NULL;
+	srv->ncaps = 0;
+	srv->greeted = srv->subscribed = 0;
+	tm_address_free(srv->filter);
+	srv->filter = NULL;
+	srv->have_gap = 0;
+	srv->step_mode = -1;
+	if (srv->stopped) {
+		srv->stopped = 0;
+		srv->stop_gen++;
+	}
+	atomic_store(&srv->active, 0);
+	pthread_cond_broadcast(&srv->cond);
+}
+
+static void drop_client(tm_server *srv, int bad)
+{
+	if (srv->cfd < 0)
+		return;
+	close(srv->cfd);
+	srv->cfd = -1;
+	if (bad)
+		srv->st.bad_frames++;
+	tm_frame_decoder_free(srv->dec);
+	srv->dec = NULL;
+	srv->out.len = srv->out_off = 0;
+	srv->st.connected = 0;
+	session_reset(srv);
+}
+
+/* Says BYE (best effort: the socket is non-blocking) and drops. */
+static void bye(tm_server *srv, int code, const char *text, int bad)
+{
+	send_result(srv, TM_MSG_BYE, 0, 0, code, text);
+	drop_client(srv, bad);
+}
+
+static void do_hello(tm_server *srv, const struct tm_msg *m)
+{
+	struct tm_msg *d;
+
+	if (m->u.hello.major != TM_WIRE_VERSION_MAJOR) {
+		char t[96];
+
+		snprintf(t, sizeof(t), "wire protocol %u.x is not supported (this "
+			 "probe speaks %d.%d)", m->u.hello.major,
+			 TM_WIRE_VERSION_MAJOR, TM_WIRE_VERSION_MINOR);
+		send_result(srv, TM_MSG_RESULT, m->type, 0, TM_ERR_VERSION, t);
+		bye(srv, TM_ERR_VERSION, t, 0);
+		return;
+	}
+	d = calloc(1, sizeof(*d));
+	if (!d) {
+		bye(srv, TM_ERR_NOMEM, "out of memory", 0);
+		return;
+	}
+	d->type = TM_MSG_DESCRIBE;
+	d->u.hello.major = TM_WIRE_VERSION_MAJOR;
+	d->u.hello.minor = TM_WIRE_VERSION_MINOR;
+	d->u.hello.pid = (uint32_t)getpid();
+	d->u.hello.caps = srv->o.caps;
+	d->u.hello.max_level = srv->o.max_level;
+	snprintf(d->u.hello.name, sizeof(d->u.hello.name), "%s", srv->probe_kind);
+	snprintf(d->u.hello.trace, sizeof(d->u.hello.trace), "%s",
+		 srv->trace ? srv->trace : "");
+	send_msg(srv, d);
+	free(d);
+	srv->greeted = 1;
+	atomic_store(&srv->active, 1);
+}
+
+/* SUBSCRIBE: answer, then the metadata and every node known so far. */
+static void do_subscribe(tm_server *srv, const struct tm_msg *m)
+{
+	tm_address *a = NULL;
+	uint32_t i, n;
+
+	if (m->u.subscribe.pattern[0] &&
+	    tm_address_parse(m->u.subscribe.pattern, &a, NULL, NULL)) {
+		send_result(srv, TM_MSG_RESULT, m->type, 0, TM_ERR_ADDRESS,
+			    "malformed pattern");
+		return;
+	}
+	tm_address_free(srv->filter);
+	srv->filter = a;
+	srv->from_seq = m->u.subscribe.from_seq;
+	send_result(srv, TM_MSG_RESULT, m->type, 0, TM_OK, NULL);
+	if (!srv->subscribed) {
+		if (srv->meta.len)
+			tm_frame_encode(&srv->out, TM_REC_META, 0, srv->meta.data,
+					(uint32_t)srv->meta.len);
+		n = tm_nodetab_count(srv->nodes);
+		for (i = 0; i < n; i++) {
+			srv->scratch.len = 0;
+			if (tm_encode_node(&srv->scratch, tm_nodetab_get(srv->nodes, i)) == TM_OK)
+				queue_record(srv, TM_REC_NODE, 1);
+		}
+	}
+	srv->subscribed = 1;
+	flush_out(srv);
+}
+
+static int node_depth(tm_server *srv, uint32_t id)
+{
+	const struct tm_node *n = tm_nodetab_get(srv->nodes, id);
+
+	return n ? n->depth : 0;
+}
+
+/*
+ * RESUME: step/next/finish become a one-shot internal breakpoint checked
+ * before the user's on the following events.
+ */
+static void do_resume(tm_server *srv, const struct tm_msg *m)
+{
+	const struct tm_event *e = &srv->last;
+
+	if (!srv->stopped) {
+		send_result(srv, TM_MSG_RESULT, m->type, 0, TM_ERR_INVALID_ARG,
+			    "the model is running");
+		return;
+	}
+	srv->step_mode = -1;
+	switch (m->u.resume.mode) {
+	case TM_RESUME_STEP:
+		srv->step_mode = TM_RESUME_STEP;
+		break;
+	case TM_RESUME_NEXT:
+		srv->step_mode = TM_RESUME_NEXT;
+		srv->step_depth = node_depth(srv, e->node);
+		break;
+	case TM_RESUME_FINISH:
+		if (e->kind == TM_EV_ENTER) {
+			srv->fin_node = e->node;
+			srv->fin_call = e->call;
+		} else if (e->kind == TM_EV_EXIT && srv->nstack) {
+			/* The stack no longer holds the call that just returned. */
+			srv->fin_node = srv->stack[srv->nstack - 1].node;
+			srv->fin_call = srv->stack[srv->nstack - 1].call;
+		} else {
+			send_result(srv, TM_MSG_RESULT, m->type, 0, TM_ERR_INVALID_ARG,
+				    e->kind == TM_EV_EXIT ?
+				    "\"finish\" not meaningful in the outermost frame" :
+				    "\"finish\" not meaningful at this event");
+			return;
+		}
+		srv->step_mode = TM_RESUME_FINISH;
+		break;
+	default:
+		break;
+	}
+	srv->step_left = m->u.resume.count;
+	srv->stopped = 0;
+	srv->stop_gen++;
+	send_result(srv, TM_MSG_RESULT, m->type, 0, TM_OK, NULL);
+	pthread_cond_broadcast(&srv->cond);
+}
+
+static void handle(tm_server *srv, const struct tm_frame *f)
+{
+	struct tm_msg *m;
+	int err;
+
+	if (f->type < 64)
+		return;         /* a debugger sends no records: ignore */
+	m = malloc(sizeof(*m));
+	if (!m) {
+		bye(srv, TM_ERR_NOMEM, "out of memory", 0);
+		return;
+	}
+	err = tm_msg_decode(f, m);
+	if (err == TM_ERR_UNSUPPORTED)
+		goto out;       /* a newer debugger's message: skip */
+	if (err) {
+		bye(srv, err, "malformed message", 1);
+		goto out;
+	}
+	if (!srv->greeted && m->type != TM_MSG_HELLO) {
+		send_result(srv, TM_MSG_RESULT, m->type, 0, TM_ERR_INVALID_ARG,
+			    "HELLO must come first");
+		bye(srv, TM_ERR_INVALID_ARG, "HELLO must come first", 1);
+		goto out;
+	}
+	switch (m->type) {
+	case TM_MSG_HELLO: do_hello(srv, m); break;
+	case TM_MSG_SUBSCRIBE: do_subscribe(srv, m); break;
+	case TM_MSG_BREAK_SET: do_break_set(srv, m); break;
+	case TM_MSG_BREAK_CLEAR:
+		bps_clear(srv, m->u.brk.id);
+		send_result(srv, TM_MSG_RESULT, m->type, m->u.brk.id, TM_OK, NULL);
+		break;
+	case TM_MSG_CAPTURE: do_capture(srv, m); break;
+	case TM_MSG_RESUME: do_resume(srv, m); break;
+	case TM_MSG_SET_LEVEL: do_set_level(srv, m); break;
+	case TM_MSG_DETACH: bye(srv, TM_OK, "detached", 0); break;
+	case TM_MSG_INTERRUPT:
+		/* A step from wherever the model is; nothing to do if paused. */
+		if (!srv->stopped) {
+			srv->step_mode = TM_RESUME_STEP;
+			srv->step_left = 1;
+		}
+		send_result(srv, TM_MSG_RESULT, m->type, 0, TM_OK, NULL);
+		break;
+	default:
+		/* Probe-to-debugger messages make no sense here. */
+		bye(srv, TM_ERR_INVALID_ARG, "unexpected message", 1);
+		break;
+	}
+out:
+	free(m);
+}
+
+/* Reads what the debugger sent and handles every whole frame; lock held. */
+static void read_client(tm_server *srv)
+{
+	uint8_t buf[16384];
+	struct tm_frame f;
+	ssize_t n;
+	int err;
+
+	n = recv(srv->cfd, buf, sizeof(buf), MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return;
+	if (n <= 0) {
+		drop_client(srv, 0);
+		return;
+	}
+	if (tm_frame_decoder_feed(srv->dec, buf, (size_t)n)) {
+		drop_client(srv, 1);
+		return;
+	}
+	while (srv->cfd >= 0) {
+		err = tm_frame_decoder_next(srv->dec, &f);
+		if (err == TM_ERR_AGAIN)
+			break;
+		if (err) {
+			bye(srv, err, "bad frame", 1);
+			break;
+		}
+		handle(srv, &f);
+	}
+}
+
+/* A second debugger is told no (blocking briefly is fine: this thread's own). */
+static void refuse(int fd)
+{
+	struct tm_msg *m = calloc(1, sizeof(*m));
+	struct tm_buf b = { 0 };
+
+	if (m) {
+		m->type = TM_MSG_BYE;
+		m->u.result.code = TM_ERR_GENERIC;
+		snprintf(m->u.result.text, sizeof(m->u.result.text),
+			 "another debugger is attached");
+		if (tm_msg_encode(&b, m) == TM_OK &&
+		    send(fd, b.data, b.len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+			/* nothing to do: it is being closed */
+		}
+	}
+	tm_buf_free(&b);
+	free(m);
+	close(fd);
+}
+
+static void *server_main(void *arg)
+{
+	tm_server *srv = arg;
+	struct pollfd pf[3];
+	char junk[64];
+
+	pthread_mutex_lock(&srv->lock);
+	while (!srv->stopping) {
+		nfds_t n = 2;
+
+		pf[0].fd = srv->wake[0];
+		pf[0].events = POLLIN;
+		pf[1].fd = srv->lfd;
+		pf[1].events = POLLIN;
+		if (srv->cfd >= 0) {
+			pf[2].fd = srv->cfd;
+			pf[2].events = POLLIN | (queued(srv) ? POLLOUT : 0);
+			n = 3;
+		}
+		pthread_mutex_unlock(&srv->lock);
+		if (poll(pf, n, 1000) < 0 && errno != EINTR) {
+			pthread_mutex_lock(&srv->lock);
+			break;
+		}
+		pthread_mutex_lock(&srv->lock);
+		if (pf[0].revents & POLLIN)
+			while (read(srv->wake[0], junk, sizeof(junk)) > 0)
+				;
+		if (srv->stopping)
+			break;
+		if (n == 3 && srv->cfd == pf[2].fd) {
+			if (pf[2].revents & POLLOUT)
+				flush_out(srv);
+			if (srv->cfd >= 0 && (pf[2].revents & (POLLIN | POLLHUP | POLLERR)))
+				read_client(srv);
+		}
+		if (pf[1].revents & POLLIN) {
+			int fd = accept4(srv->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+			if (fd >= 0 && srv->cfd >= 0) {
+				refuse(fd);
+			} else if (fd >= 0) {
+				srv->dec = tm_frame_decoder_new(srv->o.max_frame);
+				if (!srv->dec) {
+					close(fd);
+					continue;
+				}
+				srv->cfd = fd;
+				srv->st.connected = 1;
+				srv->st.clients++;
+			}
+		}
+	}
+	if (srv->cfd >= 0) {
+		/* The seqs filtered or dropped last are still owed a gap. */
+		flush_gap(srv);
+		bye(srv, TM_OK, "the probe is shutting down", 0);
+	}
+	pthread_mutex_unlock(&srv->lock);
+	return NULL;
+}
+
+/* ------------------------------------------------------------- start, stop */
+
+int tm_server_start(const struct tm_server_opts *opts, tm_server **out)
+{
+	struct sockaddr_un sa;
+	tm_server *srv;
+	char dir[sizeof(sa.sun_path)];
+	int err;
+
+	if (!out)
+		return TM_ERR_INVALID_ARG;
+	*out = NULL;
+	srv = calloc(1, sizeof(*srv));
+	if (!srv)
+		return TM_ERR_NOMEM;
+	if (opts)
+		srv->o = *opts;
+	else
+		tm_server_opts_default(&srv->o);
+	if (!srv->o.max_queue)
+		srv->o.max_queue = DEFAULT_MAX_QUEUE;
+	if (!srv->o.max_frame)
+		srv->o.max_frame = DEFAULT_MAX_FRAME;
+	if (!srv->o.caps)
+		srv->o.caps = TM_CAP_PAUSE | TM_CAP_LEVEL | TM_CAP_CAPTURE;
+	if (srv->o.max_level > 3)
+		srv->o.max_level = 3;
+	srv->lfd = srv->cfd = -1;
+	srv->wake[0] = srv->wake[1] = -1;
+	srv->step_mode = -1;
+	srv->default_level = -1;
+	pthread_mutex_init(&srv->lock, NULL);
+	pthread_cond_init(&srv->cond, NULL);
+	srv->probe_kind = tm_strdup0(srv->o.probe_kind ? srv->o.probe_kind : "synthetic");
+	srv->trace = tm_strdup0(srv->o.trace);
+	srv->nodes = tm_nodetab_new();
+	if (!srv->probe_kind || !srv->nodes) {
+		err = TM_ERR_NOMEM;
+		goto fail;
+	}
+	srv->o.probe_kind = srv->probe_kind;
+	srv->o.trace = srv->trace;
+	if (srv->o.path) {
+		if (strlen(srv->o.path) >= sizeof(srv->path)) {
+			err = TM_ERR_TOO_LARGE;
+			goto fail;
+		}
+		snprintf(srv->path, sizeof(srv->path), "%s", srv->o.path);
+	} else {
+		err = tm_server_socket_dir(dir, sizeof(dir), 1);
+		if (err)
+			goto fail;
+		if ((size_t)snprintf(srv->path, sizeof(srv->path), "%s/%ld.sock", dir,
+				     (long)getpid()) >= sizeof(srv->path)) {
+			err = TM_ERR_TOO_LARGE;
+			goto fail;
+		}
+	}
+	srv->o.path = srv->path;
+	if (pipe2(srv->wake, O_CLOEXEC | O_NONBLOCK)) {
+		err = TM_ERR_IO;
+		goto fail;
+	}
+	srv->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (srv->lfd < 0) {
+		err = TM_ERR_IO;
+		goto fail;
+	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	memcpy(sa.sun_path, srv->path, strlen(srv->path) + 1);
+	/* A socket left by a dead process with our pid is stale. */
+	unlink(srv->path);
+	if (bind(srv->lfd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    chmod(srv->path, 0600) || listen(srv->lfd, 4)) {
+		err = TM_ERR_IO;
+		goto fail;
+	}
+	if (pthread_create(&srv->thread, NULL, server_main, srv)) {
+		unlink(srv->path);
+		err = TM_ERR_GENERIC;
+		goto fail;
+	}
+	srv->thread_started = 1;
+	*out = srv;
+	return TM_OK;
+fail:
+	srv->path[0] = 0;       /* not ours to unlink */
+	tm_server_stop(srv);
+	return err;
+}
+
+void tm_server_stop(tm_server *srv)
+{
+	if (!srv)
+		return;
+	if (srv->thread_started) {
+		pthread_mutex_lock(&srv->lock);
+		srv->stopping = 1;
+		pthread_cond_broadcast(&srv->cond);
+		/* A model thread paused in tm_server_event wakes up and leaves
+		 * before the lock it sleeps on is destroyed. */
+		while (srv->inside)
+			pthread_cond_wait(&srv->cond, &srv->lock);
+		pthread_mutex_unlock(&srv->lock);
+		if (write(srv->wake[1], "q", 1) < 0) {
+			/* the thread polls with a timeout anyway */
+		}
+		pthread_join(srv->thread, NULL);
+	}
+	if (srv->path[0])
+		unlink(srv->path);
+	if (srv->lfd >= 0)
+		close(srv->lfd);
+	if (srv->cfd >= 0)
+		close(srv->cfd);
+	if (srv->wake[0] >= 0)
+		close(srv->wake[0]);
+	if (srv->wake[1] >= 0)
+		close(srv->wake[1]);
+	bps_clear(srv, 0);
+	levels_clear(srv);
+	free(srv->caps);
+	tm_address_free(srv->filter);
+	tm_frame_decoder_free(srv->dec);
+	tm_buf_free(&srv->out);
+	tm_buf_free(&srv->scratch);
+	tm_buf_free(&srv->gscratch);
+	tm_buf_free(&srv->meta);
+	tm_nodetab_free(srv->nodes);
+	free(srv->stack);
+	free(srv->probe_kind);
+	free(srv->trace);
+	pthread_cond_destroy(&srv->cond);
+	pthread_mutex_destroy(&srv->lock);
+	free(srv);
+}
+
+const char *tm_server_path(const tm_server *srv)
+{
+	return srv ? srv->path : "";
+}
+
+const char *tm_server_detail(const tm_server *srv)
+{
+	return srv ? srv->detail : "";
+}
+
+int tm_server_meta(tm_server *srv, const struct tm_run_meta *m)
+{
+	int err;
+
+	if (!srv || !m)
+		return TM_ERR_INVALID_ARG;
+	pthread_mutex_lock(&srv->lock);
+	srv->meta.len = 0;
+	err = tm_encode_meta(&srv->meta, m);
+	if (!err && srv->subscribed) {
+		tm_frame_encode(&srv->out, TM_REC_META, 0, srv->meta.data,
+				(uint32_t)srv->meta.len);
+		flush_out(srv);
+	}
+	pthread_mutex_unlock(&srv->lock);
+	return err;
+}
+
+int tm_server_node(tm_server *srv, const struct tm_node *n)
+{
+	struct sbp *b;
+	int err;
+
+	if (!srv || !n)
+		return TM_ERR_INVALID_ARG;
+	pthread_mutex_lock(&srv->lock);
+	err = tm_nodetab_put(srv->nodes, n);
+	if (!err) {
+		/* A pattern may match the new node. */
+		for (b = srv->bps; b; b = b->next)
+			sbp_bind(srv, b);
+		if (srv->subscribed) {
+			srv->scratch.len = 0;
+			if (tm_encode_node(&srv->scratch, n) == TM_OK)
+				queue_record(srv, TM_REC_NODE, 1);
+			flush_out(srv);
+		}
+	}
+	pthread_mutex_unlock(&srv->lock);
+	return err;
+}
+
+/* ------------------------------------------------------------- the hook path */
+
+/* Waits while the model is paused; lock held.  Returns when resumed. */
+static void wait_resumed(tm_server *srv)
+{
+	struct timespec ts;
+
+	while (srv->stopped && !srv->stopping && srv->cfd >= 0) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += (long)STOP_RECHECK_NS;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&srv->cond, &srv->lock, &ts);
+	}
+	if (srv->stopped) {
+		/* The debugger went away without a word. */
+		srv->stopped = 0;
+		srv->stop_gen++;
+	}
+}
+
+static void track_call(tm_server *srv, const struct tm_event *ev)
+{
+	if (ev->kind == TM_EV_ENTER) {
+		if (srv->nstack < MAX_STACK) {
+			struct open_call *ns = srv->stack;
+
+			if (!(srv->nstack & 31)) {
+				ns = realloc(srv->stack, (srv->nstack + 32) * sizeof(*ns));
+				if (!ns)
+					return;
+				srv->stack = ns;
+			}
+			ns[srv->nstack].node = ev->node;
+			ns[srv->nstack].call = ev->call;
+			srv->nstack++;
+		}
+	} else if (ev->kind == TM_EV_EXIT) {
+		/* Pop through the matching call (an exit may have been lost). */
+		size_t i = srv->nstack;
+
+		while (i > 0) {
+			i--;
+			if (srv->stack[i].node == ev->node && srv->stack[i].call == ev->call) {
+				srv->nstack = i;
+				break;
+			}
+		}
+	}
+}
+
+/* The pending step/next/finish: does it end at ev? */
+static int step_done(tm_server *srv, const struct tm_event *ev)
+{
+	switch (srv->step_mode) {
+	case TM_RESUME_STEP:
+		break;
+	case TM_RESUME_NEXT:
+		if (node_depth(srv, ev->node) > srv->step_depth)
+			return 0;
+		break;
+	case TM_RESUME_FINISH:
+		if (ev->kind != TM_EV_EXIT || ev->node != srv->fin_node ||
+		    ev->call != srv->fin_call)
+			return 0;
+		if (srv->step_left > 1 && srv->nstack) {
+			/* finish N: on to the exit of the enclosing call */
+			srv->step_left--;
+			srv->fin_node = srv->stack[srv->nstack - 1].node;
+			srv->fin_call = srv->stack[srv->nstack - 1].call;
+			return 0;
+		}
+		srv->step_left = 1;
+		break;
+	default:
+		return 0;
+	}
+	return --srv->step_left == 0;
+}
+
+static void stop_at(tm_server *srv, const struct tm_event *ev, int reason,
+		    uint32_t id, uint32_t focus)
+{
+	struct tm_msg *m = calloc(1, sizeof(*m));
+
+	srv->last = *ev;
+	srv->last.tensors = NULL;
+	srv->last.ntensors = 0;
+	srv->step_mode = -1;
+	srv->stopped = 1;
+	srv->st.stops++;
+	if (m) {
+		m->type = TM_MSG_STOP;
+		m->u.stop.reason = (uint8_t)reason;
+		m->u.stop.id = id;
+		m->u.stop.seq = ev->seq;
+		m->u.stop.node = ev->node;
+		m->u.stop.tensor = focus;
+		send_msg(srv, m);
+		free(m);
+	}
+	wait_resumed(srv);
+}
+
+int tm_server_event(tm_server *srv, const struct tm_event *ev)
+{
+	struct sbp *b;
+	uint32_t focus;
+	int sent = 0;
+
+	if (!srv || !ev)
+		return TM_ERR_INVALID_ARG;
+	if (!atomic_load_explicit(&srv->active, memory_order_relaxed))
+		return TM_OK;
+	pthread_mutex_lock(&srv->lock);
+	srv->inside++;
+	/* Another thread (backward) is paused: the whole model waits. */
+	wait_resumed(srv);
+	track_call(srv, ev);
+	if (srv->subscribed && ev->seq >= srv->from_seq) {
+		const struct tm_node *nd = tm_nodetab_get(srv->nodes, ev->node);
+
+		if (srv->filter && (!nd || !tm_address_match_path(srv->filter, nd->address))) {
+			note_gap(srv, ev, TM_GAP_FILTERED);
+		} else {
+			/* The gap goes out only in front of an event that fits:
+			 * consecutive drops make one gap, not one each. */
+			srv->scratch.len = 0;
+			if (tm_encode_event(&srv->scratch, ev) == TM_OK &&
+			    srv->out.len - srv->out_off + srv->scratch.len <= srv->o.max_queue &&
+			    (flush_gap(srv), !srv->have_gap) &&
+			    queue_record(srv, TM_REC_EVENT, 1) == TM_OK) {
+				sent = 1;
+				srv->st.events_sent++;
+				flush_out(srv);
+			} else {
+				srv->st.events_dropped++;
+				note_gap(srv, ev, TM_GAP_BACKPRESSURE);
+			}
+		}
+	}
+	if (srv->ncaps)
+		captures_satisfy(srv, ev);
+	/* Stops only at events the debugger has seen: it must show them. */
+	if (sent && srv->cfd >= 0) {
+		if (srv->step_mode >= 0 && step_done(srv, ev)) {
+			stop_at(srv, ev, TM_STOP_STEP, 0, UINT32_MAX);
+		} else {
+			for (b = srv->bps; b; b = b->next) {
+				if (sbp_match(srv, b, ev, &focus)) {
+					stop_at(srv, ev, TM_STOP_BREAKPOINT, b->id, focus);
+					break;
+				}
+			}
+		}
+	}
+	if (--srv->inside == 0 && srv->stopping)
+		pthread_cond_broadcast(&srv->cond);
+	pthread_mutex_unlock(&srv->lock);
+	return TM_OK;
+}
+
+int tm_server_gap(tm_server *srv, const struct tm_gap *g)
+{
+	if (!srv || !g)
+		return TM_ERR_INVALID_ARG;
+	if (!atomic_load_explicit(&srv->active, memory_order_relaxed))
+		return TM_OK;
+	pthread_mutex_lock(&srv->lock);
+	if (srv->subscribed && g->last_seq >= srv->from_seq) {
+		flush_gap(srv);
+		srv->scratch.len = 0;
+		if (tm_encode_gap(&srv->scratch, g) == TM_OK)
+			queue_record(srv, TM_REC_GAP, 1);
+		flush_out(srv);
+	}
+	pthread_mutex_unlock(&srv->lock);
+	return TM_OK;
+}
+
+void tm_server_get_stats(tm_server *srv, struct tm_server_stats *st)
+{
+	if (!srv || !st)
+		return;
+	pthread_mutex_lock(&srv->lock);
+	*st = srv->st;
+	st->subscribed = srv->subscribed;
+	st->stopped = srv->stopped;
+	st->breakpoints = srv->nbps;
+	pthread_mutex_unlock(&srv->lock);
+}

@@ -1,0 +1,132 @@
+/*
+ * tm-server.h -- the live side of a probe: the wire server a debugger
+ * attaches to (doc/wire.md section 2) and the fatal-signal handler that
+ * records a crash into the trace (ARCHITECTURE 10, 11).
+ *
+ * The server is a thread in the probed process listening on a Unix socket
+ * named by pid in a private (0700) directory.  The probe's hook path calls
+ * tm_server_event() for every event: it is forwarded to the attached
+ * debugger, and the debugger's breakpoints are evaluated there, with the
+ * same TQL VM tmdb uses.  On a hit the calling (model) thread blocks until
+ * the debugger resumes it, or until the debugger goes away: the model never
+ * hangs because the debugger died.
+ */
+#ifndef TM_SERVER_H
+#define TM_SERVER_H
+
+#include <sys/types.h>
+
+#include "tm-types.h"
+#include "tm-tmrun.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------- server */
+
+struct tm_server_opts {
+	const char *path;           /* socket path; NULL: tm_server_socket_path(getpid()) */
+	const char *probe_kind;     /* DESCRIBE name: "pytorch", "synthetic" */
+	const char *trace;          /* .tmrun being written, for DESCRIBE; may be NULL */
+	uint8_t max_level;          /* deepest level the probe offers (default 3) */
+	uint32_t caps;              /* tm_wire_caps; 0: pause | level | capture */
+	size_t max_queue;           /* bytes queued for a slow client before events
+				     * are dropped (as BACKPRESSURE gaps); default 8 MiB */
+	uint32_t max_frame;         /* cap on a client frame (default 64 KiB) */
+};
+void tm_server_opts_default(struct tm_server_opts *o);
+
+typedef struct tm_server tm_server;
+
+/*
+ * The directory live sockets go in: $XDG_RUNTIME_DIR/tensormorph, else
+ * /tmp/tensormorph-UID.  With create, it is made (0700) when missing.
+ * Either way it must be a real directory owned by this user with no group
+ * or other permissions, or TM_ERR_IO is returned (someone else could
+ * otherwise plant or read the socket).
+ */
+int tm_server_socket_dir(char *buf, size_t len, int create);
+/* DIR/PID.sock for a process (tmdb attach PID); checks DIR as above. */
+int tm_server_socket_path(pid_t pid, char *buf, size_t len);
+
+/* Binds the socket and starts the server thread.  opts may be NULL. */
+int tm_server_start(const struct tm_server_opts *opts, tm_server **out);
+/*
+ * Stops the thread, says BYE to a client, removes the socket, frees.  A model
+ * thread paused in tm_server_event is released and waited for; calling
+ * tm_server_event after (or during) stop is the caller's bug.  NULL-safe.
+ */
+void tm_server_stop(tm_server *srv);
+const char *tm_server_path(const tm_server *srv);
+/* Last error text (for a failed start, use the code). */
+const char *tm_server_detail(const tm_server *srv);
+
+/* Run metadata and nodes: kept, and sent to every client that subscribes.
+ * Nodes must be added with dense ids (as the writer assigns them). */
+int tm_server_meta(tm_server *srv, const struct tm_run_meta *m);
+int tm_server_node(tm_server *srv, const struct tm_node *n);
+
+/*
+ * The hook path: forwards ev to the subscribed client and evaluates its
+ * breakpoints (and a pending step/next/finish).  On a hit it sends STOP and
+ * blocks the calling thread until RESUME, DETACH or disconnection.  With no
+ * client it is one atomic load.  Returns TM_OK, or TM_ERR_INVALID_ARG.
+ */
+int tm_server_event(tm_server *srv, const struct tm_event *ev);
+/* A gap the probe recorded: forwarded like an event. */
+int tm_server_gap(tm_server *srv, const struct tm_gap *g);
+
+/* Level the client asked for this node (SET_LEVEL), or -1: the probe's own. */
+int tm_server_level(tm_server *srv, uint32_t node);
+/* 1 if the client asked for a full capture of a tensor of this node. */
+int tm_server_wants_capture(tm_server *srv, uint32_t node);
+
+/* Counters, for tests and the probe's report. */
+struct tm_server_stats {
+	int connected;              /* a client is attached */
+	int subscribed;
+	int stopped;                /* the model thread is paused */
+	uint64_t clients;           /* connections accepted so far */
+	uint64_t events_sent;
+	uint64_t events_dropped;    /* queue full: sent as BACKPRESSURE gaps */
+	uint64_t stops;
+	uint64_t bad_frames;        /* connections dropped for bad input */
+	uint32_t breakpoints;
+};
+void tm_server_get_stats(tm_server *srv, struct tm_server_stats *st);
+
+/* ------------------------------------------------------------- fatal signals */
+
+/*
+ * Where the model is: the probe's hook path stores it for every event (a few
+ * relaxed atomic stores, no lock, no syscall), and the fatal-signal handler
+ * reads it to say "at step 120 in model.layers.3.attn".  One position per
+ * process: the handler has no way to find a per-thread one of another
+ * thread, and the thread that runs the model is the one that crashes.
+ */
+void tm_crash_position(uint64_t seq, uint64_t step, uint32_t node, uint8_t phase,
+		       uint64_t time_ns);
+
+/*
+ * Installs handlers for SIGSEGV, SIGBUS, SIGFPE, SIGILL and SIGABRT on an
+ * alternate stack.  On a fatal signal the handler records a crash record
+ * (signal, current position, native backtrace through libunwind) into w,
+ * flushes the open chunk with tm_writer_emergency_flush, restores the default
+ * action and re-raises, so the process still dies of its signal (exit status
+ * and core dump as without us).  One writer per process: a second install
+ * replaces the first.  w must stay valid until tm_crash_uninstall().
+ * sigaltstack is per thread: the alternate stack (needed to report a stack
+ * overflow) is set up for the calling thread, so call this from the thread
+ * that runs the model; other threads' crashes are recorded on their own
+ * stacks.  Events still in a tm_recorder ring are not drained (the writer
+ * has what was drained before the crash).
+ */
+int tm_crash_install(tm_writer *w);
+/* Restores the previous handlers; no-op if not installed. */
+void tm_crash_uninstall(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TM_SERVER_H */

@@ -1,0 +1,660 @@
+/*
+ * probe-remote.c -- the RuntimeProbe over a live process (doc/wire.md).
+ *
+ * tmdb's commands move a cursor over records (probe.h); here the records
+ * are those received so far, kept in memory in arrival order, so that
+ * reverse-*, goto, find and addressed TQL terms work on the history exactly
+ * as on a replayed trace.  Only moving forward past the newest record
+ * touches the process: the model is kept paused at the newest event tmdb
+ * has seen (INTERRUPT on attach), and each step forward past it is one
+ * RESUME step -- the probe sends the next event and pauses again.  tmdb's
+ * own breakpoint, step, next and finish logic then decides where to stop,
+ * the same code that runs over a replay, so a command file prints the same
+ * stops live and replayed.
+ *
+ * A dead or misbehaving probe ends the history (TM_ERR_END, "End of
+ * trace."); what was received stays browsable.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "tmdb.h"
+#include "live.h"
+
+#define CONNECT_TIMEOUT_MS 5000
+#define POLL_MS 100
+#define MAX_RECORDS (1u << 26)
+
+/* One record of the history: events and crashes deep-copied. */
+struct hrec {
+	uint8_t type;
+	union {
+		struct tm_event event;
+		struct tm_gap gap;
+		struct tm_crash crash;
+	} u;
+};
+
+struct remote {
+	struct tm_probe base;   /* first: the vtable pointer */
+	char *path;
+	int fd;
+	tm_frame_decoder *dec;
+	tm_decoder *rd;
+	struct tm_msg *msg;     /* scratch: messages are big */
+
+	/* what the probe said */
+	uint32_t pid;
+	uint32_t caps;
+	char kind[64];
+	char describe_text[128];
+	struct tm_run_meta meta;
+	int have_meta;
+	tm_nodetab *nodes;
+
+	/* the history and the cursor between its records */
+	struct hrec *recs;
+	size_t n, cap, pos;
+
+	int stopped;            /* the model is paused (STOP received) */
+	int closed;             /* BYE or a broken connection */
+	int last_result;        /* code of the last RESULT */
+	int result_for;         /* request type it answered, -1 none yet */
+	int described;          /* DESCRIBE received */
+	char detail[512];
+};
+
+static struct remote *impl(struct tm_probe *p)
+{
+	return (struct remote *)p;
+}
+
+/* ------------------------------------------------------------- receiving */
+
+static char *dup0(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+static void free_meta(struct tm_run_meta *m)
+{
+	free((char *)m->probe_kind);
+	free((char *)m->torch_version);
+	free((char *)m->host);
+	free((char *)m->command);
+	memset(m, 0, sizeof(*m));
+}
+
+static void hrec_free(struct hrec *h)
+{
+	uint32_t i;
+
+	if (h->type == TM_REC_EVENT) {
+		tm_event_release(&h->u.event);
+	} else if (h->type == TM_REC_CRASH) {
+		for (i = 0; i < h->u.crash.nframes && i < TM_MAX_FRAMES; i++)
+			free((char *)h->u.crash.frames[i]);
+	}
+}
+
+static struct hrec *hrec_new(struct remote *rp)
+{
+	if (rp->n == rp->cap) {
+		size_t cap = rp->cap ? rp->cap * 2 : 1024;
+		struct hrec *nr;
+
+		if (cap > MAX_RECORDS)
+			return NULL;
+		nr = realloc(rp->recs, cap * sizeof(*nr));
+		if (!nr)
+			return NULL;
+		rp->recs = nr;
+		rp->cap = cap;
+	}
+	memset(&rp->recs[rp->n], 0, sizeof(rp->recs[rp->n]));
+	return &rp->recs[rp->n];
+}
+
+/* Keeps one record frame: nodes into the table, the rest into the history. */
+static int take_record(struct remote *rp, const struct tm_frame *f)
+{
+	struct tm_record rec;
+	struct hrec *h;
+	size_t used;
+	uint32_t i;
+	int err;
+
+	err = tm_decode_record(rp->rd, f->payload, f->len, &rec, &used);
+	if (err) {
+		snprintf(rp->detail, sizeof(rp->detail), "bad record from the probe: %s",
+			 tm_decoder_detail(rp->rd));
+		return err;
+	}
+	switch (rec.type) {
+	case TM_REC_META:
+		free_meta(&rp->meta);
+		rp->meta = rec.u.meta;
+		rp->meta.probe_kind = dup0(rec.u.meta.probe_kind);
+		rp->meta.torch_version = dup0(rec.u.meta.torch_version);
+		rp->meta.host = dup0(rec.u.meta.host);
+		rp->meta.command = dup0(rec.u.meta.command);
+		rp->meta.npairs = 0;    /* the extras are not kept */
+		rp->have_meta = 1;
+		return TM_OK;
+	case TM_REC_NODE:
+		return tm_nodetab_put(rp->nodes, &rec.u.node);
+	case TM_REC_EVENT:
+	case TM_REC_GAP:
+	case TM_REC_CRASH:
+		break;
+	default:
+		return TM_OK;   /* a newer record type: skip */
+	}
+	h = hrec_new(rp);
+	if (!h)
+		return TM_ERR_NOMEM;
+	h->type = rec.type;
+	if (rec.type == TM_REC_EVENT) {
+		err = tm_event_copy(&h->u.event, &rec.u.event);
+		if (err)
+			return err;
+	} else if (rec.type == TM_REC_GAP) {
+		h->u.gap = rec.u.gap;
+	} else {
+		h->u.crash = rec.u.crash;
+		for (i = 0; i < rec.u.crash.nframes && i < TM_MAX_FRAMES; i++)
+			h->u.crash.frames[i] = dup0(rec.u.crash.frames[i]);
+	}
+	rp->n++;
+	return TM_OK;
+}
+
+static void take_msg(struct remote *rp, const struct tm_msg *m)
+{
+	switch (m->type) {
+	case TM_MSG_DESCRIBE:
+		rp->described = 1;
+		rp->pid = m->u.hello.pid;
+		rp->caps = m->u.hello.caps;
+		snprintf(rp->kind, sizeof(rp->kind), "%.63s", m->u.hello.name);
+		break;
+	case TM_MSG_STOP:
+		rp->stopped = 1;
+		break;
+	case TM_MSG_RESULT:
+		rp->last_result = (int)m->u.result.code;
+		rp->result_for = m->u.result.request;
+		if (m->u.result.code)
+			snprintf(rp->detail, sizeof(rp->detail), "the probe refused %s: %.400s",
+				 tm_msg_name(m->u.result.request) ?
+				 tm_msg_name(m->u.result.request) : "a request",
+				 m->u.result.text[0] ? m->u.result.text :
+				 tm_strerror((int)m->u.result.code));
+		break;
+	case TM_MSG_BYE:
+		rp->closed = 1;
+		snprintf(rp->detail, sizeof(rp->detail), "the probe closed the "
+			 "connection: %.400s", m->u.result.text);
+		break;
+	default:
+		break;
+	}
+}
+
+static void hang_up(struct remote *rp)
+{
+	rp->closed = 1;
+	rp->stopped = 0;
+	if (rp->fd >= 0)
+		close(rp->fd);
+	rp->fd = -1;
+}
+
+/*
+ * Reads what is there (waiting up to timeout_ms for the first bytes) and
+ * takes every whole frame.  Returns the number of frames taken; a broken
+ * stream hangs up.
+ */
+static int pump(struct remote *rp, int timeout_ms)
+{
+	uint8_t buf[65536];
+	struct tm_frame f;
+	struct pollfd pf;
+	ssize_t got;
+	int n = 0, err;
+
+	if (rp->fd < 0)
+		return 0;
+	pf.fd = rp->fd;
+	pf.events = POLLIN;
+	if (poll(&pf, 1, timeout_ms) <= 0)
+		return 0;
+	got = read(rp->fd, buf, sizeof(buf));
+	if (got < 0 && (errno == EINTR || errno == EAGAIN))
+		return 0;
+	if (got <= 0) {
+		if (!rp->closed)
+			snprintf(rp->detail, sizeof(rp->detail),
+				 "the probe went away");
+		hang_up(rp);
+		return 0;
+	}
+	if (tm_frame_decoder_feed(rp->dec, buf, (size_t)got)) {
+		hang_up(rp);
+		return 0;
+	}
+	while ((err = tm_frame_decoder_next(rp->dec, &f)) == TM_OK) {
+		n++;
+		if (f.type < 64) {
+			err = take_record(rp, &f);
+		} else {
+			err = tm_msg_decode(&f, rp->msg);
+			if (err == TM_ERR_UNSUPPORTED)
+				err = TM_OK;
+			else if (err == TM_OK)
+				take_msg(rp, rp->msg);
+		}
+		if (err) {
+			if (!rp->detail[0])
+				snprintf(rp->detail, sizeof(rp->detail),
+					 "bad message from the probe: %s", tm_strerror(err));
+			hang_up(rp);
+			return n;
+		}
+	}
+	if (err != TM_ERR_AGAIN) {
+		snprintf(rp->detail, sizeof(rp->detail), "bad frame from the probe: %s",
+			 tm_strerror(err));
+		hang_up(rp);
+	}
+	return n;
+}
+
+static int send_msg(struct remote *rp, struct tm_msg *m)
+{
+	struct tm_buf b = { 0 };
+	size_t off = 0;
+	int err;
+
+	if (rp->fd < 0)
+		return TM_ERR_CLOSED;
+	err = tm_msg_encode(&b, m);
+	while (!err && off < b.len) {
+		ssize_t w = send(rp->fd, b.data + off, b.len - off, MSG_NOSIGNAL);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			hang_up(rp);
+			err = TM_ERR_CLOSED;
+			break;
+		}
+		off += (size_t)w;
+	}
+	tm_buf_free(&b);
+	return err;
+}
+
+/* Sends a request and waits for its RESULT (records on the way are kept). */
+static int request(struct remote *rp, struct tm_msg *m, int timeout_ms)
+{
+	int want = m->type, waited = 0, err;
+
+	rp->result_for = -1;
+	err = send_msg(rp, m);
+	if (err)
+		return err;
+	while (!rp->closed && waited < timeout_ms) {
+		if (!pump(rp, POLL_MS))
+			waited += POLL_MS;
+		if (rp->result_for == want)
+			return rp->last_result;
+	}
+	return TM_ERR_CLOSED;
+}
+
+/* ------------------------------------------------------------- the vtable */
+
+static int remote_describe(struct tm_probe *p, struct tm_probe_info *out)
+{
+	struct remote *rp = impl(p);
+
+	memset(out, 0, sizeof(*out));
+	out->kind = "live";
+	out->source = rp->path;
+	out->can_reverse = 1;
+	out->can_pause = !!(rp->caps & TM_CAP_PAUSE);
+	out->can_capture = !!(rp->caps & TM_CAP_CAPTURE);
+	out->meta = rp->have_meta ? &rp->meta : NULL;
+	return TM_OK;
+}
+
+static const tm_nodetab *remote_nodes(struct tm_probe *p)
+{
+	return impl(p)->nodes;
+}
+
+static void to_record(const struct hrec *h, struct tm_record *rec)
+{
+	memset(rec, 0, sizeof(*rec));
+	rec->type = h->type;
+	if (h->type == TM_REC_EVENT)
+		rec->u.event = h->u.event;
+	else if (h->type == TM_REC_GAP)
+		rec->u.gap = h->u.gap;
+	else
+		rec->u.crash = h->u.crash;
+}
+
+/*
+ * Forward past the newest record: let the model take one step and wait for
+ * what it sends.  Ctrl-C while the model runs gives up waiting.
+ */
+static int remote_next(struct tm_probe *p, int dir, struct tm_record *rec)
+{
+	struct remote *rp = impl(p);
+	struct tm_msg *m = rp->msg;
+
+	if (dir == TM_DIR_BWD) {
+		if (!rp->pos)
+			return TM_ERR_END;
+		to_record(&rp->recs[--rp->pos], rec);
+		return TM_OK;
+	}
+	while (rp->pos == rp->n) {
+		if (rp->closed)
+			return TM_ERR_END;
+		if (tm_interrupted) {
+			snprintf(rp->detail, sizeof(rp->detail),
+				 "interrupted while waiting for the model");
+			return TM_ERR_AGAIN;
+		}
+		if (rp->stopped) {
+			memset(m, 0, sizeof(*m));
+			m->type = TM_MSG_RESUME;
+			m->u.resume.mode = TM_RESUME_STEP;
+			m->u.resume.count = 1;
+			rp->stopped = 0;
+			if (send_msg(rp, m))
+				return TM_ERR_END;
+		}
+		pump(rp, POLL_MS);
+	}
+	to_record(&rp->recs[rp->pos++], rec);
+	return TM_OK;
+}
+
+/* The first record whose key is >= value (history is in seq order). */
+static size_t first_at(struct remote *rp, int kind, uint64_t value)
+{
+	size_t i;
+
+	for (i = 0; i < rp->n; i++) {
+		const struct hrec *h = &rp->recs[i];
+		uint64_t seq, step, t;
+
+		if (h->type == TM_REC_EVENT) {
+			seq = h->u.event.seq;
+			step = h->u.event.step;
+			t = h->u.event.time_ns;
+		} else if (h->type == TM_REC_GAP) {
+			seq = h->u.gap.last_seq;
+			step = h->u.gap.step;
+			t = h->u.gap.time_ns;
+		} else {
+			seq = h->u.crash.seq;
+			step = h->u.crash.step;
+			t = h->u.crash.time_ns;
+		}
+		if ((kind == TM_SEEK_SEQ && seq >= value) ||
+		    (kind == TM_SEEK_STEP && step >= value) ||
+		    (kind == TM_SEEK_TIME && t >= value))
+			return i;
+	}
+	return rp->n;
+}
+
+static int remote_seek(struct tm_probe *p, int kind, uint64_t value)
+{
+	struct remote *rp = impl(p);
+
+	switch (kind) {
+	case TM_SEEK_START: rp->pos = 0; return TM_OK;
+	case TM_SEEK_END: rp->pos = rp->n; return TM_OK;
+	case TM_SEEK_SEQ:
+	case TM_SEEK_STEP:
+	case TM_SEEK_TIME:
+		rp->pos = first_at(rp, kind, value);
+		return TM_OK;
+	default:
+		return TM_ERR_INVALID_ARG;
+	}
+}
+
+/* As probe-replay.c: walk back from at_seq; a gap on the way hides the answer. */
+static int remote_latest(struct tm_probe *p, uint32_t node, int evkind,
+			 uint32_t call, uint64_t at_seq, struct tm_event *out,
+			 uint32_t *reason)
+{
+	struct remote *rp = impl(p);
+	size_t i = rp->n;
+
+	*reason = 0;
+	while (i-- > 0) {
+		const struct hrec *h = &rp->recs[i];
+
+		if (h->type == TM_REC_GAP) {
+			if (h->u.gap.first_seq > at_seq)
+				continue;
+			*reason = h->u.gap.reason ? h->u.gap.reason : TM_GAP_BACKPRESSURE;
+			return TM_ERR_NOT_FOUND;
+		}
+		if (h->type != TM_REC_EVENT || h->u.event.seq > at_seq)
+			continue;
+		if (h->u.event.node != node || h->u.event.kind != evkind)
+			continue;
+		if (call && h->u.event.call != call)
+			continue;
+		return tm_event_copy(out, &h->u.event);
+	}
+	return TM_ERR_NOT_FOUND;
+}
+
+static int remote_capture(struct tm_probe *p, uint32_t node, struct tm_slot slot)
+{
+	struct remote *rp = impl(p);
+	struct tm_msg *m = rp->msg;
+
+	memset(m, 0, sizeof(*m));
+	m->type = TM_MSG_CAPTURE;
+	m->u.capture.node = node;
+	m->u.capture.slot = slot;
+	return request(rp, m, CONNECT_TIMEOUT_MS);
+}
+
+/*
+ * Breakpoints are evaluated by the session on the events it reads, as over a
+ * replay (the model pauses after every event tmdb reads past the newest),
+ * so the probe need not know them.
+ */
+static int remote_set_bp(struct tm_probe *p, int num, const char *where,
+			 const char *cond)
+{
+	(void)p;
+	(void)num;
+	(void)where;
+	(void)cond;
+	return TM_OK;
+}
+
+static int remote_clear_bp(struct tm_probe *p, int num)
+{
+	(void)p;
+	(void)num;
+	return TM_OK;
+}
+
+static const char *remote_detail(struct tm_probe *p)
+{
+	return impl(p)->detail;
+}
+
+/* DETACH: the probe clears what we asked for and lets the model run. */
+static void remote_detach(struct tm_probe *p)
+{
+	struct remote *rp = impl(p);
+	size_t i;
+
+	if (!rp)
+		return;
+	if (rp->fd >= 0 && !rp->closed) {
+		memset(rp->msg, 0, sizeof(*rp->msg));
+		rp->msg->type = TM_MSG_DETACH;
+		send_msg(rp, rp->msg);
+	}
+	if (rp->fd >= 0)
+		close(rp->fd);
+	for (i = 0; i < rp->n; i++)
+		hrec_free(&rp->recs[i]);
+	free(rp->recs);
+	free_meta(&rp->meta);
+	tm_nodetab_free(rp->nodes);
+	tm_frame_decoder_free(rp->dec);
+	tm_decoder_free(rp->rd);
+	free(rp->msg);
+	free(rp->path);
+	free(rp);
+}
+
+static const struct tm_probe_ops remote_ops = {
+	.name = "remote",
+	.describe = remote_describe,
+	.nodes = remote_nodes,
+	.next_event = remote_next,
+	.seek = remote_seek,
+	.latest = remote_latest,
+	.capture = remote_capture,
+	.set_breakpoint = remote_set_bp,
+	.clear_breakpoint = remote_clear_bp,
+	.detail = remote_detail,
+	.detach = remote_detach,
+};
+
+const char *tm_probe_remote_describe(struct tm_probe *p)
+{
+	struct remote *rp = impl(p);
+
+	snprintf(rp->describe_text, sizeof(rp->describe_text), "process %u (%s)",
+		 rp->pid, rp->kind);
+	return rp->describe_text;
+}
+
+/* ------------------------------------------------------------- attach */
+
+/* A pid ("4242") names DIR/4242.sock; anything else is a path. */
+static int resolve(const char *target, char *path, size_t len)
+{
+	const char *q = target;
+
+	while (*q >= '0' && *q <= '9')
+		q++;
+	if (*target && !*q)
+		return tm_server_socket_path((pid_t)strtol(target, NULL, 10), path, len);
+	if (strlen(target) >= len)
+		return TM_ERR_TOO_LARGE;
+	snprintf(path, len, "%s", target);
+	return TM_OK;
+}
+
+static int fail(struct remote *rp, int err, char **detail)
+{
+	if (detail)
+		*detail = strdup(rp->detail[0] ? rp->detail : tm_strerror(err));
+	remote_detach(&rp->base);
+	return err;
+}
+
+int tm_probe_remote_open(const char *target, struct tm_probe **out, char **detail)
+{
+	struct sockaddr_un sa;
+	struct remote *rp;
+	struct tm_msg *m;
+	int err, waited;
+
+	*out = NULL;
+	if (detail)
+		*detail = NULL;
+	rp = calloc(1, sizeof(*rp));
+	if (!rp)
+		return TM_ERR_NOMEM;
+	rp->base.ops = &remote_ops;
+	rp->fd = -1;
+	rp->msg = malloc(sizeof(*rp->msg));
+	rp->dec = tm_frame_decoder_new(0);
+	rp->rd = tm_decoder_new();
+	rp->nodes = tm_nodetab_new();
+	if (!rp->msg || !rp->dec || !rp->rd || !rp->nodes)
+		return fail(rp, TM_ERR_NOMEM, detail);
+	m = rp->msg;
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	err = resolve(target, sa.sun_path, sizeof(sa.sun_path));
+	if (err) {
+		snprintf(rp->detail, sizeof(rp->detail), "no socket for \"%s\": %s",
+			 target, err == TM_ERR_NOT_FOUND ? "no socket directory" :
+			 err == TM_ERR_IO ? "the socket directory is not private "
+			 "(must be ours, mode 0700)" : tm_strerror(err));
+		return fail(rp, err, detail);
+	}
+	rp->path = strdup(sa.sun_path);
+	rp->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (!rp->path || rp->fd < 0 ||
+	    connect(rp->fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		snprintf(rp->detail, sizeof(rp->detail), "cannot connect to %s: %s",
+			 sa.sun_path, strerror(errno));
+		return fail(rp, TM_ERR_IO, detail);
+	}
+	memset(m, 0, sizeof(*m));
+	m->type = TM_MSG_HELLO;
+	m->u.hello.major = TM_WIRE_VERSION_MAJOR;
+	m->u.hello.minor = TM_WIRE_VERSION_MINOR;
+	snprintf(m->u.hello.name, sizeof(m->u.hello.name), "tmdb");
+	if (send_msg(rp, m))
+		return fail(rp, TM_ERR_CLOSED, detail);
+	for (waited = 0; !rp->described && !rp->closed && waited < CONNECT_TIMEOUT_MS;)
+		if (!pump(rp, POLL_MS))
+			waited += POLL_MS;
+	if (!rp->described) {
+		if (!rp->detail[0])
+			snprintf(rp->detail, sizeof(rp->detail),
+				 "%s did not answer the handshake", sa.sun_path);
+		return fail(rp, TM_ERR_CLOSED, detail);
+	}
+	/*
+	 * Pause at the next event: tmdb decides when the model moves.  Before
+	 * SUBSCRIBE, so that the model cannot run past the first event sent.
+	 */
+	memset(m, 0, sizeof(*m));
+	m->type = TM_MSG_INTERRUPT;
+	err = request(rp, m, CONNECT_TIMEOUT_MS);
+	if (err)
+		return fail(rp, err, detail);
+	memset(m, 0, sizeof(*m));
+	m->type = TM_MSG_SUBSCRIBE;
+	err = request(rp, m, CONNECT_TIMEOUT_MS);
+	if (err)
+		return fail(rp, err, detail);
+	/* The node table follows SUBSCRIBE's answer. */
+	while (pump(rp, POLL_MS))
+		;
+	*out = &rp->base;
+	return TM_OK;
+}

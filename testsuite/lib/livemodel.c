@@ -1,0 +1,158 @@
+/*
+ * livemodel.c -- a process that plays "the model" for live tests of tmdb:
+ * it runs the probe-side wire server (tm_server_*) and sends its events
+ * through tm_server_event() exactly as a probe's hook path would.
+ *
+ *   livemodel SOCKET [STEPS [TRACE]]
+ *
+ * It goes to the background once the socket is listening (so that a test
+ * can attach right after), waits up to 30 s for a debugger to subscribe,
+ * then runs STEPS steps (default 10) of a three-layer model:
+ *
+ *   model (Net) -> model.fc1 (Linear) -> model.act (ReLU) -> model.fc2 (Linear)
+ *
+ * 8 events a step (ENTER/EXIT of each call, seq = 8 * step + i); the output
+ * max of fc2 is 2 * step, of the others 1, so that a condition like
+ * `tensor.max > 10` picks a known event (step 6, seq 54).  With TRACE it
+ * also records every event into that .tmrun, closed before the server says
+ * BYE, so that a test can check that a command file prints the same stops
+ * live and replayed (ARCHITECTURE 2).  Then it stops the server and exits.
+ */
+#include "config.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tensormorph.h"
+
+#define PER_STEP 8
+
+static const char *const names[] = { "model", "model.fc1", "model.act", "model.fc2" };
+static const char *const types[] = { "Net", "Linear", "ReLU", "Linear" };
+
+static void emit(tm_server *srv, tm_writer *w, uint64_t seq)
+{
+	static const uint8_t nodes[PER_STEP] = { 0, 1, 1, 2, 2, 3, 3, 0 };
+	uint64_t step = seq / PER_STEP;
+	int i = (int)(seq % PER_STEP);
+	struct tm_event ev;
+	struct tm_tensor t;
+
+	memset(&ev, 0, sizeof(ev));
+	memset(&t, 0, sizeof(t));
+	ev.seq = seq;
+	ev.step = step;
+	ev.node = nodes[i];
+	ev.call = 1;
+	ev.kind = (i == 0 || i == 1 || i == 3 || i == 5) ? TM_EV_ENTER : TM_EV_EXIT;
+	ev.time_ns = (seq + 1) * 1000;
+	ev.start_ns = ev.time_ns;
+	ev.level = 1;
+	t.slot.kind = ev.kind == TM_EV_ENTER ? TM_SLOT_IN : TM_SLOT_OUT;
+	t.dtype = TM_DT_F32;
+	t.rank = 2;
+	t.shape[0] = 4;
+	t.shape[1] = 8;
+	t.have = TM_STAT_BIT(TM_STAT_NUMEL) | TM_STAT_BIT(TM_STAT_NAN_COUNT) |
+		 TM_STAT_BIT(TM_STAT_MAX);
+	t.stat[TM_STAT_NUMEL] = 32;
+	t.stat[TM_STAT_MAX] = ev.node == 3 ? 2.0 * (double)step : 1.0;
+	ev.ntensors = 1;
+	ev.tensors = &t;
+	tm_crash_position(ev.seq, ev.step, ev.node, ev.phase, ev.time_ns);
+	if (w)
+		tm_writer_event(w, &ev);
+	tm_server_event(srv, &ev);
+}
+
+int main(int argc, char **argv)
+{
+	struct tm_server_opts o;
+	struct tm_server_stats st;
+	struct tm_run_meta meta;
+	tm_server *srv = NULL;
+	tm_writer *w = NULL;
+	uint64_t steps = argc > 2 ? strtoull(argv[2], NULL, 10) : 10, seq;
+	int ready[2], i, err, fd;
+	char c;
+	pid_t pid;
+
+	if (argc < 2) {
+		fprintf(stderr, "usage: livemodel SOCKET [STEPS]\n");
+		return 2;
+	}
+	if (pipe(ready))
+		return 1;
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		return 1;
+	if (pid > 0) {
+		/* The parent returns once the socket listens (or the child failed). */
+		close(ready[1]);
+		return read(ready[0], &c, 1) == 1 && c == 'y' ? 0 : 1;
+	}
+	close(ready[0]);
+	setsid();
+	fd = open("/dev/null", O_RDWR);
+	if (fd >= 0) {
+		dup2(fd, 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		if (fd > 2)
+			close(fd);
+	}
+	tm_server_opts_default(&o);
+	o.path = argv[1];
+	o.probe_kind = "synthetic";
+	o.trace = argc > 3 ? argv[3] : NULL;
+	err = tm_server_start(&o, &srv);
+	if (!err && o.trace)
+		err = tm_writer_open(o.trace, NULL, &w);
+	if (err) {
+		c = 'n';
+		if (write(ready[1], &c, 1) < 0)
+			return 1;
+		return 1;
+	}
+	memset(&meta, 0, sizeof(meta));
+	meta.probe_kind = "synthetic";
+	meta.default_level = 1;
+	meta.rank = -1;
+	tm_server_meta(srv, &meta);
+	if (w)
+		tm_writer_meta(w, &meta);
+	for (i = 0; i < 4; i++) {
+		struct tm_node n;
+
+		memset(&n, 0, sizeof(n));
+		n.id = (uint32_t)i;
+		n.parent = i ? 0 : TM_NODE_NONE;
+		n.depth = i ? 1 : 0;
+		n.kind = TM_NODE_MODULE;
+		n.address = names[i];
+		n.type = types[i];
+		tm_server_node(srv, &n);
+		if (w)
+			tm_writer_node(w, &n, NULL);
+	}
+	c = 'y';
+	if (write(ready[1], &c, 1) < 0)
+		return 1;
+	close(ready[1]);
+	for (i = 0; i < 3000; i++) {
+		tm_server_get_stats(srv, &st);
+		if (st.subscribed)
+			break;
+		usleep(10000);
+	}
+	for (seq = 0; seq < steps * PER_STEP; seq++)
+		emit(srv, w, seq);
+	if (w)
+		tm_writer_close(w);
+	tm_server_stop(srv);
+	return 0;
+}

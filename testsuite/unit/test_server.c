@@ -1,0 +1,780 @@
+/*
+ * test_server.c -- the probe-side live server (tm-server.h, doc/wire.md
+ * section 2) against a debugger played by this process: a real Unix socket,
+ * the model in a second thread calling tm_server_event().
+ *
+ * The model is three layers called once per step (model, model.fc1,
+ * model.act, model.fc2: 8 events a step, seq = 8 * step + i), fc2's output
+ * max growing as 2 * step, so that a condition picks one known seq.  The
+ * tests check what a user of tmdb relies on: the model stops exactly where
+ * the breakpoint says and stays stopped, step/next/finish land where
+ * ARCHITECTURE 4 says, and a debugger that dies or talks garbage never
+ * leaves the model hanging.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tensormorph.h"
+#include "tm-test.h"
+
+#define STEPS 10
+#define PER_STEP 8
+#define NEVENTS (STEPS * PER_STEP)
+
+static char tmpdir[64];
+
+/* ------------------------------------------------------------- the model */
+
+struct model {
+	tm_server *srv;
+	pthread_t th;
+	atomic_int emitted;     /* events tm_server_event returned from */
+	atomic_int done;
+	atomic_int quit;        /* stop calling tm_server_event */
+};
+
+static const char *const node_names[] = { "model", "model.fc1", "model.act", "model.fc2" };
+
+static void add_nodes(tm_server *srv)
+{
+	struct tm_run_meta meta;
+	uint32_t i;
+
+	memset(&meta, 0, sizeof(meta));
+	meta.probe_kind = "synthetic";
+	meta.rank = -1;
+	CU_ASSERT_EQUAL(tm_server_meta(srv, &meta), TM_OK);
+	for (i = 0; i < 4; i++) {
+		struct tm_node n;
+
+		memset(&n, 0, sizeof(n));
+		n.id = i;
+		n.parent = i ? 0 : TM_NODE_NONE;
+		n.depth = i ? 1 : 0;
+		n.address = node_names[i];
+		n.type = i ? "Linear" : "Net";
+		CU_ASSERT_EQUAL(tm_server_node(srv, &n), TM_OK);
+	}
+}
+
+/* The i-th event of step s: ENTER/EXIT of model around fc1, act, fc2. */
+static void make_event(uint64_t seq, struct tm_event *ev, struct tm_tensor *t)
+{
+	static const uint8_t nodes[PER_STEP] = { 0, 1, 1, 2, 2, 3, 3, 0 };
+	uint64_t s = seq / PER_STEP;
+	int i = (int)(seq % PER_STEP);
+
+	memset(ev, 0, sizeof(*ev));
+	memset(t, 0, sizeof(*t));
+	ev->seq = seq;
+	ev->step = s;
+	ev->node = nodes[i];
+	ev->call = 1;
+	ev->kind = (i == 0 || i == 1 || i == 3 || i == 5) ? TM_EV_ENTER : TM_EV_EXIT;
+	ev->time_ns = seq * 1000;
+	ev->level = 1;
+	t->slot.kind = ev->kind == TM_EV_ENTER ? TM_SLOT_IN : TM_SLOT_OUT;
+	t->dtype = TM_DT_F32;
+	t->rank = 1;
+	t->shape[0] = 4;
+	t->have = TM_STAT_BIT(TM_STAT_NUMEL) | TM_STAT_BIT(TM_STAT_MAX);
+	t->stat[TM_STAT_NUMEL] = 4;
+	t->stat[TM_STAT_MAX] = ev->node == 3 ? 2.0 * (double)s : 1.0;
+	ev->ntensors = 1;
+	ev->tensors = t;
+}
+
+static void *model_main(void *arg)
+{
+	struct model *m = arg;
+	struct tm_event ev;
+	struct tm_tensor t;
+	uint64_t seq;
+
+	for (seq = 0; seq < NEVENTS && !atomic_load(&m->quit); seq++) {
+		make_event(seq, &ev, &t);
+		tm_server_event(m->srv, &ev);
+		atomic_fetch_add(&m->emitted, 1);
+	}
+	atomic_store(&m->done, 1);
+	return NULL;
+}
+
+static void model_start(struct model *m, tm_server *srv)
+{
+	m->srv = srv;
+	atomic_store(&m->emitted, 0);
+	atomic_store(&m->done, 0);
+	atomic_store(&m->quit, 0);
+	pthread_create(&m->th, NULL, model_main, m);
+}
+
+/* Waits up to ms for the model to finish; 1 if it did. */
+static int model_finishes(struct model *m, int ms)
+{
+	while (ms-- > 0 && !atomic_load(&m->done))
+		usleep(1000);
+	return atomic_load(&m->done);
+}
+
+/* ------------------------------------------------------------- the debugger */
+
+struct client {
+	int fd;
+	tm_frame_decoder *d;
+	tm_decoder *rd;
+	uint64_t next_seq;      /* every seq seen so far, by events and gaps */
+	int seq_hole;           /* a seq was neither an event nor in a gap */
+	int nodes, metas, events, gaps;
+	uint32_t gap_reasons;
+	struct tm_msg m;
+};
+
+static struct client *cl_connect(const char *path)
+{
+	struct client *c = calloc(1, sizeof(*c));
+	struct sockaddr_un sa;
+
+	c->fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	CU_ASSERT_EQUAL_FATAL(connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	c->d = tm_frame_decoder_new(0);
+	c->rd = tm_decoder_new();
+	return c;
+}
+
+static void cl_close(struct client *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	tm_frame_decoder_free(c->d);
+	tm_decoder_free(c->rd);
+	free(c);
+}
+
+static void cl_send(struct client *c, struct tm_msg *m)
+{
+	struct tm_buf b = { 0 };
+
+	CU_ASSERT_EQUAL(tm_msg_encode(&b, m), TM_OK);
+	CU_ASSERT_EQUAL(write(c->fd, b.data, b.len), (ssize_t)b.len);
+	tm_buf_free(&b);
+}
+
+/* Accounts for a record: events and gaps must cover every seq in order. */
+static void cl_record(struct client *c, const struct tm_frame *f)
+{
+	struct tm_record rec;
+	size_t used;
+
+	if (tm_decode_record(c->rd, f->payload, f->len, &rec, &used) != TM_OK)
+		return;
+	switch (rec.type) {
+	case TM_REC_META: c->metas++; break;
+	case TM_REC_NODE: c->nodes++; break;
+	case TM_REC_EVENT:
+		if (rec.u.event.seq != c->next_seq)
+			c->seq_hole = 1;
+		c->next_seq = rec.u.event.seq + 1;
+		c->events++;
+		break;
+	case TM_REC_GAP:
+		if (rec.u.gap.first_seq != c->next_seq)
+			c->seq_hole = 1;
+		c->next_seq = rec.u.gap.last_seq + 1;
+		c->gaps++;
+		c->gap_reasons |= rec.u.gap.reason;
+		break;
+	default:
+		break;
+	}
+}
+
+/*
+ * Reads until the next message (records on the way are accounted for).
+ * Returns its type, 0 on timeout, -1 at end of stream or a bad stream.
+ */
+static int cl_next(struct client *c, int timeout_ms)
+{
+	struct tm_frame f;
+	uint8_t buf[8192];
+	struct pollfd pf;
+	ssize_t n;
+	int err;
+
+	for (;;) {
+		while ((err = tm_frame_decoder_next(c->d, &f)) == TM_OK) {
+			if (f.type < 64) {
+				cl_record(c, &f);
+				continue;
+			}
+			if (tm_msg_decode(&f, &c->m) != TM_OK)
+				return -1;
+			return c->m.type;
+		}
+		if (err != TM_ERR_AGAIN)
+			return -1;
+		pf.fd = c->fd;
+		pf.events = POLLIN;
+		if (poll(&pf, 1, timeout_ms) <= 0)
+			return 0;
+		n = read(c->fd, buf, sizeof(buf));
+		if (n <= 0)
+			return -1;
+		tm_frame_decoder_feed(c->d, buf, (size_t)n);
+	}
+}
+
+/* Expects a RESULT for request, returns its code (-1 if none came). */
+static int cl_result(struct client *c, int request)
+{
+	int t = cl_next(c, 2000);
+
+	CU_ASSERT_EQUAL(t, TM_MSG_RESULT);
+	if (t != TM_MSG_RESULT)
+		return -1;
+	CU_ASSERT_EQUAL(c->m.u.result.request, request);
+	return (int)c->m.u.result.code;
+}
+
+static void cl_hello(struct client *c)
+{
+	memset(&c->m, 0, sizeof(c->m));
+	c->m.type = TM_MSG_HELLO;
+	c->m.u.hello.major = TM_WIRE_VERSION_MAJOR;
+	c->m.u.hello.minor = TM_WIRE_VERSION_MINOR;
+	strcpy(c->m.u.hello.name, "test_server");
+	cl_send(c, &c->m);
+	CU_ASSERT_EQUAL(cl_next(c, 2000), TM_MSG_DESCRIBE);
+}
+
+static int cl_break(struct client *c, uint32_t id, const char *where, const char *cond)
+{
+	memset(&c->m, 0, sizeof(c->m));
+	c->m.type = TM_MSG_BREAK_SET;
+	c->m.u.brk.id = id;
+	strcpy(c->m.u.brk.where, where);
+	strcpy(c->m.u.brk.cond, cond);
+	cl_send(c, &c->m);
+	return cl_result(c, TM_MSG_BREAK_SET);
+}
+
+static int cl_subscribe(struct client *c, const char *pattern)
+{
+	memset(&c->m, 0, sizeof(c->m));
+	c->m.type = TM_MSG_SUBSCRIBE;
+	strcpy(c->m.u.subscribe.pattern, pattern);
+	cl_send(c, &c->m);
+	return cl_result(c, TM_MSG_SUBSCRIBE);
+}
+
+static void cl_resume(struct client *c, int mode, uint32_t count)
+{
+	memset(&c->m, 0, sizeof(c->m));
+	c->m.type = TM_MSG_RESUME;
+	c->m.u.resume.mode = (uint8_t)mode;
+	c->m.u.resume.count = count;
+	cl_send(c, &c->m);
+	CU_ASSERT_EQUAL(cl_result(c, TM_MSG_RESUME), TM_OK);
+}
+
+/* Expects STOP (after any records); returns its seq, UINT64_MAX if none. */
+static uint64_t cl_stop(struct client *c, int reason, uint32_t id)
+{
+	int t = cl_next(c, 3000);
+
+	CU_ASSERT_EQUAL(t, TM_MSG_STOP);
+	if (t != TM_MSG_STOP)
+		return UINT64_MAX;
+	CU_ASSERT_EQUAL(c->m.u.stop.reason, reason);
+	CU_ASSERT_EQUAL(c->m.u.stop.id, id);
+	/* The stop event itself was sent before STOP. */
+	CU_ASSERT_EQUAL(c->next_seq, c->m.u.stop.seq + 1);
+	return c->m.u.stop.seq;
+}
+
+static tm_server *start(void)
+{
+	struct tm_server_opts o;
+	char path[128];
+	tm_server *srv = NULL;
+
+	snprintf(path, sizeof(path), "%s/test.sock", tmpdir);
+	tm_server_opts_default(&o);
+	o.path = path;
+	o.probe_kind = "synthetic";
+	o.trace = "/nonexistent/run.tmrun";
+	CU_ASSERT_EQUAL_FATAL(tm_server_start(&o, &srv), TM_OK);
+	add_nodes(srv);
+	return srv;
+}
+
+/* ------------------------------------------------------------- tests */
+
+static void test_handshake(void)
+{
+	tm_server *srv = start();
+	struct client *c = cl_connect(tm_server_path(srv));
+	struct tm_server_stats st;
+
+	cl_hello(c);
+	CU_ASSERT_EQUAL(c->m.u.hello.major, TM_WIRE_VERSION_MAJOR);
+	CU_ASSERT_EQUAL(c->m.u.hello.pid, (uint32_t)getpid());
+	CU_ASSERT(c->m.u.hello.caps & TM_CAP_PAUSE);
+	CU_ASSERT_STRING_EQUAL(c->m.u.hello.name, "synthetic");
+	CU_ASSERT_STRING_EQUAL(c->m.u.hello.trace, "/nonexistent/run.tmrun");
+	/* Refused breakpoints name the problem and are not set. */
+	CU_ASSERT_EQUAL(cl_break(c, 1, "model.nope", ""), TM_ERR_NOT_FOUND);
+	CU_ASSERT_EQUAL(cl_break(c, 1, "model..fc1", ""), TM_ERR_ADDRESS);
+	CU_ASSERT_EQUAL(cl_break(c, 1, "model.fc1", "tensor.max >"), TM_ERR_TQL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(c->m.u.result.text, "tql:1:"));
+	CU_ASSERT_EQUAL(cl_break(c, 0, "model.fc1", ""), TM_ERR_INVALID_ARG);
+	CU_ASSERT_EQUAL(cl_break(c, 1, "model.fc*", "tensor.max > 1"), TM_OK);
+	tm_server_get_stats(srv, &st);
+	CU_ASSERT_EQUAL(st.breakpoints, 1);
+	/* RESUME while running is an error, not a crash. */
+	memset(&c->m, 0, sizeof(c->m));
+	c->m.type = TM_MSG_RESUME;
+	c->m.u.resume.count = 1;
+	cl_send(c, &c->m);
+	CU_ASSERT_EQUAL(cl_result(c, TM_MSG_RESUME), TM_ERR_INVALID_ARG);
+	/* A second debugger is turned away. */
+	{
+		struct client *c2 = cl_connect(tm_server_path(srv));
+
+		CU_ASSERT_EQUAL(cl_next(c2, 2000), TM_MSG_BYE);
+		CU_ASSERT_EQUAL(c2->m.u.result.code, TM_ERR_GENERIC);
+		cl_close(c2);
+	}
+	memset(&c->m, 0, sizeof(c->m));
+	c->m.type = TM_MSG_DETACH;
+	cl_send(c, &c->m);
+	CU_ASSERT_EQUAL(cl_next(c, 2000), TM_MSG_BYE);
+	CU_ASSERT_EQUAL(c->m.u.result.code, TM_OK);
+	CU_ASSERT_EQUAL(cl_next(c, 2000), -1);
+	tm_server_get_stats(srv, &st);
+	CU_ASSERT_EQUAL(st.breakpoints, 0);
+	cl_close(c);
+	tm_server_stop(srv);
+}
+
+static void test_version_and_order(void)
+{
+	tm_server *srv = start();
+	struct client *c = cl_connect(tm_server_path(srv));
+
+	memset(&c->m, 0, sizeof(c->m));
+	c->m.type = TM_MSG_HELLO;
+	c->m.u.hello.major = TM_WIRE_VERSION_MAJOR + 1;
+	cl_send(c, &c->m);
+	CU_ASSERT_EQUAL(cl_result(c, TM_MSG_HELLO), TM_ERR_VERSION);
+	CU_ASSERT_EQUAL(cl_next(c, 2000), TM_MSG_BYE);
+	CU_ASSERT_EQUAL(cl_next(c, 2000), -1);
+	cl_close(c);
+
+	c = cl_connect(tm_server_path(srv));
+	CU_ASSERT_EQUAL(cl_subscribe(c, ""), TM_ERR_INVALID_ARG);
+	CU_ASSERT_EQUAL(cl_next(c, 2000), TM_MSG_BYE);
+	cl_close(c);
+	tm_server_stop(srv);
+}
+
+/* The whole debugging session of the file comment. */
+static void test_break_and_resume(void)
+{
+	tm_server *srv = start();
+	struct client *c = cl_connect(tm_server_path(srv));
+	struct tm_server_stats st;
+	struct model m;
+
+	cl_hello(c);
+	CU_ASSERT_EQUAL(cl_break(c, 1, "model.fc2:out", "tensor.max > 10"), TM_OK);
+	CU_ASSERT_EQUAL(cl_subscribe(c, ""), TM_OK);
+	model_start(&m, srv);
+	/* fc2's max is 2 * step: first > 10 at step 6, its EXIT is i = 6. */
+	CU_ASSERT_EQUAL(cl_stop(c, TM_STOP_BREAKPOINT, 1), 6 * PER_STEP + 6);
+	CU_ASSERT_EQUAL(c->m.u.stop.node, 3);
+	CU_ASSERT_EQUAL(c->m.u.stop.tensor, 0);
+	CU_ASSERT_EQUAL(c->metas, 1);
+	CU_ASSERT_EQUAL(c->nodes, 4);
+	/* Paused: the model thread does not get past the stop event. */
+	usleep(100000);
+	CU_ASSERT_EQUAL(atomic_load(&m.emitted), 6 * PER_STEP + 6);
+	tm_server_get_stats(srv, &st);
+	CU_ASSERT_EQUAL(st.stopped, 1);
+
+	cl_resume(c, TM_RESUME_STEP, 1);        /* EXIT model */
+	CU_ASSERT_EQUAL(cl_stop(c, TM_STOP_STEP, 0), 6 * PER_STEP + 7);
+	cl_resume(c, TM_RESUME_STEP, 2);        /* ENTER model, ENTER fc1 */
+	CU_ASSERT_EQUAL(cl_stop(c, TM_STOP_STEP, 0), 7 * PER_STEP + 1);
+	cl_resume(c, TM_RESUME_FINISH, 1);      /* EXIT fc1 */
+	CU_ASSERT_EQUAL(cl_stop(c, TM_STOP_STEP, 0), 7 * PER_STEP + 2);
+	/* finish from an EXIT: the enclosing call (model), but the breakpoint
+	 * at fc2's exit (max 14) comes first. */
+	cl_resume(c, TM_RESUME_FINISH, 1);
+	CU_ASSERT_EQUAL(cl_stop(c, TM_STOP_BREAKPOINT, 1), 7 * PER_STEP + 6);
+	memset(&c->m, 0, sizeof(c->m));
+	c->m.type = TM_MSG_BREAK_CLEAR;
+	c->m.u.brk.id = 1;
+	cl_send(c, &c->m);
+	CU_ASSERT_EQUAL(cl_result(c, TM_MSG_BREAK_CLEAR), TM_OK);
+	/* next from fc2 (depth 1): EXIT model (depth 0), then over the
+	 * children of step 8's model call to its EXIT. */
+	cl_resume(c, TM_RESUME_NEXT, 1);
+	CU_ASSERT_EQUAL(cl_stop(c, TM_STOP_STEP, 0), 7 * PER_STEP + 7);
+	cl_resume(c, TM_RESUME_NEXT, 2);
+	CU_ASSERT_EQUAL(cl_stop(c, TM_STOP_STEP, 0), 8 * PER_STEP + 7);
+	cl_resume(c, TM_RESUME_CONTINUE, 1);
+	CU_ASSERT(model_finishes(&m, 3000));
+	pthread_join(m.th, NULL);
+	/* Everything arrived, in order, nothing lost. */
+	CU_ASSERT_EQUAL(cl_next(c, 200), 0);
+	CU_ASSERT_EQUAL(c->events, NEVENTS);
+	CU_ASSERT_EQUAL(c->next_seq, NEVENTS);
+	CU_ASSERT_FALSE(c->seq_hole);
+	tm_server_get_stats(srv, &st);
+	CU_ASSERT_EQUAL(st.stops, 7);
+	CU_ASSERT_EQUAL(st.events_dropped, 0);
+	cl_close(c);
+	tm_server_stop(srv);
+}
+
+/* INTERRUPT (what tmdb sends on attach) stops the model at its next event. */
+static void test_interrupt(void)
+{
+	tm_server *srv = start();
+	struct client *c = cl_connect(tm_server_path(srv));
+	struct model m;
+
+	cl_hello(c);
+	CU_ASSERT_EQUAL(cl_subscribe(c, ""), TM_OK);
+	memset(&c->m, 0, sizeof(c->m));
+	c->m.type = TM_MSG_INTERRUPT;
+	cl_send(c, &c->m);
+	CU_ASSERT_EQUAL(cl_result(c, TM_MSG_INTERRUPT), TM_OK);
+	model_start(&m, srv);
+	CU_ASSERT_EQUAL(cl_stop(c, TM_STOP_STEP, 0), 0);
+	usleep(50000);
+	CU_ASSERT_EQUAL(atomic_load(&m.emitted), 0);
+	cl_resume(c, TM_RESUME_CONTINUE, 1);
+	CU_ASSERT(model_finishes(&m, 3000));
+	pthread_join(m.th, NULL);
+	cl_close(c);
+	tm_server_stop(srv);
+}
+
+/* The debugger dies while the model is paused: the model runs on. */
+static void test_debugger_dies(void)
+{
+	tm_server *srv = start();
+	struct client *c = cl_connect(tm_server_path(srv));
+	struct model m;
+
+	cl_hello(c);
+	CU_ASSERT_EQUAL(cl_break(c, 1, "model.fc1", ""), TM_OK);
+	CU_ASSERT_EQUAL(cl_subscribe(c, ""), TM_OK);
+	model_start(&m, srv);
+	CU_ASSERT_EQUAL(cl_stop(c, TM_STOP_BREAKPOINT, 1), 2);
+	close(c->fd);
+	c->fd = -1;
+	CU_ASSERT(model_finishes(&m, 1000));
+	pthread_join(m.th, NULL);
+	cl_close(c);
+	tm_server_stop(srv);
+}
+
+/* The probe shuts down while its model thread is paused: both end cleanly. */
+static void test_stop_while_paused(void)
+{
+	tm_server *srv = start();
+	struct client *c = cl_connect(tm_server_path(srv));
+	struct model m;
+
+	cl_hello(c);
+	CU_ASSERT_EQUAL(cl_break(c, 1, "model.fc1", ""), TM_OK);
+	CU_ASSERT_EQUAL(cl_subscribe(c, ""), TM_OK);
+	model_start(&m, srv);
+	CU_ASSERT_EQUAL(cl_stop(c, TM_STOP_BREAKPOINT, 1), 2);
+	/* The model leaves tm_server_event before srv is freed and must not
+	 * call it again. */
+	atomic_store(&m.quit, 1);
+	tm_server_stop(srv);
+	CU_ASSERT(model_finishes(&m, 1000));
+	CU_ASSERT_EQUAL(atomic_load(&m.emitted), 3);
+	CU_ASSERT_EQUAL(cl_next(c, 2000), TM_MSG_BYE);
+	cl_close(c);
+	pthread_join(m.th, NULL);
+}
+
+/* Garbage, a cut frame, an oversized frame: the connection goes, the model runs. */
+static void test_bad_input(void)
+{
+	static const char *const junk[] = { "GET / HTTP/1.0\r\n\r\n", NULL };
+	tm_server *srv = start();
+	struct tm_server_stats st;
+	struct client *c;
+	struct model m;
+	uint8_t hdr[12];
+	uint32_t crc;
+
+	/* Garbage while paused. */
+	c = cl_connect(tm_server_path(srv));
+	cl_hello(c);
+	CU_ASSERT_EQUAL(cl_break(c, 1, "model.act", ""), TM_OK);
+	CU_ASSERT_EQUAL(cl_subscribe(c, ""), TM_OK);
+	model_start(&m, srv);
+	CU_ASSERT_EQUAL(cl_stop(c, TM_STOP_BREAKPOINT, 1), 4);
+	CU_ASSERT_EQUAL(write(c->fd, junk[0], strlen(junk[0])), (ssize_t)strlen(junk[0]));
+	CU_ASSERT_EQUAL(cl_next(c, 2000), TM_MSG_BYE);
+	CU_ASSERT_EQUAL(c->m.u.result.code, TM_ERR_BAD_MAGIC);
+	CU_ASSERT(model_finishes(&m, 1000));
+	pthread_join(m.th, NULL);
+	cl_close(c);
+
+	/* A header announcing more than the server accepts (64 KiB). */
+	c = cl_connect(tm_server_path(srv));
+	cl_hello(c);
+	hdr[0] = 0x54;
+	hdr[1] = 0x4d;
+	hdr[2] = TM_MSG_BREAK_SET;
+	hdr[3] = 0;
+	hdr[4] = 0;
+	hdr[5] = 0;
+	hdr[6] = 0;
+	hdr[7] = 0x10;          /* 256 MiB */
+	crc = tm_crc32c(0, hdr, 8);
+	memcpy(hdr + 8, &crc, 4);   /* little-endian host */
+	CU_ASSERT_EQUAL(write(c->fd, hdr, 12), 12);
+	CU_ASSERT_EQUAL(cl_next(c, 2000), TM_MSG_BYE);
+	CU_ASSERT_EQUAL(c->m.u.result.code, TM_ERR_TOO_LARGE);
+	cl_close(c);
+
+	/* A well-framed message with a malformed body. */
+	c = cl_connect(tm_server_path(srv));
+	cl_hello(c);
+	{
+		struct tm_buf b = { 0 };
+		static const uint8_t body[] = { 9, 1 };     /* resume mode 9 */
+
+		tm_frame_encode(&b, TM_MSG_RESUME, 0, body, 2);
+		CU_ASSERT_EQUAL(write(c->fd, b.data, b.len), (ssize_t)b.len);
+		tm_buf_free(&b);
+	}
+	CU_ASSERT_EQUAL(cl_next(c, 2000), TM_MSG_BYE);
+	CU_ASSERT_EQUAL(c->m.u.result.code, TM_ERR_CORRUPT);
+	cl_close(c);
+
+	/* A cut frame, then the debugger leaves. */
+	c = cl_connect(tm_server_path(srv));
+	cl_hello(c);
+	CU_ASSERT_EQUAL(write(c->fd, "TM\x45", 3), 3);
+	cl_close(c);
+	usleep(50000);
+	tm_server_get_stats(srv, &st);
+	CU_ASSERT_EQUAL(st.bad_frames, 3);
+	CU_ASSERT_EQUAL(st.connected, 0);
+	CU_ASSERT_EQUAL(st.clients, 4);
+	tm_server_stop(srv);
+}
+
+/* A subscription to some nodes: the rest is announced as FILTERED gaps. */
+static void test_filter(void)
+{
+	tm_server *srv = start();
+	struct client *c = cl_connect(tm_server_path(srv));
+	struct model m;
+
+	cl_hello(c);
+	CU_ASSERT_EQUAL(cl_subscribe(c, "model.fc2"), TM_OK);
+	model_start(&m, srv);
+	CU_ASSERT(model_finishes(&m, 3000));
+	pthread_join(m.th, NULL);
+	tm_server_stop(srv);    /* says BYE: everything before it has arrived */
+	CU_ASSERT_EQUAL(cl_next(c, 2000), TM_MSG_BYE);
+	CU_ASSERT_EQUAL(c->events, 2 * STEPS);
+	CU_ASSERT_EQUAL(c->gap_reasons, TM_GAP_FILTERED);
+	CU_ASSERT_FALSE(c->seq_hole);
+	/* the tail after the last fc2 event (EXIT model) came before BYE */
+	CU_ASSERT_EQUAL(c->next_seq, NEVENTS);
+	cl_close(c);
+}
+
+/* A debugger that cannot keep up: events are dropped, never silently. */
+static void test_backpressure(void)
+{
+	struct tm_server_opts o;
+	struct tm_server_stats st;
+	struct client *c;
+	tm_server *srv = NULL;
+	char path[128];
+	struct model m;
+
+	snprintf(path, sizeof(path), "%s/bp.sock", tmpdir);
+	tm_server_opts_default(&o);
+	o.path = path;
+	o.max_queue = 1;        /* no event fits */
+	CU_ASSERT_EQUAL_FATAL(tm_server_start(&o, &srv), TM_OK);
+	add_nodes(srv);
+	c = cl_connect(path);
+	cl_hello(c);
+	/* Breakpoints cannot fire at events the debugger never saw. */
+	CU_ASSERT_EQUAL(cl_break(c, 1, "model.fc1", ""), TM_OK);
+	CU_ASSERT_EQUAL(cl_subscribe(c, ""), TM_OK);
+	model_start(&m, srv);
+	CU_ASSERT(model_finishes(&m, 3000));
+	pthread_join(m.th, NULL);
+	tm_server_get_stats(srv, &st);
+	CU_ASSERT_EQUAL(st.events_dropped, NEVENTS);
+	CU_ASSERT_EQUAL(st.stops, 0);
+	tm_server_stop(srv);
+	CU_ASSERT_EQUAL(cl_next(c, 2000), TM_MSG_BYE);
+	CU_ASSERT_EQUAL(c->events, 0);
+	CU_ASSERT_EQUAL(c->gaps, 1);
+	CU_ASSERT_EQUAL(c->gap_reasons, TM_GAP_BACKPRESSURE);
+	CU_ASSERT_EQUAL(c->next_seq, NEVENTS);
+	cl_close(c);
+}
+
+static void test_levels_and_capture(void)
+{
+	tm_server *srv = start();
+	struct client *c = cl_connect(tm_server_path(srv));
+	struct tm_event ev;
+	struct tm_tensor t;
+	float data[4] = { 1, 2, 3, 4 };
+
+	CU_ASSERT_EQUAL(tm_server_level(srv, 1), -1);
+	cl_hello(c);
+	memset(&c->m, 0, sizeof(c->m));
+	c->m.type = TM_MSG_SET_LEVEL;
+	c->m.u.level.level = 3;
+	strcpy(c->m.u.level.pattern, "model.fc*");
+	cl_send(c, &c->m);
+	CU_ASSERT_EQUAL(cl_result(c, TM_MSG_SET_LEVEL), TM_OK);
+	CU_ASSERT_EQUAL(tm_server_level(srv, 1), 3);
+	CU_ASSERT_EQUAL(tm_server_level(srv, 3), 3);
+	CU_ASSERT_EQUAL(tm_server_level(srv, 2), -1);
+	c->m.type = TM_MSG_SET_LEVEL;
+	c->m.u.level.level = 1;
+	c->m.u.level.pattern[0] = 0;
+	cl_send(c, &c->m);
+	CU_ASSERT_EQUAL(cl_result(c, TM_MSG_SET_LEVEL), TM_OK);
+	CU_ASSERT_EQUAL(tm_server_level(srv, 2), 1);
+
+	memset(&c->m, 0, sizeof(c->m));
+	c->m.type = TM_MSG_CAPTURE;
+	c->m.u.capture.node = 3;
+	c->m.u.capture.slot.kind = TM_SLOT_OUT;
+	cl_send(c, &c->m);
+	CU_ASSERT_EQUAL(cl_result(c, TM_MSG_CAPTURE), TM_OK);
+	c->m.type = TM_MSG_CAPTURE;
+	c->m.u.capture.node = 99;
+	cl_send(c, &c->m);
+	CU_ASSERT_EQUAL(cl_result(c, TM_MSG_CAPTURE), TM_ERR_NOT_FOUND);
+	CU_ASSERT_EQUAL(tm_server_wants_capture(srv, 3), 1);
+	CU_ASSERT_EQUAL(tm_server_wants_capture(srv, 1), 0);
+	make_event(6, &ev, &t);         /* EXIT fc2, with the full tensor */
+	t.payload = data;
+	t.payload_len = sizeof(data);
+	CU_ASSERT_EQUAL(tm_server_event(srv, &ev), TM_OK);
+	CU_ASSERT_EQUAL(tm_server_wants_capture(srv, 3), 0);
+	/* Leaving forgets what the debugger asked for. */
+	cl_close(c);
+	usleep(50000);
+	CU_ASSERT_EQUAL(tm_server_level(srv, 1), -1);
+	tm_server_stop(srv);
+}
+
+static void test_socket_dir(void)
+{
+	char dir[256], path[256], want[300];
+	struct stat st;
+	tm_server *srv = NULL;
+
+	setenv("XDG_RUNTIME_DIR", tmpdir, 1);
+	CU_ASSERT_EQUAL(tm_server_socket_dir(dir, sizeof(dir), 0), TM_ERR_NOT_FOUND);
+	CU_ASSERT_EQUAL(tm_server_socket_path(getpid(), path, sizeof(path)),
+			TM_ERR_NOT_FOUND);
+	CU_ASSERT_EQUAL(tm_server_socket_dir(dir, sizeof(dir), 1), TM_OK);
+	snprintf(want, sizeof(want), "%s/tensormorph", tmpdir);
+	CU_ASSERT_STRING_EQUAL(dir, want);
+	CU_ASSERT_EQUAL(stat(dir, &st), 0);
+	CU_ASSERT_EQUAL(st.st_mode & 0777, 0700);
+	/* Started without a path: DIR/PID.sock, which attach PID finds. */
+	CU_ASSERT_EQUAL_FATAL(tm_server_start(NULL, &srv), TM_OK);
+	CU_ASSERT_EQUAL(tm_server_socket_path(getpid(), path, sizeof(path)), TM_OK);
+	CU_ASSERT_STRING_EQUAL(tm_server_path(srv), path);
+	CU_ASSERT_EQUAL(stat(path, &st), 0);
+	CU_ASSERT(S_ISSOCK(st.st_mode));
+	tm_server_stop(srv);
+	CU_ASSERT_NOT_EQUAL(stat(path, &st), 0);
+	/* A directory others can enter is refused. */
+	chmod(dir, 0755);
+	CU_ASSERT_EQUAL(tm_server_socket_dir(dir, sizeof(dir), 1), TM_ERR_IO);
+	srv = NULL;
+	CU_ASSERT_EQUAL(tm_server_start(NULL, &srv), TM_ERR_IO);
+	CU_ASSERT_PTR_NULL(srv);
+	chmod(dir, 0700);
+	/* So is a symlink in its place. */
+	rmdir(dir);
+	CU_ASSERT_EQUAL(symlink("/tmp", dir), 0);
+	CU_ASSERT_EQUAL(tm_server_socket_dir(dir, sizeof(dir), 1), TM_ERR_IO);
+	unlink(dir);
+	unsetenv("XDG_RUNTIME_DIR");
+}
+
+static void test_no_client(void)
+{
+	tm_server *srv = start();
+	struct tm_event ev;
+	struct tm_tensor t;
+	struct tm_server_stats st;
+
+	make_event(0, &ev, &t);
+	CU_ASSERT_EQUAL(tm_server_event(srv, &ev), TM_OK);
+	CU_ASSERT_EQUAL(tm_server_event(NULL, &ev), TM_ERR_INVALID_ARG);
+	tm_server_get_stats(srv, &st);
+	CU_ASSERT_EQUAL(st.events_sent, 0);
+	tm_server_stop(srv);
+	tm_server_stop(NULL);
+}
+
+int main(void)
+{
+	static const struct tm_test_case cases[] = {
+		TM_TEST(test_handshake),
+		TM_TEST(test_version_and_order),
+		TM_TEST(test_break_and_resume),
+		TM_TEST(test_interrupt),
+		TM_TEST(test_debugger_dies),
+		TM_TEST(test_stop_while_paused),
+		TM_TEST(test_bad_input),
+		TM_TEST(test_filter),
+		TM_TEST(test_backpressure),
+		TM_TEST(test_levels_and_capture),
+		TM_TEST(test_socket_dir),
+		TM_TEST(test_no_client),
+		{ NULL, NULL }
+	};
+	int rc;
+
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/tm-test-server-XXXXXX");
+	if (!mkdtemp(tmpdir))
+		return 99;
+	rc = tm_test_run("server", cases);
+	rmdir(tmpdir);
+	return rc;
+}
