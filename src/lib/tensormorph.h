@@ -15,5 +15,6 @@
 #include "tm-stats.h"
 #include "tm-tql.h"
 #include "tm-recorder.h"
+#include "tm-server.h"
 
 #endif /* TENSORMORPH_H */

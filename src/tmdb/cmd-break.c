@@ -244,6 +244,7 @@ static void bp_append(struct tm_session *s, struct bp *b)
 		pp = &(*pp)->next;
 	*pp = b;
 	tm_conv_set_int(s, "bpnum", b->num);
+	tm_bp_notify(s, TM_BP_CREATED, b);
 }
 
 /* Splits "ADDR [if COND]"; returns the malloc'd address, *cond into args,
@@ -528,6 +529,7 @@ static int cmd_condition_exec(struct tm_session *s, const char *args, int from_t
 		b->cond = NULL;
 		b->cond_src = NULL;
 		tm_out(s, "Breakpoint %d now unconditional.\n", b->num);
+		tm_bp_notify(s, TM_BP_MODIFIED, b);
 		return 0;
 	}
 	if (tm_compile(s, p, 1, &prog))
@@ -536,6 +538,7 @@ static int cmd_condition_exec(struct tm_session *s, const char *args, int from_t
 	free(b->cond_src);
 	b->cond = prog;
 	b->cond_src = strdup(p);
+	tm_bp_notify(s, TM_BP_MODIFIED, b);
 	return 0;
 }
 
@@ -562,6 +565,7 @@ static int cmd_ignore_exec(struct tm_session *s, const char *args, int from_tty)
 		return -1;
 	}
 	b->ignore = count;
+	tm_bp_notify(s, TM_BP_MODIFIED, b);
 	if (count == 0)
 		tm_out(s, "Will stop next time breakpoint %d is reached.\n", b->num);
 	else if (count == 1)
@@ -654,6 +658,7 @@ static void bp_delete(struct tm_session *s, struct bp *b, int arg)
 			*pp = b->next;
 			if (s->probe)
 				s->probe->ops->clear_breakpoint(s->probe, b->num);
+			tm_bp_notify(s, TM_BP_DELETED, b);
 			tm_bp_free(b);
 			return;
 		}
@@ -665,6 +670,7 @@ static void bp_enable(struct tm_session *s, struct bp *b, int how)
 	(void)s;
 	if (how < 0) {
 		b->enabled = 0;
+		tm_bp_notify(s, TM_BP_MODIFIED, b);
 		return;
 	}
 	b->enabled = 1;
@@ -672,6 +678,7 @@ static void bp_enable(struct tm_session *s, struct bp *b, int how)
 		b->disp = how;
 	else if (how == BP_KEEP + 100)
 		b->disp = BP_KEEP;
+	tm_bp_notify(s, TM_BP_MODIFIED, b);
 }
 
 /* "display N..." as the sub-command of delete/disable/enable. */
@@ -811,6 +818,7 @@ static int cmd_commands_exec(struct tm_session *s, const char *args, int from_tt
 	tm_lines_free(b->cmds, b->ncmds);
 	b->cmds = lines;
 	b->ncmds = n;
+	tm_bp_notify(s, TM_BP_MODIFIED, b);
 	return 0;
 }
 

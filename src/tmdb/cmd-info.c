@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "tmdb.h"
+#include "view.h"
 
 struct info_sub {
 	const char *name;
@@ -359,10 +360,12 @@ static const struct info_sub subs[] = {
 	{ "event", info_event, 1, "The event at the playhead and all its tensors." },
 	{ "frame", info_frame, 1, "The selected frame of the module call stack." },
 	{ "gaps", info_gaps, 1, "Every gap (lost range of events) in the trace." },
+	{ "graph", tm_view_info_graph, 1, "The module tree with each node's values at the playhead." },
 	{ "nodes", info_nodes, 1, "Graph nodes matching a pattern (all by default)." },
 	{ "probe", info_probe, 1, "The probe: trace file, recording, capabilities." },
 	{ "source", info_source, 0, "The current source file." },
 	{ "stack", info_stack, 1, "The module call stack (same as backtrace)." },
+	{ "stats", tm_view_info_stats, 1, "Every stat of one tensor at the playhead, with its level." },
 	{ "steps", info_steps, 1, "Steps of the trace and where each starts." },
 	{ "watchpoints", info_watchpoints, 0, "Status of watchpoints." },
 	{ NULL, NULL, 0, NULL }

@@ -42,6 +42,7 @@ static const struct setting settings[] = {
 	  "Whether to show the progress of long scans is %s." },
 	{ "prompt", SET_STR, OFF(prompt), "Tmdb's prompt is \"%s\"." },
 	{ "verbose", SET_BOOL, OFF(verbose), "Verbosity is %s." },
+	{ "style enabled", SET_BOOL, OFF(style), "CLI output styling is %s." },
 	{ "height", SET_IGNORE, 0, "Number of lines tmdb thinks are in a page is unlimited." },
 	{ "width", SET_IGNORE, 0, "Number of characters tmdb thinks are in a line is unlimited." },
 	{ "print pretty", SET_IGNORE, 0, "Pretty formatting of structures is off." },
@@ -192,7 +193,7 @@ const struct cmd_entry cmd_set_entry = {
 	.name = "set", .usage = "set SETTING VALUE | set $VAR = EXPR",
 	.help = "Change a setting, or set a convenience variable.\n"
 		"Settings: auto-load local-tmdbinit, confirm, history size, listsize,\n"
-		"max-gap-lines, pagination, progress, prompt, verbose.",
+		"max-gap-lines, pagination, progress, prompt, style enabled, verbose.",
 	.exec = cmd_set_exec, .klass = "support",
 };
 

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "tmdb.h"
+#include "view.h"
 
 /* ------------------------------------------------------------- values */
 
@@ -880,6 +881,8 @@ static void display_one(struct tm_session *s, struct display *d)
 	char buf[2048];
 
 	memset(&v, 0, sizeof(v));
+	if (tm_view_display(s, d->num, d->expr) >= 0)
+		return;         /* a view kind ("display info graph", cmd-view.c) */
 	if (tm_evaluate(s, d->expr, &v))
 		return;
 	tm_val_format(&v, buf, sizeof(buf));
@@ -913,9 +916,11 @@ static int cmd_display_exec(struct tm_session *s, const char *args, int from_tty
 		tm_displays_show(s);
 		return 0;
 	}
-	if (tm_expr_compile(s, args, 0, &e))
-		return -1;
-	tm_expr_free(&e);
+	if (!tm_view_is_display(args)) {
+		if (tm_expr_compile(s, args, 0, &e))
+			return -1;
+		tm_expr_free(&e);
+	}
 	d = calloc(1, sizeof(*d));
 	if (!d)
 		return -1;

@@ -27,6 +27,8 @@ struct stop {
 	struct bp *bp;
 	uint32_t focus;
 	struct tm_val old, new_;   /* watchpoints */
+	int signo;                 /* STOP_CRASH */
+	int finish;                /* finish reached the call's EXIT */
 };
 
 /* ------------------------------------------------------------- moving one record */
@@ -251,6 +253,7 @@ static int scan(struct tm_session *s, int dir, stop_fn fn, void *arg,
 					tm_out(s, "  #%u %s\n", k, c.frames[k]);
 			seek_playhead(s, c.seq);
 			st->why = STOP_CRASH;
+			st->signo = c.signo;
 			break;
 		}
 		if (rec.type != TM_REC_EVENT)
@@ -342,8 +345,21 @@ static void report(struct tm_session *s, struct stop *st)
 {
 	char buf[64], ob[2048], nb[2048];
 	struct bp *b = st->bp;
+	struct tm_stop ev;      /* the same stop, for s->on_stop (MI) */
 	int silent = 0;
 
+	memset(&ev, 0, sizeof(ev));
+	ev.why = st->why;
+	ev.finish = st->finish;
+	ev.signo = st->signo;
+	ev.old = &st->old;
+	ev.new_ = &st->new_;
+	if (b) {
+		ev.bpnum = b->num;
+		ev.bptype = b->type;
+		ev.bpdisp = b->disp;
+		snprintf(ev.where, sizeof(ev.where), "%s", b->where ? b->where : "");
+	}
 	if (b)
 		queue_commands(s, b);
 	silent = b && s->pending_silent;
@@ -418,6 +434,8 @@ static void report(struct tm_session *s, struct stop *st)
 	default:
 		break;
 	}
+	if (s->on_stop)
+		s->on_stop(s, &ev);
 	tm_val_clear(&st->old);
 	tm_val_clear(&st->new_);
 	if (s->have_cur)
@@ -759,6 +777,7 @@ static int cmd_finish_exec(struct tm_session *s, const char *args, int from_tty)
 	if (a.lost && st.why == STOP_STEP)
 		tm_out(s, "The exit of %s was not recorded (a gap); stopped at the "
 		       "next step.\n", tm_node_name(s, a.node));
+	st.finish = st.why == STOP_STEP && !a.lost;
 	report(s, &st);
 	/* GDB's "Value returned": the call's output, into the history. */
 	if (st.why == STOP_STEP && !a.lost && tm_focus_tensor(s)) {

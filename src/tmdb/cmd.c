@@ -67,6 +67,13 @@ const struct cmd_entry *const tm_cmd_table[] = {
 	&cmd_quit_entry,
 	&cmd_end_entry,
 	&cmd_capture_entry,
+	&cmd_heatmap_entry,
+	&cmd_plot_entry,
+	&cmd_x_entry,
+	&cmd_tui_entry,
+	&cmd_layout_entry,
+	&cmd_attach_entry,
+	&cmd_detach_entry,
 };
 const size_t tm_cmd_count = sizeof(tm_cmd_table) / sizeof(tm_cmd_table[0]);
 
@@ -506,7 +513,7 @@ int tm_execute(struct tm_session *s, const char *line, int from_tty)
 	const struct cmd_entry *c;
 	struct ucmd *u = NULL;
 	char word[128];
-	const char *p = tm_skip_ws(line), *args;
+	const char *p = tm_skip_ws(line), *args, *fmt_args;
 	size_t wl;
 	int rc;
 
@@ -527,6 +534,7 @@ int tm_execute(struct tm_session *s, const char *line, int from_tty)
 	memcpy(word, p, wl);
 	word[wl] = 0;
 	args = p + wl;
+	fmt_args = tm_skip_ws(args);
 	/* print/x and friends: formats are accepted and ignored. */
 	if (*args == '/')
 		args += strcspn(args, " \t");
@@ -541,6 +549,8 @@ int tm_execute(struct tm_session *s, const char *line, int from_tty)
 		s->last_failed = 1;
 		return -1;
 	}
+	if (c && (c->flags & CMD_FORMAT))
+		args = fmt_args;        /* x/8f: the command reads its format */
 	/* A Ctrl-C belongs to the command typed at the prompt, nested ones
 	 * (loops, breakpoint commands) must still see it. */
 	if (s->depth == 0)

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,9 +36,13 @@ static void usage(FILE *fp)
 		"  -batch                exit after processing options; status 0 if the\n"
 		"                        last command succeeded, 1 if it failed\n"
 		"  -ex CMD               execute a single command (repeatable)\n"
+		"  -iex CMD              the same (GDB's init-eval-command)\n"
 		"  -x FILE               execute commands from FILE (repeatable)\n"
 		"  -nx, -n               do not read any .tmdbinit file\n"
 		"  -nh                   do not read ~/.tmdbinit\n"
+		"  --interpreter=mi|mi3|mi4, -i mi\n"
+		"                        speak GDB/MI (mi3 syntax) on stdin/stdout,\n"
+		"                        for IDEs; see doc/mi.md\n"
 		"  --recover FILE [-o OUT]\n"
 		"                        rewrite the index of a trace whose writer died\n"
 		"                        (in place, or into OUT) and exit\n"
@@ -121,8 +126,12 @@ int main(int argc, char **argv)
 	const char *home = getenv("HOME");
 	char *home_init = NULL;
 	int quiet = 0, batch = 0, nx = 0, nh = 0, is_file, i, rc;
+	int mi = 0;             /* --interpreter=mi: the MI version, 2 to 4 */
 	size_t nacts = 0;
 
+	/* Only the character type: the TUI draws line characters and node names
+	 * may be UTF-8, while numbers must keep printing with a '.'. */
+	setlocale(LC_CTYPE, "");
 	acts = calloc((size_t)argc + 1, sizeof(*acts));
 	if (!acts)
 		return 1;
@@ -139,7 +148,10 @@ int main(int argc, char **argv)
 		} else if (opt_is(a, "nh", NULL)) {
 			nh = 1;
 		} else if ((is_file = opt_is(a, "x", &v) || opt_is(a, "command", &v)) ||
-			   opt_is(a, "ex", &v) || opt_is(a, "eval-command", &v)) {
+			   opt_is(a, "ex", &v) || opt_is(a, "eval-command", &v) ||
+			   /* GDB's -iex runs before the program loads; front ends
+			    * use it for settings, where the order does not matter */
+			   opt_is(a, "iex", &v) || opt_is(a, "init-eval-command", &v)) {
 			if (!v) {
 				if (i + 1 >= argc) {
 					fprintf(stderr, "tmdb: option '%s' requires an argument\n"
@@ -152,6 +164,23 @@ int main(int argc, char **argv)
 			acts[nacts].is_file = is_file;
 			acts[nacts].arg = v;
 			nacts++;
+		} else if (opt_is(a, "interpreter", &v) || opt_is(a, "i", &v)) {
+			if (!v && i + 1 < argc)
+				v = argv[++i];
+			if (v && (!strcmp(v, "mi") || !strcmp(v, "mi3"))) {
+				mi = 3;
+			} else if (v && !strcmp(v, "mi2")) {
+				mi = 2;         /* same records: no multi-location output */
+			} else if (v && !strcmp(v, "mi4")) {
+				mi = 4;
+			} else if (v && !strcmp(v, "console")) {
+				mi = 0;
+			} else {
+				fprintf(stderr, "tmdb: Interpreter `%s' unrecognized "
+					"(use mi, mi2, mi3, mi4 or console)\n", v ? v : "");
+				free(acts);
+				return 1;
+			}
 		} else if (opt_is(a, "recover", &v)) {
 			if (!v) {
 				if (i + 1 >= argc) {
@@ -166,6 +195,11 @@ int main(int argc, char **argv)
 			recover_out = argv[++i];
 		} else if (opt_is(a, "version", NULL) || !strcmp(a, "-v")) {
 			printf("tmdb (tensormorph) %s\n", PACKAGE_VERSION);
+			/* For IDE adapters that look for a GDB version here
+			 * (cdt-gdb-adapter): what tmdb's MI follows, not a claim
+			 * to be GDB (doc/mi.md). */
+			printf("Speaks GDB/MI 3 like gdb 13.1 for IDE front ends "
+			       "(--interpreter=mi); it is not GDB.\n");
 			free(acts);
 			return 0;
 		} else if (opt_is(a, "help", NULL) || !strcmp(a, "-h")) {
@@ -200,6 +234,15 @@ int main(int argc, char **argv)
 	s->interactive = !batch && isatty(STDIN_FILENO);
 	if (batch)
 		s->set.confirm = 0;
+	if (mi) {
+		/* From here on all output is MI records (mi.c). */
+		s->interactive = 0;
+		if (tm_mi_init(s, mi)) {
+			tm_session_free(s);
+			free(acts);
+			return 1;
+		}
+	}
 	if (s->interactive)
 		tm_install_sigint();
 	if (!quiet && !batch)
@@ -227,7 +270,9 @@ int main(int argc, char **argv)
 	}
 	free(acts);
 
-	if (!batch && !s->quit) {
+	if (mi && !batch && !s->quit) {
+		rc = tm_mi_run(s);
+	} else if (!batch && !s->quit) {
 		if (s->interactive)
 			tm_cli_init(s);
 		tm_run_interactive(s, s->interactive);
@@ -238,6 +283,7 @@ int main(int argc, char **argv)
 		rc = s->quit ? s->exit_code : s->last_failed ? 1 : 0;
 	}
 	fflush(stdout);
+	tm_mi_done(s);
 	tm_session_free(s);
 	return rc;
 }

@@ -113,6 +113,7 @@ struct tm_session *tm_session_new(void)
 	s->set.progress = 1;
 	s->set.history_size = 256;
 	s->set.max_gap_lines = 10;
+	s->set.style = 1;
 	s->set.prompt = strdup("(tmdb) ");
 	s->env.user = s;
 	s->env.lookup = session_lookup;
@@ -162,6 +163,14 @@ void tm_session_free(struct tm_session *s)
 	free(s->set.prompt);
 	tm_tql_funcs_free(s->funcs);
 	free(s);
+}
+
+/* Tells the front end (MI) that a breakpoint was created, changed or is
+ * about to be deleted; the CLI installs no callback. */
+void tm_bp_notify(struct tm_session *s, int what, struct bp *b)
+{
+	if (s->on_bp_event)
+		s->on_bp_event(s, what, b);
 }
 
 int tm_need_trace(struct tm_session *s)

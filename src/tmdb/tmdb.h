@@ -134,11 +134,13 @@ struct tm_input {
 };
 
 struct tm_session;
+struct tm_stop;
 
 enum cmd_flags {
 	CMD_NEEDS_TRACE = 1u << 0,   /* "No trace loaded." without one */
 	CMD_RESUMES = 1u << 1,       /* moves the playhead */
 	CMD_BLOCK = 1u << 2,         /* reads a body up to "end" */
+	CMD_FORMAT = 1u << 3,        /* takes /FMT itself (x/8f) */
 };
 
 struct cmd_entry {
@@ -161,6 +163,7 @@ struct settings {
 	int verbose;
 	int history_size;
 	int max_gap_lines;
+	int style;              /* colour where the output is a terminal */
 	char *prompt;
 };
 
@@ -169,6 +172,10 @@ struct tm_session {
 	FILE *out;
 	FILE *err;
 	void (*out_fn)(struct tm_session *s, int is_err, const char *text);
+	/* structured stops and breakpoint changes (MI; NULL for the CLI) */
+	void (*on_stop)(struct tm_session *s, const struct tm_stop *st);
+	void (*on_bp_event)(struct tm_session *s, int what, struct bp *b);
+	void *ui;               /* the front end's own state (mi.c) */
 
 	/* the trace */
 	struct tm_probe *probe;
@@ -331,6 +338,13 @@ int tm_bp_info(struct tm_session *s, const char *args, int watch_only);
 void tm_bp_free_all(struct tm_session *s);
 int tm_bp_rebind_all(struct tm_session *s);
 struct bp *tm_bp_find(struct tm_session *s, int num);
+/* what on_bp_event reports (session.c calls it) */
+enum tm_bp_event {
+	TM_BP_CREATED = 0,
+	TM_BP_MODIFIED,
+	TM_BP_DELETED
+};
+void tm_bp_notify(struct tm_session *s, int what, struct bp *b);
 
 /* ------------------------------------------------------------- cmd-run.c */
 enum stop_why {
@@ -345,6 +359,21 @@ enum stop_why {
 	STOP_CRASH
 };
 void tm_after_stop(struct tm_session *s);
+/*
+ * A stop as a front end sees it: report() fills one after printing the stop
+ * and passes it to s->on_stop.  The breakpoint is copied (a tbreak is gone
+ * by then); old/new are the watchpoint's values.
+ */
+struct tm_stop {
+	int why;                /* enum stop_why */
+	int finish;             /* finish reached the call's EXIT */
+	int bpnum;              /* 0: no breakpoint */
+	int bptype;             /* enum bp_type */
+	int bpdisp;             /* enum bp_disp before the stop */
+	char where[TM_ADDRESS_MAX + 1];
+	const struct tm_val *old, *new_;
+	int signo;              /* STOP_CRASH */
+};
 
 /* names for completion: NULL past the end (cmd-info.c, cmd-lang.c) */
 const char *tm_info_sub_name(size_t i);
@@ -355,6 +384,11 @@ int tm_cli_init(struct tm_session *s);
 void tm_cli_done(struct tm_session *s);
 char *tm_cli_readline(struct tm_session *s, const char *prompt);
 void tm_install_sigint(void);
+
+/* ------------------------------------------------------------- mi.c */
+int tm_mi_init(struct tm_session *s, int version);
+int tm_mi_run(struct tm_session *s);
+void tm_mi_done(struct tm_session *s);
 
 /* ------------------------------------------------------------- command entries */
 #define TM_CMD(n) extern const struct cmd_entry cmd_##n##_entry
@@ -368,6 +402,8 @@ TM_CMD(undisplay); TM_CMD(backtrace); TM_CMD(frame); TM_CMD(up); TM_CMD(down);
 TM_CMD(list); TM_CMD(info); TM_CMD(set); TM_CMD(show); TM_CMD(define);
 TM_CMD(document); TM_CMD(if); TM_CMD(while); TM_CMD(source); TM_CMD(help);
 TM_CMD(apropos); TM_CMD(quit); TM_CMD(end); TM_CMD(recover); TM_CMD(capture);
+TM_CMD(heatmap); TM_CMD(plot); TM_CMD(x); TM_CMD(tui); TM_CMD(layout);
+TM_CMD(attach); TM_CMD(detach);
 #undef TM_CMD
 
 #endif /* TMDB_H */
