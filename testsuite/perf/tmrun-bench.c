@@ -15,6 +15,8 @@
  *   goto    median and p99 latency of random seeks by seq, step and time,
  *           each followed by reading the record there (what `goto` does).
  * Goals (issue 2): scan <= 1.5x zstd -d, write >= 5M events/s, goto < 5 ms.
+ * -k keeps the file; -r FILE only scans an existing file (the baseline
+ * tmdb's `continue` is compared with).
  * Run on demand, not from make check.
  */
 #include "config.h"
@@ -81,10 +83,10 @@ int main(int argc, char **argv)
 	uint64_t scanned = 0;
 	char *detail;
 	struct tm_writer_opts wo;
-	int opt, keep = 0;
+	int opt, keep = 0, scan_only = 0;
 
 	tm_writer_opts_default(&wo);
-	while ((opt = getopt(argc, argv, "n:o:g:kl:c:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:o:g:kl:c:r:")) != -1) {
 		switch (opt) {
 		case 'n': n = strtoull(optarg, NULL, 10); break;
 		case 'o': path = optarg; break;
@@ -92,8 +94,9 @@ int main(int argc, char **argv)
 		case 'k': keep = 1; break;
 		case 'l': wo.zstd_level = atoi(optarg); break;
 		case 'c': wo.chunk_bytes = strtoull(optarg, NULL, 10); break;
+		case 'r': path = optarg; scan_only = 1; keep = 1; break;
 		default:
-			fprintf(stderr, "usage: %s [-n EVENTS] [-o FILE] [-g SEEKS] [-l ZSTD_LEVEL] [-c CHUNK_BYTES] [-k]\n", argv[0]);
+			fprintf(stderr, "usage: %s [-n EVENTS] [-o FILE] [-g SEEKS] [-l ZSTD_LEVEL] [-c CHUNK_BYTES] [-k] [-r FILE]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -110,6 +113,8 @@ int main(int argc, char **argv)
 				      TM_STAT_BIT(TM_STAT_POSINF_COUNT) |
 				      TM_STAT_BIT(TM_STAT_NEGINF_COUNT));
 
+	if (scan_only)
+		goto scan;
 	if (tm_writer_open(path, &wo, &w)) {
 		perror(path);
 		return 1;
@@ -143,6 +148,7 @@ int main(int argc, char **argv)
 	}
 	t_write = now_s() - t0;
 
+scan:
 	if (tm_reader_open(path, 0, &r, &detail)) {
 		fprintf(stderr, "%s\n", detail);
 		return 1;
@@ -151,6 +157,13 @@ int main(int argc, char **argv)
 	while (tm_reader_next(r, &rec) == TM_OK)
 		scanned++;
 	t_scan = now_s() - t0;
+	if (scan_only) {
+		/* -r: only the scan, e.g. as the baseline of tmdb's own scans */
+		printf("scan      %.2f M events/s  (%.3f s, %llu records)\n",
+		       (double)scanned / t_scan / 1e6, t_scan, (unsigned long long)scanned);
+		tm_reader_close(r);
+		return 0;
+	}
 
 	/* Baseline: decompress the same frames with zstd alone, in process,
 	 * and with the zstd command over a file holding just those frames. */
