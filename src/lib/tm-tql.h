@@ -28,7 +28,8 @@ enum tm_tql_type {
 
 struct tm_tql_value {
 	uint8_t type;                 /* enum tm_tql_type */
-	uint32_t unknown_reason;      /* tm_gap_reason bits when UNKNOWN (0: no data) */
+	uint32_t unknown_reason;      /* tm_gap_reason bits and TM_TQL_NO_FINITE
+				       * when UNKNOWN (0: not recorded) */
 	union {
 		int b;
 		int64_t i;
@@ -37,8 +38,22 @@ struct tm_tql_value {
 		struct { const int64_t *dims; uint8_t rank; } shape;
 	} v;
 };
+/*
+ * Unknown-reason bit beside the tm_gap_reason bits: a min/max/mean/abs_max/
+ * l2/std the event's level captures is absent because the tensor has no
+ * finite element (all NaN or Inf).  Printed "no finite elements".
+ */
+#define TM_TQL_NO_FINITE (1u << 16)
+/* Why stat (enum tm_stat) is absent from a tensor of ev (NULL: unknown). */
+uint32_t tm_tql_absent_reason(const struct tm_event *ev, int stat);
+
 /* "3", "1.5e+06", "true", "\"model.fc1\"", "[4, 32]", "<unknown: level>". */
 int tm_tql_value_format(const struct tm_tql_value *v, char *buf, size_t len);
+/*
+ * The words inside "<unknown: ...>" for unknown_reason bits: gap reasons
+ * joined by "|", "no finite elements", or "not recorded" for 0.
+ */
+int tm_tql_reason_format(uint32_t reason, char *buf, size_t len);
 
 /*
  * What an evaluation looks at.  tensor is the tensor in focus (the slot the

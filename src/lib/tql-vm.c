@@ -96,15 +96,29 @@ static inline void set_count(struct tm_tql_value *v, double d)
 		set_unknown(v, 0);
 }
 
-/* A stat the tensor lacks was not captured at the event's level. */
-static void tensor_field(const struct tm_tensor *t, uint32_t f, struct tm_tql_value *v)
+/*
+ * Why stat f is absent from a tensor of ev: not captured at the event's
+ * level, or, when the level does capture it, because the tensor had no
+ * finite element to take it over (the stats leave min..std out then).
+ */
+uint32_t tm_tql_absent_reason(const struct tm_event *ev, int stat)
+{
+	if (ev && stat >= 0 && stat < TM_STAT__COUNT &&
+	    ev->level >= tm_stat_table[stat].level)
+		return TM_TQL_NO_FINITE;
+	return TM_GAP_LEVEL;
+}
+
+/* A field of t, a tensor of ev (NULL: not known). */
+static void tensor_field(const struct tm_event *ev, const struct tm_tensor *t,
+			 uint32_t f, struct tm_tql_value *v)
 {
 	int64_t n = 1;
 	unsigned i;
 
 	if (f < TM_STAT__COUNT) {
 		if (!(t->have & TM_STAT_BIT(f)))
-			set_unknown(v, TM_GAP_LEVEL);
+			set_unknown(v, tm_tql_absent_reason(ev, (int)f));
 		else if (tm_stat_table[f].integer)
 			set_count(v, t->stat[f]);
 		else
@@ -310,7 +324,7 @@ void tql_run(tm_tql_prog *p, const struct tql_insn *code,
 		DISPATCH(); \
 	} \
 	if (TM_UNLIKELY(!(tensor->have & TM_STAT_BIT(in.a)))) { \
-		set_unknown(sp++, TM_GAP_LEVEL); \
+		set_unknown(sp++, tm_tql_absent_reason(ctx->event, (int)in.a)); \
 		DISPATCH(); \
 	} \
 	if (#F[0] == 'I') { \
@@ -345,7 +359,7 @@ void tql_run(tm_tql_prog *p, const struct tql_insn *code,
 		if (TM_UNLIKELY(!tensor))
 			set_unknown(sp, 0);
 		else if (TM_UNLIKELY(!(tensor->have & TM_STAT_BIT(in.a))))
-			set_unknown(sp, TM_GAP_LEVEL);
+			set_unknown(sp, tm_tql_absent_reason(ctx->event, (int)in.a));
 		else
 			set_count(sp, tensor->stat[in.a]);
 		sp++;
@@ -354,7 +368,7 @@ void tql_run(tm_tql_prog *p, const struct tql_insn *code,
 		if (TM_UNLIKELY(!tensor))
 			set_unknown(sp, 0);
 		else if (TM_UNLIKELY(!(tensor->have & TM_STAT_BIT(in.a))))
-			set_unknown(sp, TM_GAP_LEVEL);
+			set_unknown(sp, tm_tql_absent_reason(ctx->event, (int)in.a));
 		else
 			set_num(sp, tensor->stat[in.a]);
 		sp++;
@@ -363,7 +377,7 @@ void tql_run(tm_tql_prog *p, const struct tql_insn *code,
 		if (!ctx || !ctx->tensor)
 			set_unknown(sp, 0);
 		else
-			tensor_field(ctx->tensor, in.a, sp);
+			tensor_field(ctx->event, ctx->tensor, in.a, sp);
 		sp++;
 		DISPATCH();
 	L_EFIELD:
@@ -384,7 +398,7 @@ void tql_run(tm_tql_prog *p, const struct tql_insn *code,
 			t = ctx->env->lookup(ctx->env->user, ad->node, ad->slot,
 					     ad->call, &ev, &reason);
 		if (t)
-			tensor_field(t, ad->field, sp);
+			tensor_field(ev, t, ad->field, sp);
 		else
 			set_unknown(sp, reason & TM_GAP__ALL);
 		sp++;
@@ -679,6 +693,27 @@ static int format_double(double d, char *buf, size_t len)
 	return snprintf(buf, len, "%s", tmp);
 }
 
+int tm_tql_reason_format(uint32_t reason, char *buf, size_t len)
+{
+	uint32_t gap = reason & ~(uint32_t)TM_TQL_NO_FINITE;
+	int n;
+
+	if (!buf || !len)
+		return TM_ERR_INVALID_ARG;
+	if (!reason)
+		n = snprintf(buf, len, "not recorded");
+	else if (!gap)
+		n = snprintf(buf, len, "no finite elements");
+	else if (tm_gap_reason_format(gap, buf, len) != TM_OK)
+		return TM_ERR_INVALID_ARG;
+	else if (reason & TM_TQL_NO_FINITE)
+		n = snprintf(buf + strlen(buf), len - strlen(buf),
+			     "|no finite elements");
+	else
+		return TM_OK;
+	return n < 0 || (size_t)n >= len ? TM_ERR_INVALID_ARG : TM_OK;
+}
+
 int tm_tql_value_format(const struct tm_tql_value *v, char *buf, size_t len)
 {
 	size_t used = 0, i;
@@ -688,10 +723,10 @@ int tm_tql_value_format(const struct tm_tql_value *v, char *buf, size_t len)
 		return TM_ERR_INVALID_ARG;
 	switch (v->type) {
 	case TM_TQL_UNKNOWN: {
-		char why[80];
+		char why[96];
 
 		if (v->unknown_reason &&
-		    tm_gap_reason_format(v->unknown_reason, why, sizeof(why)) == TM_OK)
+		    tm_tql_reason_format(v->unknown_reason, why, sizeof(why)) == TM_OK)
 			n = snprintf(buf, len, "<unknown: %s>", why);
 		else
 			n = snprintf(buf, len, "<unknown>");

@@ -26,12 +26,73 @@ static const struct {
 	{ NULL, NULL }
 };
 
-/* The first line of a help text. */
+/*
+ * Length of the first sentence of a help text: up to a '.' followed by
+ * white space or the end, except after an abbreviation ("e.g. \"x\"");
+ * "0..100" does not end it either.  The whole text when there is none.
+ */
+static size_t first_sentence(const char *help)
+{
+	static const char *const abbrev[] = { "e.g", "i.e", "etc", "vs", "cf" };
+	const char *p, *w;
+	size_t k;
+
+	for (p = help; *p; p++) {
+		if (*p != '.' || (p[1] && !isspace((unsigned char)p[1])))
+			continue;
+		if (p > help && p[-1] == '.')
+			continue;
+		for (w = p; w > help && !isspace((unsigned char)w[-1]) && w[-1] != '('; w--)
+			;
+		for (k = 0; k < sizeof(abbrev) / sizeof(abbrev[0]); k++)
+			if ((size_t)(p - w) == strlen(abbrev[k]) &&
+			    !strncmp(w, abbrev[k], strlen(abbrev[k])))
+				break;
+		if (k == sizeof(abbrev) / sizeof(abbrev[0]))
+			return (size_t)(p + 1 - help);
+	}
+	return strlen(help);
+}
+
+/*
+ * "NAME -- the first sentence of its help", its lines joined and rewrapped
+ * at 79 columns, continuation lines indented, so no summary stops
+ * mid-sentence.
+ */
 static void summary(struct tm_session *s, const char *name, const char *help)
 {
-	size_t l = strcspn(help, "\n");
+	size_t l = first_sentence(help), i = 0, col;
+	char line[128];
 
-	tm_out(s, "%s -- %.*s\n", name, (int)l, help);
+	col = (size_t)snprintf(line, sizeof(line), "%s --", name);
+	if (col >= sizeof(line))
+		col = sizeof(line) - 1;
+	while (i < l) {
+		size_t w, start;
+
+		while (i < l && isspace((unsigned char)help[i]))
+			i++;
+		start = i;
+		while (i < l && !isspace((unsigned char)help[i]))
+			i++;
+		w = i - start;
+		if (!w)
+			break;
+		if (col + 1 + w > 79 && col > 4) {
+			tm_out(s, "%.*s\n", (int)col, line);
+			col = (size_t)snprintf(line, sizeof(line), "   ");
+		}
+		if (col + 1 + w >= sizeof(line)) {
+			/* a word longer than a line goes out on its own */
+			tm_out(s, "%.*s %.*s\n", (int)col, line, (int)w, help + start);
+			col = (size_t)snprintf(line, sizeof(line), "   ");
+			continue;
+		}
+		line[col++] = ' ';
+		memcpy(line + col, help + start, w);
+		col += w;
+	}
+	tm_out(s, "%.*s\n", (int)col, line);
 }
 
 static void help_class(struct tm_session *s, const char *klass)
@@ -103,6 +164,10 @@ static int cmd_help_exec(struct tm_session *s, const char *args, int from_tty)
 	tm_out(s, "Usage: %s\n", c->usage);
 	if (c->alias)
 		tm_out(s, "Aliases: %s\n", c->alias);
+	if (c->help_more) {
+		tm_out(s, "\n");
+		c->help_more(s);
+	}
 	return 0;
 }
 

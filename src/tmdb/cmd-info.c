@@ -151,12 +151,17 @@ static int info_gaps(struct tm_session *s, const char *args)
 		if (tm_gap_reason_format(rec.u.gap.reason, why, sizeof(why)) != TM_OK)
 			snprintf(why, sizeof(why), "?");
 		{
-			char range[48];
+			char range[48], lost[24];
 
 			snprintf(range, sizeof(range), "%" PRIu64 "-%" PRIu64,
 				 rec.u.gap.first_seq, rec.u.gap.last_seq);
-			tm_out(s, "%-4" PRIu64 " %-22s %-8" PRIu64 " %-6" PRIu64 " %s\n",
-			       n, range, rec.u.gap.count, rec.u.gap.step, why);
+			/* count 0: not known (a cut trace), doc/tmrun.md 4.4 */
+			if (rec.u.gap.count)
+				snprintf(lost, sizeof(lost), "%" PRIu64, rec.u.gap.count);
+			else
+				snprintf(lost, sizeof(lost), "?");
+			tm_out(s, "%-4" PRIu64 " %-22s %-8s %-6" PRIu64 " %s\n",
+			       n, range, lost, rec.u.gap.step, why);
 		}
 	}
 	tm_progress(s, 0, 1);
@@ -371,6 +376,16 @@ static const struct info_sub subs[] = {
 	{ NULL, NULL, 0, NULL }
 };
 
+/* The sub-commands, from the table: "info" alone and "help info" show it. */
+static void list_subs(struct tm_session *s)
+{
+	size_t i;
+
+	tm_out(s, "List of info subcommands:\n\n");
+	for (i = 0; subs[i].name; i++)
+		tm_out(s, "info %-12s -- %s\n", subs[i].name, subs[i].help);
+}
+
 static int cmd_info_exec(struct tm_session *s, const char *args, int from_tty)
 {
 	const char *p = tm_skip_ws(args);
@@ -380,9 +395,7 @@ static int cmd_info_exec(struct tm_session *s, const char *args, int from_tty)
 	size_t off = 0;
 
 	if (!wl) {
-		tm_out(s, "List of info subcommands:\n\n");
-		for (i = 0; subs[i].name; i++)
-			tm_out(s, "info %-12s -- %s\n", subs[i].name, subs[i].help);
+		list_subs(s);
 		return 0;
 	}
 	for (i = 0; subs[i].name; i++) {
@@ -420,10 +433,8 @@ static int cmd_info_exec(struct tm_session *s, const char *args, int from_tty)
 const struct cmd_entry cmd_info_entry = {
 	.name = "info", .alias = "i inf",
 	.usage = "info SUBCOMMAND",
-	.help = "Show things about the trace and the session.\n"
-		"Sub-commands: breakpoints, display, event, frame, gaps, nodes, probe,\n"
-		"source, stack, steps, watchpoints.",
-	.exec = cmd_info_exec, .klass = "status",
+	.help = "Show things about the trace and the session.",
+	.exec = cmd_info_exec, .klass = "status", .help_more = list_subs,
 };
 
 /* Completion of "info X" (cli.c). */

@@ -23,30 +23,34 @@ struct setting {
 	int kind;
 	size_t off;             /* offset in struct settings */
 	const char *show;       /* printf format of the show sentence */
+	const char *accepts;    /* SET_IGNORE: the values that are what tmdb does */
 };
 
 #define OFF(f) offsetof(struct settings, f)
 static const struct setting settings[] = {
 	{ "auto-load local-tmdbinit", SET_BOOL, OFF(local_init),
-	  "Auto-loading of ./.tmdbinit is %s." },
+	  "Auto-loading of ./.tmdbinit is %s.", NULL },
 	{ "confirm", SET_BOOL, OFF(confirm),
-	  "Whether to confirm potentially dangerous operations is %s." },
+	  "Whether to confirm potentially dangerous operations is %s.", NULL },
 	{ "history size", SET_INT, OFF(history_size),
-	  "The size of the command history is %d." },
+	  "The size of the command history is %d.", NULL },
 	{ "listsize", SET_INT, OFF(listsize),
-	  "Number of source lines tmdb will list by default is %d." },
+	  "Number of source lines tmdb will list by default is %d.", NULL },
 	{ "max-gap-lines", SET_INT, OFF(max_gap_lines),
-	  "Gaps reported one by one during a single move: %d." },
-	{ "pagination", SET_BOOL, OFF(pagination), "State of pagination is %s." },
+	  "Gaps reported one by one during a single move: %d.", NULL },
+	{ "pagination", SET_BOOL, OFF(pagination), "State of pagination is %s.", NULL },
 	{ "progress", SET_BOOL, OFF(progress),
-	  "Whether to show the progress of long scans is %s." },
-	{ "prompt", SET_STR, OFF(prompt), "Tmdb's prompt is \"%s\"." },
-	{ "verbose", SET_BOOL, OFF(verbose), "Verbosity is %s." },
-	{ "style enabled", SET_BOOL, OFF(style), "CLI output styling is %s." },
-	{ "height", SET_IGNORE, 0, "Number of lines tmdb thinks are in a page is unlimited." },
-	{ "width", SET_IGNORE, 0, "Number of characters tmdb thinks are in a line is unlimited." },
-	{ "print pretty", SET_IGNORE, 0, "Pretty formatting of structures is off." },
-	{ NULL, 0, 0, NULL }
+	  "Whether to show the progress of long scans is %s.", NULL },
+	{ "prompt", SET_STR, OFF(prompt), "Tmdb's prompt is \"%s\".", NULL },
+	{ "verbose", SET_BOOL, OFF(verbose), "Verbosity is %s.", NULL },
+	{ "style enabled", SET_BOOL, OFF(style), "CLI output styling is %s.", NULL },
+	{ "height", SET_IGNORE, 0, "Number of lines tmdb thinks are in a page is unlimited.",
+	  " 0 unlimited " },
+	{ "width", SET_IGNORE, 0, "Number of characters tmdb thinks are in a line is unlimited.",
+	  " 0 unlimited " },
+	{ "print pretty", SET_IGNORE, 0, "Pretty formatting of structures is off.",
+	  " off 0 no disable " },
+	{ NULL, 0, 0, NULL, NULL }
 };
 #undef OFF
 
@@ -183,8 +187,23 @@ static int cmd_set_exec(struct tm_session *s, const char *args, int from_tty)
 		*(char **)(base + st->off) = text;
 		break;
 	}
-	default:
+	default: {
+		/*
+		 * GDB settings kept for scripts' sake, fixed at one value:
+		 * another value is not taken, and saying nothing would let
+		 * "show" contradict the "set" just made.
+		 */
+		char word[32];
+
+		snprintf(word, sizeof(word), " %s ", val);
+		if (!*val || !st->accepts || strlen(val) > 20 ||
+		    !strstr(st->accepts, word)) {
+			tm_error(s, "warning: \"set %s%s%s\" is not supported: %s",
+				 st->name, *val ? " " : "", val, st->show);
+			return 0;
+		}
 		break;
+	}
 	}
 	return 0;
 }

@@ -99,7 +99,7 @@ static void fmt_unknown(uint32_t reason, char *buf, size_t len)
 {
 	char why[96];
 
-	if (reason && tm_gap_reason_format(reason, why, sizeof(why)) == TM_OK)
+	if (tm_tql_reason_format(reason, why, sizeof(why)) == TM_OK)
 		snprintf(buf, len, "<unknown: %s>", why);
 	else
 		snprintf(buf, len, "<unknown: not recorded>");
@@ -257,6 +257,16 @@ static const struct tm_val *history_ref(struct tm_session *s, const char *name)
 	return NULL;
 }
 
+/* Whether name (after the first '$') is a history reference: "", "$", N, $N. */
+static int is_history_name(const char *name)
+{
+	if (*name == '$')
+		name++;
+	while (isdigit((unsigned char)*name))
+		name++;
+	return !*name;
+}
+
 struct conv *tm_conv_find(struct tm_session *s, const char *name)
 {
 	struct conv *c;
@@ -388,6 +398,15 @@ static int simple_term(struct tm_session *s, const char *src, struct tm_expr *e)
 		e->field = field;
 		return 1;
 	}
+	if (src[0] == '$' && is_history_name(src + 1) &&
+	    !history_ref(s, src + 1)) {
+		/* GDB: "print $" on an empty history is an error, not a value. */
+		if (!s->nhist)
+			tm_error(s, "History is empty.");
+		else
+			tm_error(s, "History has not yet reached %s.", src);
+		return -1;
+	}
 	if (src[0] == '$' && s->nhist) {
 		const struct tm_val *v = history_ref(s, src + 1);
 
@@ -487,8 +506,9 @@ void tm_expr_free(struct tm_expr *e)
 	memset(e, 0, sizeof(*e));
 }
 
-/* Reads one field of a tensor (or its whole summary) into a value. */
-static void tensor_field(const struct tm_tensor *t, int field, struct tm_val *out)
+/* Reads one field of a tensor of ev (or its whole summary) into a value. */
+static void tensor_field(const struct tm_event *ev, const struct tm_tensor *t,
+			 int field, struct tm_val *out)
 {
 	struct tm_tql_value v;
 
@@ -515,7 +535,7 @@ static void tensor_field(const struct tm_tensor *t, int field, struct tm_val *ou
 		if (field < 0 || field >= TM_STAT__COUNT ||
 		    !(t->have & TM_STAT_BIT(field))) {
 			v.type = TM_TQL_UNKNOWN;
-			v.unknown_reason = TM_GAP_LEVEL;
+			v.unknown_reason = tm_tql_absent_reason(ev, field);
 		} else if (tm_stat_table[field].integer) {
 			v.type = TM_TQL_INT;
 			v.v.i = (int64_t)t->stat[field];
@@ -535,6 +555,7 @@ int tm_expr_eval(struct tm_session *s, struct tm_expr *e, struct tm_val *out)
 	struct tm_tql_value v;
 	struct tm_tql_ctx ctx;
 	const struct tm_tensor *t;
+	const struct tm_event *tev = NULL;
 	uint32_t reason = 0;
 	int err;
 
@@ -560,8 +581,9 @@ int tm_expr_eval(struct tm_session *s, struct tm_expr *e, struct tm_val *out)
 				tm_error(s, "No tensor in focus at this event.");
 				return -1;
 			}
+			tev = now;
 		} else {
-			t = s->env.lookup(s, e->node, e->slot, e->call, NULL,
+			t = s->env.lookup(s, e->node, e->slot, e->call, &tev,
 					  &reason);
 		}
 		if (!t) {
@@ -569,7 +591,7 @@ int tm_expr_eval(struct tm_session *s, struct tm_expr *e, struct tm_val *out)
 			v.unknown_reason = reason;
 			return tm_val_set_scalar(out, &v);
 		}
-		tensor_field(t, e->field, out);
+		tensor_field(tev, t, e->field, out);
 		return 0;
 	}
 	tm_tql_ctx_init(s, &ctx, now, s->scan_ev ? NULL : tm_focus_tensor(s));
@@ -881,8 +903,11 @@ static void display_one(struct tm_session *s, struct display *d)
 	char buf[2048];
 
 	memset(&v, 0, sizeof(v));
-	if (tm_view_display(s, d->num, d->expr) >= 0)
-		return;         /* a view kind ("display info graph", cmd-view.c) */
+	if (tm_view_is_display(d->expr)) {
+		/* a view kind ("display info graph", cmd-view.c): its own errors */
+		tm_view_display(s, d->num, d->expr);
+		return;
+	}
 	if (tm_evaluate(s, d->expr, &v))
 		return;
 	tm_val_format(&v, buf, sizeof(buf));
@@ -931,6 +956,13 @@ static int cmd_display_exec(struct tm_session *s, const char *args, int from_tty
 	s->displays = d;
 	if (s->have_cur)
 		display_one(s, d);
+	else if (tm_view_is_display(d->expr))
+		/* GDB shows a display it cannot evaluate yet with the reason. */
+		tm_out(s, "%d: %s\n<error: No event selected yet.>\n", d->num,
+		       d->expr);
+	else
+		tm_out(s, "%d: %s = <error: No event selected yet.>\n", d->num,
+		       d->expr);
 	return 0;
 }
 

@@ -898,6 +898,38 @@ static int pred_first(struct tm_session *s, const struct tm_event *ev, void *arg
 	return 1;
 }
 
+/*
+ * The N of "goto step N" / "goto seq N": a number or, as GDB allows, an
+ * expression ($s, $_step + 1), read at the playhead before it moves.
+ */
+static int uint_arg(struct tm_session *s, const char *val, uint64_t *out)
+{
+	struct tm_val v;
+
+	if (!tm_parse_uint(val, out))
+		return 0;
+	if (!*val) {
+		tm_error(s, "Argument required (a number or an expression).");
+		return -1;
+	}
+	memset(&v, 0, sizeof(v));
+	if (tm_evaluate(s, val, &v))
+		return -1;
+	if (v.kind == VAL_SCALAR && v.v.type == TM_TQL_INT && v.v.v.i >= 0) {
+		*out = (uint64_t)v.v.v.i;
+	} else if (v.kind == VAL_SCALAR && v.v.type == TM_TQL_NUM &&
+		   v.v.v.d >= 0 && v.v.v.d < 1.8e19 &&
+		   (double)(uint64_t)v.v.v.d == v.v.v.d) {
+		*out = (uint64_t)v.v.v.d;
+	} else {
+		tm_val_clear(&v);
+		tm_error(s, "Invalid number \"%s\".", val);
+		return -1;
+	}
+	tm_val_clear(&v);
+	return 0;
+}
+
 static int cmd_goto_exec(struct tm_session *s, const char *args, int from_tty)
 {
 	const char *p = tm_skip_ws(args);
@@ -921,10 +953,8 @@ static int cmd_goto_exec(struct tm_session *s, const char *args, int from_tty)
 		tm_error(s, "Usage: goto step N | seq N | time T | start | end");
 		return -1;
 	}
-	if ((kind == TM_SEEK_STEP || kind == TM_SEEK_SEQ) && tm_parse_uint(val, &v)) {
-		tm_error(s, "Invalid number \"%s\".", val);
+	if ((kind == TM_SEEK_STEP || kind == TM_SEEK_SEQ) && uint_arg(s, val, &v))
 		return -1;
-	}
 	if (kind == TM_SEEK_TIME && parse_time(val, &v)) {
 		tm_error(s, "Invalid time \"%s\" (use e.g. 1.5s, 200ms, 30us or ns).", val);
 		return -1;
@@ -933,7 +963,12 @@ static int cmd_goto_exec(struct tm_session *s, const char *args, int from_tty)
 	if (s->probe->ops->seek(s->probe, kind, v) != TM_OK)
 		goto nothing;
 	if (kind == TM_SEEK_END) {
-		if (scan(s, TM_DIR_BWD, pred_first, NULL, 0, &st))
+		int rc;
+
+		s->scan_gap_after = 1;
+		rc = scan(s, TM_DIR_BWD, pred_first, NULL, 0, &st);
+		s->scan_gap_after = 0;
+		if (rc)
 			return -1;
 	} else if (scan(s, TM_DIR_FWD, pred_first, NULL, 0, &st)) {
 		return -1;
@@ -956,7 +991,8 @@ const struct cmd_entry cmd_goto_entry = {
 	.name = "goto", .alias = "go",
 	.usage = "goto step N | seq N | time T | start | end",
 	.help = "Move the playhead to the first event of step N, at seq N or at time T\n"
-		"(ns since the run started; units s, ms, us, ns accepted).",
+		"(ns since the run started; units s, ms, us, ns accepted).  N may be\n"
+		"an expression, as in \"goto step $s + 1\".",
 	.exec = cmd_goto_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
 	.klass = "running",
 };

@@ -934,6 +934,8 @@ static int scan_series(struct tm_session *s, const struct sterm *st,
 			continue;
 		if (ev->step > b)
 			break;
+		/* The axis spans the steps in the trace, with a value or not. */
+		see_step(sr, ev->step);
 		if (ev->kind != st->evkind || ev->node >= nn || !match[ev->node])
 			continue;
 		for (i = 0; i < ev->ntensors && !t; i++)
@@ -945,8 +947,6 @@ static int scan_series(struct tm_session *s, const struct sterm *st,
 		if (st->stat < 0) {
 			v = (double)(ev->end_ns - ev->start_ns);
 		} else {
-			if (!(t->have & TM_STAT_BIT(st->stat)))
-				continue;
 			v = t->stat[st->stat];
 			/* A real-valued stat skips non-finite elements: say so. */
 			if (!tm_stat_table[st->stat].integer) {
@@ -960,6 +960,15 @@ static int scan_series(struct tm_session *s, const struct sterm *st,
 					 t->stat[TM_STAT_NEGINF_COUNT] > 0)
 					kind = CELL_NEGINF;
 			}
+			/*
+			 * Absent: not captured at this level (no sample), or
+			 * no finite element to take it over, which the
+			 * non-finite mark above stands for.
+			 */
+			if (!(t->have & TM_STAT_BIT(st->stat)) &&
+			    (kind == CELL_VAL ||
+			     !(tm_tql_absent_reason(ev, st->stat) & TM_TQL_NO_FINITE)))
+				continue;
 		}
 		if (sr->n == sr->cap) {
 			size_t cap = sr->cap ? 2 * sr->cap : 256;
@@ -986,6 +995,24 @@ static int scan_series(struct tm_session *s, const struct sterm *st,
 		return -1;
 	}
 	return 0;
+}
+
+/*
+ * Says so when an explicit range a..b reaches past the steps the trace has:
+ * the chart shows only first..last, and that must not pass unremarked.
+ */
+static void range_note(struct rbuf *out, uint64_t a, uint64_t b,
+		       const struct series *sr)
+{
+	if (a >= sr->first && (b == UINT64_MAX || b <= sr->last))
+		return;
+	if (b == UINT64_MAX)
+		rb_printf(out, "Steps %" PRIu64 ".. asked; the trace has steps %"
+			  PRIu64 "..%" PRIu64 " of them.\n", a, sr->first, sr->last);
+	else
+		rb_printf(out, "Steps %" PRIu64 "..%" PRIu64 " asked; the trace "
+			  "has steps %" PRIu64 "..%" PRIu64 " of them.\n", a, b,
+			  sr->first, sr->last);
 }
 
 /* Where the last step's label goes on an axis w cells wide: under the last
@@ -1116,6 +1143,7 @@ static int heatmap_over_steps(struct tm_session *s, const char *expr,
 		  (nsteps + (uint64_t)w - 1) / (uint64_t)w,
 		  (nsteps + (uint64_t)w - 1) / (uint64_t)w == 1 ? "" : "s",
 		  nsteps > (uint64_t)w ? " (worst of each)" : "");
+	range_note(&out, a, b, &sr);
 	for (y = 0; y < (int)nrows; y++) {
 		const char *name = tm_node_name(s, rownode[y]);
 		size_t l = strlen(name);
@@ -1290,6 +1318,7 @@ static int cmd_plot_exec(struct tm_session *s, const char *args, int from_tty)
 	rb_printf(&out, "%s over steps %" PRIu64 "..%" PRIu64 "%s\n", st.text,
 		  sr.first, sr.last, nsteps > (uint64_t)w ?
 		  " (worst of the steps in each column)" : "");
+	range_note(&out, a, b, &sr);
 	for (y = 0; y < h; y++) {
 		lab[0] = 0;
 		if (y == 0 && lo < hi)
@@ -1404,15 +1433,22 @@ int tm_view_info_stats(struct tm_session *s, const char *args)
 	rb_printf(&b, "  %-13s %-14s %s\n", "Stat", "Value", "Level");
 	for (i = 0; i < TM_STAT__COUNT; i++) {
 		const struct tm_stat_info *si = &tm_stat_table[i];
+		const char *note = "";
 
-		if (!(t->have & TM_STAT_BIT(i)))
-			snprintf(num, sizeof(num), "<unknown: level>");
-		else if (si->integer)
+		if (!(t->have & TM_STAT_BIT(i))) {
+			/* The reason print gives: no finite element, or the level. */
+			uint32_t why = tm_tql_absent_reason(ev, (int)i);
+
+			snprintf(num, sizeof(num), "-");
+			note = why & TM_TQL_NO_FINITE ? " (no finite elements)" :
+							" (not captured)";
+		} else if (si->integer) {
 			snprintf(num, sizeof(num), "%.0f", t->stat[i]);
-		else
+		} else {
 			snprintf(num, sizeof(num), "%.6g", t->stat[i]);
+		}
 		rb_printf(&b, "  %-13s %-14s %u%s\n", si->name, num, si->level,
-			  t->have & TM_STAT_BIT(i) ? "" : " (not captured)");
+			  note);
 	}
 	if (t->have_hist) {
 		render_num(lo, sizeof(lo), t->hist_lo);
@@ -1421,7 +1457,11 @@ int tm_view_info_stats(struct tm_session *s, const char *args)
 		sparkline(&b, t, o.mode);
 		rb_printf(&b, "] %d bins over %s..%s  2\n", TM_HIST_BINS, lo, hi);
 	} else {
-		rb_printf(&b, "  %-13s %-14s 2 (not captured)\n", "histogram", "-");
+		/* Left out with std when there is no finite element. */
+		rb_printf(&b, "  %-13s %-14s 2 %s\n", "histogram", "-",
+			  !(t->have & TM_STAT_BIT(TM_STAT_STD)) &&
+			  (tm_tql_absent_reason(ev, TM_STAT_STD) & TM_TQL_NO_FINITE) ?
+			  "(no finite elements)" : "(not captured)");
 	}
 	if (t->payload)
 		rb_printf(&b, "  %-13s %-14s 3\n", "contents", "captured");
@@ -1559,6 +1599,7 @@ struct gnode {
 	uint8_t sub;            /* SUB_* of itself and everything below */
 	uint8_t shown;
 	struct tm_tensor t;     /* stats only (payload dropped) */
+	uint8_t level;          /* level of the event t came from */
 	uint64_t dur;
 	uint32_t kid, sib;      /* first child, next sibling (shown ones) */
 	uint64_t sig;           /* structure of the subtree, for folding */
@@ -1676,6 +1717,7 @@ static int graph_scan(struct graph *g)
 			g->n[ev->node].t = *t;
 			g->n[ev->node].t.payload = NULL;
 			g->n[ev->node].t.payload_len = 0;
+			g->n[ev->node].level = ev->level;
 			g->n[ev->node].state = NS_HAVE;
 			g->n[ev->node].dur = ev->end_ns - ev->start_ns;
 			break;
@@ -1717,14 +1759,26 @@ static int graph_scan(struct graph *g)
 	return 0;
 }
 
-static void fmt_stat(char *buf, size_t len, const struct tm_tensor *t, int st)
+/* A stat of node n, or why it is unknown (the reason print gives). */
+static void fmt_stat(char *buf, size_t len, const struct gnode *n, int st)
 {
-	if (!(t->have & TM_STAT_BIT(st)))
-		snprintf(buf, len, "<unknown: level>");
-	else if (tm_stat_table[st].integer)
+	const struct tm_tensor *t = &n->t;
+
+	if (!(t->have & TM_STAT_BIT(st))) {
+		struct tm_event ev;
+		char why[32];
+
+		memset(&ev, 0, sizeof(ev));
+		ev.level = n->level;
+		if (tm_tql_reason_format(tm_tql_absent_reason(&ev, st), why,
+					 sizeof(why)) != TM_OK)
+			snprintf(why, sizeof(why), "level");
+		snprintf(buf, len, "<unknown: %s>", why);
+	} else if (tm_stat_table[st].integer) {
 		snprintf(buf, len, "%.0f", t->stat[st]);
-	else
+	} else {
 		render_num(buf, len, t->stat[st]);
+	}
 }
 
 static void fmt_dur(char *buf, size_t len, uint64_t ns)
@@ -1760,12 +1814,12 @@ static void node_overlay(const struct graph *g, uint32_t id, char *buf, size_t l
 		fmt_dur(a, sizeof(a), n->dur);
 		snprintf(buf, len, "time=%s", a);
 	} else if (g->stat >= 0) {
-		fmt_stat(a, sizeof(a), &n->t, g->stat);
+		fmt_stat(a, sizeof(a), n, g->stat);
 		snprintf(buf, len, "%s=%s", tm_stat_table[g->stat].name, a);
 	} else {
-		fmt_stat(a, sizeof(a), &n->t, TM_STAT_ABS_MAX);
-		fmt_stat(b, sizeof(b), &n->t, TM_STAT_NAN_COUNT);
-		fmt_stat(c, sizeof(c), &n->t, TM_STAT_INF_COUNT);
+		fmt_stat(a, sizeof(a), n, TM_STAT_ABS_MAX);
+		fmt_stat(b, sizeof(b), n, TM_STAT_NAN_COUNT);
+		fmt_stat(c, sizeof(c), n, TM_STAT_INF_COUNT);
 		snprintf(buf, len, "abs_max=%s nan=%s inf=%s", a, b, c);
 	}
 }
@@ -1841,7 +1895,8 @@ static void graph_fold(struct graph *g, uint32_t first, uint32_t last,
 	double lo = INFINITY, hi = -INFINITY;
 	uint32_t k, have = 0, pending = 0;
 	int st = g->stat == -3 ? TM_STAT_ABS_MAX : g->stat;
-	char a[32], b[32];
+	const struct gnode *seen = NULL;
+	char a[48], b[48];
 
 	if (!l)
 		return;
@@ -1865,6 +1920,7 @@ static void graph_fold(struct graph *g, uint32_t first, uint32_t last,
 			else if (gn->t.have & TM_STAT_BIT(st))
 				v = gn->t.stat[st];
 			have++;
+			seen = gn;
 		} else if (gn->state == NS_PENDING) {
 			pending++;
 		}
@@ -1884,8 +1940,11 @@ static void graph_fold(struct graph *g, uint32_t first, uint32_t last,
 			 st == -1 ? "time_ns" : tm_stat_table[st].name, a, b,
 			 g->stat == -3 ? " nan=0 inf=0" : "");
 	} else {
+		a[0] = 0;
+		if (!pending && seen && st >= 0)
+			fmt_stat(a, sizeof(a), seen, st);
 		snprintf(l->over, sizeof(l->over), "%s (identical blocks)",
-			 pending ? "-" : have ? "<unknown: level>" : "");
+			 pending ? "-" : a);
 	}
 	if (pending && !have)
 		l->cls = 3;

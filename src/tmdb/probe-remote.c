@@ -441,8 +441,8 @@ static int remote_seek(struct tm_probe *p, int kind, uint64_t value)
 
 /* As probe-replay.c: walk back from at_seq; a gap on the way hides the answer. */
 static int remote_latest(struct tm_probe *p, uint32_t node, int evkind,
-			 uint32_t call, uint64_t at_seq, struct tm_event *out,
-			 uint32_t *reason)
+			 const struct tm_slot *slot, uint32_t call,
+			 uint64_t at_seq, struct tm_event *out, uint32_t *reason)
 {
 	struct remote *rp = impl(p);
 	size_t i = rp->n;
@@ -462,6 +462,8 @@ static int remote_latest(struct tm_probe *p, uint32_t node, int evkind,
 		if (h->u.event.node != node || h->u.event.kind != evkind)
 			continue;
 		if (call && h->u.event.call != call)
+			continue;
+		if (!tm_event_holds_slot(&h->u.event, slot))
 			continue;
 		return tm_event_copy(out, &h->u.event);
 	}

@@ -97,8 +97,8 @@ static int look_filter(struct replay *rp, uint32_t node)
 }
 
 static int replay_latest(struct tm_probe *p, uint32_t node, int evkind,
-			 uint32_t call, uint64_t at_seq, struct tm_event *out,
-			 uint32_t *reason)
+			 const struct tm_slot *slot, uint32_t call,
+			 uint64_t at_seq, struct tm_event *out, uint32_t *reason)
 {
 	struct replay *rp = impl(p);
 	struct tm_record rec;
@@ -143,6 +143,8 @@ static int replay_latest(struct tm_probe *p, uint32_t node, int evkind,
 		if (rec.u.event.node != node || rec.u.event.kind != evkind)
 			continue;
 		if (call && rec.u.event.call != call)
+			continue;
+		if (!tm_event_holds_slot(&rec.u.event, slot))
 			continue;
 		return tm_event_copy(out, &rec.u.event);
 	}

@@ -40,6 +40,9 @@ struct tm_probe_info {
 
 struct tm_probe;
 
+/* Whether ev carries a tensor for slot (NULL: always), for latest(). */
+int tm_event_holds_slot(const struct tm_event *ev, const struct tm_slot *slot);
+
 struct tm_probe_ops {
 	const char *name;
 	int (*describe)(struct tm_probe *p, struct tm_probe_info *out);
@@ -54,14 +57,17 @@ struct tm_probe_ops {
 	int (*seek)(struct tm_probe *p, int kind, uint64_t value);
 	/*
 	 * The latest event of node with the given kind (and call, 0: any) with
-	 * seq <= at_seq, deep-copied into *out (release with tm_event_release).
+	 * seq <= at_seq that holds slot (NULL: any event), deep-copied into
+	 * *out (release with tm_event_release).  Events of the node without
+	 * the slot are skipped: a probe may write a parameter's data and grad
+	 * as separate events.
 	 * TM_ERR_NOT_FOUND when there is none; when a gap hides what the answer
 	 * would be, TM_ERR_NOT_FOUND with *reason set to the gap's reasons.
 	 * Does not move the cursor.
 	 */
 	int (*latest)(struct tm_probe *p, uint32_t node, int evkind,
-		      uint32_t call, uint64_t at_seq, struct tm_event *out,
-		      uint32_t *reason);
+		      const struct tm_slot *slot, uint32_t call,
+		      uint64_t at_seq, struct tm_event *out, uint32_t *reason);
 	/* Full tensor of a node slot at its next occurrence (live only). */
 	int (*capture)(struct tm_probe *p, uint32_t node, struct tm_slot slot);
 	/* Live probes answer conditions on the device side; replay ignores. */

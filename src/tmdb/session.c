@@ -461,7 +461,12 @@ void tm_print_source_line(struct tm_session *s)
 	char buf[512];
 	char *path;
 
-	if (!s->have_cur)
+	/*
+	 * The line is the module's forward: true of a call's ENTER and EXIT,
+	 * not of its backward pass or of a parameter observation.
+	 */
+	if (!s->have_cur ||
+	    (s->cur.kind != TM_EV_ENTER && s->cur.kind != TM_EV_EXIT))
 		return;
 	n = source_node(s, s->cur.node);
 	if (!n)
@@ -478,17 +483,28 @@ void tm_print_source_line(struct tm_session *s)
 	free(path);
 }
 
+/*
+ * One line for a gap the playhead passed.  A gap the scan of "goto end"
+ * read on its way back to the last event is not crossed at all: it lies
+ * after the playhead.  Count 0 means the count is unknown (doc/tmrun.md
+ * 4.4), as for a trace cut short.
+ */
 void tm_print_gap(struct tm_session *s, const struct tm_gap *g, int dir)
 {
-	char why[128];
+	char why[128], lost[48];
 
 	if (tm_gap_reason_format(g->reason, why, sizeof(why)) != TM_OK)
 		snprintf(why, sizeof(why), "unknown");
+	if (g->count)
+		snprintf(lost, sizeof(lost), "%" PRIu64 " event%s", g->count,
+			 g->count == 1 ? "" : "s");
+	else
+		snprintf(lost, sizeof(lost), "an unknown number of events");
 	tm_out(s, "%s gap at step %" PRIu64 ": seq %" PRIu64 "-%" PRIu64
-	       ", %" PRIu64 " event%s lost (%s).\n",
+	       ", %s lost (%s).\n",
+	       s->scan_gap_after ? "The trace ends with a" :
 	       dir == TM_DIR_BWD ? "Crossed back over" : "Crossed",
-	       g->step, g->first_seq, g->last_seq, g->count,
-	       g->count == 1 ? "" : "s", why);
+	       g->step, g->first_seq, g->last_seq, lost, why);
 }
 
 /* ------------------------------------------------------------- addresses */
@@ -543,10 +559,16 @@ static const struct tm_tensor *event_tensor(const struct tm_event *ev,
 	return NULL;
 }
 
+int tm_event_holds_slot(const struct tm_event *ev, const struct tm_slot *slot)
+{
+	return !slot || event_tensor(ev, *slot) != NULL;
+}
+
 /*
  * Keeps the cache right while the playhead moves forward one record at a
- * time: an event refreshes the entries of its node, a gap makes every entry
- * unknown (the newest value may be among the lost events).
+ * time: an event refreshes the entries of its node whose slot it holds, a
+ * gap makes every entry unknown (the newest value may be among the lost
+ * events).
  */
 void tm_lookup_advance(struct tm_session *s, const struct tm_record *rec)
 {
@@ -568,6 +590,8 @@ void tm_lookup_advance(struct tm_session *s, const struct tm_record *rec)
 		if (rec->u.event.node != e->node || rec->u.event.kind != e->kind)
 			continue;
 		if (e->call && rec->u.event.call != e->call)
+			continue;
+		if (!event_tensor(&rec->u.event, e->slot))
 			continue;
 		if (e->have)
 			tm_event_release(&e->ev);
@@ -594,14 +618,18 @@ static const struct tm_tensor *session_lookup(void *user, uint32_t node,
 		*event = NULL;
 	if (!now || !s->probe)
 		return NULL;
-	if (now->node == node && now->kind == kind && (!call || now->call == call)) {
+	/* The playhead's own event, unless it lacks the slot (a PARAM event
+	 * with only the grad): then the latest event holding it answers. */
+	if (now->node == node && now->kind == kind &&
+	    (!call || now->call == call) && event_tensor(now, slot)) {
 		if (event)
 			*event = now;
 		return event_tensor(now, slot);
 	}
 	for (i = 0; i < s->nlk; i++) {
 		e = &s->lk[i];
-		if (e->node == node && e->kind == kind && e->call == call)
+		if (e->node == node && e->kind == kind && e->call == call &&
+		    e->slot.kind == slot.kind && e->slot.index == slot.index)
 			goto found;
 	}
 	if (s->nlk >= 256)
@@ -614,8 +642,9 @@ static const struct tm_tensor *session_lookup(void *user, uint32_t node,
 	memset(e, 0, sizeof(*e));
 	e->node = node;
 	e->kind = (uint8_t)kind;
+	e->slot = slot;
 	e->call = call;
-	err = s->probe->ops->latest(s->probe, node, kind, call, now->seq,
+	err = s->probe->ops->latest(s->probe, node, kind, &slot, call, now->seq,
 				    &e->ev, &e->reason);
 	e->have = err == TM_OK;
 found:

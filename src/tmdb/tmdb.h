@@ -112,10 +112,15 @@ struct frame {
 	int returning;          /* frame 0 at an EXIT event */
 };
 
-/* One cached "latest event of node/kind/call" for addressed terms. */
+/*
+ * One cached "latest event of node/kind/call holding slot" for addressed
+ * terms.  Keyed by the slot, not only the event kind: a probe may record
+ * a parameter's data and grad in separate PARAM events.
+ */
 struct lookup_ent {
 	uint32_t node;
 	uint8_t kind;
+	struct tm_slot slot;
 	uint32_t call;
 	int have;
 	uint32_t reason;        /* unknown because of a gap */
@@ -151,6 +156,8 @@ struct cmd_entry {
 	int (*exec)(struct tm_session *s, const char *args, int from_tty);
 	unsigned flags;
 	const char *klass;           /* help class: "running", "breakpoints", ... */
+	/* "help NAME" prints this after help: a list kept in one table. */
+	void (*help_more)(struct tm_session *s);
 };
 
 /* Settings that `set`/`show` know. */
@@ -235,6 +242,7 @@ struct tm_session {
 	double progress_last;
 	int progress_shown;
 	int scan_quiet;         /* searches do not report the gaps they cross */
+	int scan_gap_after;     /* goto end: gaps read lie after the landing */
 };
 
 /* ------------------------------------------------------------- session.c */

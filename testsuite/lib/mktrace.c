@@ -17,6 +17,15 @@
  *           [--gap-step S|-1] [--source PATH] [--abandon] [--truncate BYTES]
  *           [--chunk-bytes N] [--level 0|1|2] [--crash-step S]
  *           [--payload ADDRESS] [--payload-inf S] [--payload-dim N]
+ *           [--split-params] [--no-finite-stats]
+ *
+ * --no-finite-stats leaves min, max, mean, abs_max, l2, std and the
+ * histogram out of a tensor whose every element is NaN, as the library's
+ * stats (and so a real recording) do; by default they are made up.
+ *
+ * --split-params writes each parameter's data and grad as two PARAM
+ * events (grad first, as the PyTorch probe's gradient hook fires before
+ * and an addressed term must find either), instead of one with both.
  *
  * --payload gives the forward output of one module its full contents, as
  * a level-3 capture does (for heatmap and x): a smooth pattern of rows and
@@ -65,6 +74,8 @@ struct opts {
 	const char *payload;    /* node whose forward output carries contents */
 	long payload_inf;
 	long payload_dim;
+	int split_params;       /* data and grad in separate PARAM events */
+	int no_finite_stats;    /* all-NaN tensors lack the finite stats */
 };
 
 /* What mktrace knows about each node beyond the table entry. */
@@ -386,6 +397,22 @@ static void emit(struct gen *g, struct tm_event *e)
 
 	e->seq = g->seq++;
 	e->step = g->step;
+	if (g->o.no_finite_stats) {
+		uint32_t i;
+
+		for (i = 0; i < e->ntensors; i++) {
+			struct tm_tensor *t = &e->tensors[i];
+
+			if (!(t->have & TM_STAT_BIT(TM_STAT_NAN_COUNT)) ||
+			    t->stat[TM_STAT_NAN_COUNT] < t->stat[TM_STAT_NUMEL])
+				continue;
+			t->have &= ~(uint32_t)(TM_STAT_BIT(TM_STAT_MIN) |
+				TM_STAT_BIT(TM_STAT_MAX) | TM_STAT_BIT(TM_STAT_MEAN) |
+				TM_STAT_BIT(TM_STAT_ABS_MAX) | TM_STAT_BIT(TM_STAT_L2) |
+				TM_STAT_BIT(TM_STAT_STD));
+			t->have_hist = 0;
+		}
+	}
 	if (g->dropping) {
 		if (!g->drop_count)
 			g->drop_first = e->seq;
@@ -641,6 +668,17 @@ static void params(struct gen *g)
 		fill_tensor(&t[1], TM_SLOT_GRAD, 0, TM_DT_F32, in->rank, in->shape, in->level,
 			    1e-5 * (wobble(id, g->step, 10) - 0.5),
 			    1e-4 * (1 + wobble(id, g->step, 11)), nan_grad ? numel : 0);
+		if (g->o.split_params) {
+			struct tm_tensor data = t[0];
+
+			t[0] = t[1];
+			e.ntensors = 1;
+			emit(g, &e);
+			t[0] = data;
+			e.time_ns = time_of(g->seq);
+			e.start_ns = e.time_ns;
+			e.end_ns = e.time_ns;
+		}
 		emit(g, &e);
 	}
 }
@@ -654,7 +692,8 @@ static void usage(void)
 		"               [--nan-step S|-1] [--gap-step S|-1] [--source PATH]\n"
 		"               [--abandon] [--truncate BYTES] [--chunk-bytes N]\n"
 		"               [--level 0|1|2] [--crash-step S]\n"
-		"               [--payload ADDRESS] [--payload-inf S] [--payload-dim N]\n");
+		"               [--payload ADDRESS] [--payload-inf S] [--payload-dim N]\n"
+		"               [--split-params] [--no-finite-stats]\n");
 	exit(2);
 }
 
@@ -723,6 +762,10 @@ int main(int argc, char **argv)
 			g->o.payload_inf = num_arg(argc, argv, &i);
 		else if (!strcmp(a, "--payload-dim"))
 			g->o.payload_dim = num_arg(argc, argv, &i);
+		else if (!strcmp(a, "--split-params"))
+			g->o.split_params = 1;
+		else if (!strcmp(a, "--no-finite-stats"))
+			g->o.no_finite_stats = 1;
 		else if (!strcmp(a, "--chunk-bytes"))
 			g->o.chunk_bytes = num_arg(argc, argv, &i);
 		else
@@ -772,7 +815,8 @@ int main(int argc, char **argv)
 	/* Events per step: 2 per module call, 1 bwd per module call, 1 per param. */
 	per_step = 0;
 	for (i = 0; i < (int)g->nnodes; i++)
-		per_step += g->info[i].kind == TM_NODE_PARAM ? 1 : 0;
+		per_step += g->info[i].kind == TM_NODE_PARAM ?
+			    1 + (uint64_t)g->o.split_params : 0;
 	per_step += 3 * (uint64_t)nmods;
 	if (g->o.events)
 		g->o.steps = (g->o.events + per_step - 1) / per_step;

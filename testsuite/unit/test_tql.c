@@ -266,6 +266,8 @@ static int parse_event(char *text, struct test_event *te)
 			te->ev.time_ns = strtoull(val, NULL, 10);
 		} else if (!strcmp(w, "call")) {
 			te->ev.call = (uint32_t)atoi(val);
+		} else if (!strcmp(w, "level")) {
+			te->ev.level = (uint8_t)atoi(val);
 		} else if (!strcmp(w, "phase")) {
 			te->ev.phase = !strcmp(val, "bwd") ? TM_PHASE_BWD : TM_PHASE_FWD;
 		} else if (!strcmp(w, "node")) {
