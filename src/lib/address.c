@@ -563,6 +563,40 @@ int tm_address_match(const tm_address *a, const char *node_address,
 	return tm_address_match_path(a, node_address);
 }
 
+int tm_address_bind(const tm_address *a, const tm_nodetab *t, uint8_t **kinds,
+		    uint32_t *nmatch)
+{
+	uint32_t n = tm_nodetab_count(t), i;
+	uint8_t *k;
+
+	*kinds = NULL;
+	*nmatch = 0;
+	if (!a)
+		return TM_ERR_INVALID_ARG;
+	k = calloc(n ? n : 1, 1);
+	if (!k)
+		return TM_ERR_NOMEM;
+	for (i = 0; i < n; i++) {
+		const struct tm_node *nd = tm_nodetab_get(t, i);
+		int param, ek;
+
+		if (!nd || !tm_address_match_path(a, nd->address))
+			continue;
+		param = nd->kind != TM_NODE_MODULE;
+		if (a->has_slot) {
+			ek = tm_slot_event_kind(a->slot.kind);
+			if ((ek == TM_EV_PARAM) != param)
+				continue;
+		} else {
+			ek = param ? TM_EV_PARAM : TM_EV_EXIT;
+		}
+		k[i] = (uint8_t)(1u << ek);
+		(*nmatch)++;
+	}
+	*kinds = k;
+	return TM_OK;
+}
+
 int tm_path_glob(const char *pattern, const char *path)
 {
 	tm_address *a;

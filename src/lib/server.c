@@ -300,50 +300,18 @@ static void note_gap(tm_server *srv, const struct tm_event *ev, uint32_t reason)
 
 /* ------------------------------------------------------------- breakpoints */
 
-static int slot_evkind(int slot_kind)
-{
-	switch (slot_kind) {
-	case TM_SLOT_IN: return TM_EV_ENTER;
-	case TM_SLOT_OUT: return TM_EV_EXIT;
-	case TM_SLOT_GRAD_OUT:
-	case TM_SLOT_GRAD_IN: return TM_EV_BWD;
-	default: return TM_EV_PARAM;
-	}
-}
-
-/*
- * The node bitmap of a breakpoint, with tmdb's rules: a module without a
- * slot fires at EXIT, :in at ENTER, :grad_* at BWD, a parameter at PARAM.
- * Returns the number of nodes matched.
- */
+/* The node bitmap of a breakpoint, by tmdb's rules (tm_address_bind).
+ * Returns the number of nodes matched. */
 static uint32_t sbp_bind(tm_server *srv, struct sbp *b)
 {
-	uint32_t n = tm_nodetab_count(srv->nodes), i, hits = 0;
-	uint8_t *k = calloc(n ? n : 1, 1);
+	uint32_t hits;
+	uint8_t *k;
 
-	if (!k)
+	if (tm_address_bind(b->addr, srv->nodes, &k, &hits) != TM_OK)
 		return 0;
-	for (i = 0; i < n; i++) {
-		const struct tm_node *nd = tm_nodetab_get(srv->nodes, i);
-		int param;
-
-		if (!nd || !tm_address_match_path(b->addr, nd->address))
-			continue;
-		param = nd->kind != TM_NODE_MODULE;
-		if (b->has_slot) {
-			int ek = slot_evkind(b->slot.kind);
-
-			if ((ek == TM_EV_PARAM) != param)
-				continue;
-			k[i] = (uint8_t)(1u << ek);
-		} else {
-			k[i] = (uint8_t)(1u << (param ? TM_EV_PARAM : TM_EV_EXIT));
-		}
-		hits++;
-	}
 	free(b->kinds);
 	b->kinds = k;
-	b->nkinds = n;
+	b->nkinds = tm_nodetab_count(srv->nodes);
 	return hits;
 }
 

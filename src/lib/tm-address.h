@@ -57,6 +57,18 @@ int tm_address_match_path(const tm_address *a, const char *node_address);
 int tm_address_match(const tm_address *a, const char *node_address,
 		     uint32_t call, struct tm_slot slot);
 
+/*
+ * The events a breakpoint-style address selects, as one byte per node id of
+ * t holding bit (1 << event kind): a module without a slot fires at its
+ * EXIT, a slot at the event kind that carries it (tm_slot_event_kind), a
+ * parameter without a slot at its PARAM events; a module slot never
+ * matches a parameter node and the reverse.  *kinds is malloc'd with
+ * tm_nodetab_count(t) bytes (at least 1); *nmatch counts the nodes
+ * selected.  tmdb's breakpoints and the probe-side server share this.
+ */
+int tm_address_bind(const tm_address *a, const tm_nodetab *t, uint8_t **kinds,
+		    uint32_t *nmatch);
+
 /* Plain string helper: does path match the glob pattern text? -1 on a bad pattern. */
 int tm_path_glob(const char *pattern, const char *path);
 

@@ -97,6 +97,9 @@ struct tm_slot {
 	uint16_t index;  /* out.N; always 0 for data/grad */
 };
 const char *tm_slot_kind_name(int kind);  /* "out", "in", ... */
+/* The event kind that carries a slot (ARCHITECTURE 4): in -> ENTER,
+ * out -> EXIT, grad_out/grad_in -> BWD, data/grad -> PARAM. */
+int tm_slot_event_kind(int slot_kind);
 /* Canonical text: index 0 prints bare ("out", "grad_in"), others "out.1". */
 int tm_slot_format(struct tm_slot s, char *buf, size_t len);
 

@@ -36,6 +36,17 @@ const char *tm_slot_kind_name(int kind)
 	return kind >= 0 && kind < TM_SLOT__COUNT ? slot_names[kind] : "?";
 }
 
+int tm_slot_event_kind(int slot_kind)
+{
+	switch (slot_kind) {
+	case TM_SLOT_IN: return TM_EV_ENTER;
+	case TM_SLOT_OUT: return TM_EV_EXIT;
+	case TM_SLOT_GRAD_OUT:
+	case TM_SLOT_GRAD_IN: return TM_EV_BWD;
+	default: return TM_EV_PARAM;
+	}
+}
+
 int tm_slot_format(struct tm_slot s, char *buf, size_t len)
 {
 	int n;

@@ -19,17 +19,6 @@
 
 #include "tmdb.h"
 
-static int slot_evkind(int slot_kind)
-{
-	switch (slot_kind) {
-	case TM_SLOT_IN: return TM_EV_ENTER;
-	case TM_SLOT_OUT: return TM_EV_EXIT;
-	case TM_SLOT_GRAD_OUT:
-	case TM_SLOT_GRAD_IN: return TM_EV_BWD;
-	default: return TM_EV_PARAM;
-	}
-}
-
 void tm_bp_free(struct bp *b)
 {
 	if (!b)
@@ -76,7 +65,6 @@ int tm_bp_bind(struct tm_session *s, struct bp *b, const char *where, int quiet)
 	tm_address *a = NULL;
 	const char *msg = NULL;
 	char canon[TM_ADDRESS_MAX + 32];
-	uint32_t n, i;
 	int col = 0, any = 0;
 
 	if (tm_address_parse(where, &a, &col, &msg) != TM_OK) {
@@ -85,37 +73,17 @@ int tm_bp_bind(struct tm_session *s, struct bp *b, const char *where, int quiet)
 				 where, msg ? msg : "syntax error", col + 1);
 		return -1;
 	}
-	n = tm_nodetab_count(s->nodes);
 	free(b->kinds);
-	b->kinds = calloc(n ? n : 1, 1);
-	if (!b->kinds) {
+	if (tm_address_bind(a, s->nodes, &b->kinds, &b->nmatch) != TM_OK) {
+		b->nkinds = 0;
 		tm_address_free(a);
 		return -1;
 	}
-	b->nkinds = n;
-	b->nmatch = 0;
+	b->nkinds = tm_nodetab_count(s->nodes);
 	b->has_slot = tm_address_has_slot(a);
 	b->slot = tm_address_slot(a, &any);
 	b->any_index = any;
 	b->call = tm_address_call(a);
-	for (i = 0; i < n; i++) {
-		const struct tm_node *nd = tm_nodetab_get(s->nodes, i);
-		int param;
-
-		if (!nd || !tm_address_match_path(a, nd->address))
-			continue;
-		param = nd->kind != TM_NODE_MODULE;
-		if (b->has_slot) {
-			int k = slot_evkind(b->slot.kind);
-
-			if ((k == TM_EV_PARAM) != param)
-				continue;
-			b->kinds[i] = (uint8_t)(1u << k);
-		} else {
-			b->kinds[i] = (uint8_t)(1u << (param ? TM_EV_PARAM : TM_EV_EXIT));
-		}
-		b->nmatch++;
-	}
 	if (tm_address_format(a, canon, sizeof(canon)) == TM_OK) {
 		free(b->where);
 		b->where = strdup(canon);

@@ -730,17 +730,6 @@ struct series {
 	int interrupted;
 };
 
-static int evkind_of(int slot_kind)
-{
-	switch (slot_kind) {
-	case TM_SLOT_IN: return TM_EV_ENTER;
-	case TM_SLOT_OUT: return TM_EV_EXIT;
-	case TM_SLOT_GRAD_OUT:
-	case TM_SLOT_GRAD_IN: return TM_EV_BWD;
-	default: return TM_EV_PARAM;
-	}
-}
-
 static int stat_from(const char *name)
 {
 	if (!strcmp(name, "time"))
@@ -820,7 +809,7 @@ static int parse_sterm(struct tm_session *s, const char *text, int need_one,
 		return tm_address_error(s, path);
 	}
 	st->slot = tm_address_slot(st->a, NULL);
-	st->evkind = evkind_of(st->slot.kind);
+	st->evkind = tm_slot_event_kind(st->slot.kind);
 	return 0;
 }
 
@@ -2179,7 +2168,7 @@ int tm_view_info_graph(struct tm_session *s, const char *args)
 			 msg ? msg : "syntax error", col + 1);
 		return -1;
 	}
-	g.evkind = evkind_of(g.slot.kind);
+	g.evkind = tm_slot_event_kind(g.slot.kind);
 	g.nn = tm_nodetab_count(s->nodes);
 	g.n = calloc(g.nn ? g.nn : 1, sizeof(*g.n));
 	if (!g.n)

@@ -536,17 +536,6 @@ int tm_address_error(struct tm_session *s, const char *text)
 
 /* ------------------------------------------------------------- lookups */
 
-static int slot_evkind(int slot_kind)
-{
-	switch (slot_kind) {
-	case TM_SLOT_IN: return TM_EV_ENTER;
-	case TM_SLOT_OUT: return TM_EV_EXIT;
-	case TM_SLOT_GRAD_OUT:
-	case TM_SLOT_GRAD_IN: return TM_EV_BWD;
-	default: return TM_EV_PARAM;
-	}
-}
-
 static const struct tm_tensor *event_tensor(const struct tm_event *ev,
 					    struct tm_slot slot)
 {
@@ -608,7 +597,7 @@ static const struct tm_tensor *session_lookup(void *user, uint32_t node,
 	struct tm_session *s = user;
 	const struct tm_event *now = s->scan_ev ? s->scan_ev :
 				     s->have_cur ? &s->cur : NULL;
-	int kind = slot_evkind(slot.kind);
+	int kind = tm_slot_event_kind(slot.kind);
 	struct lookup_ent *e, *grown;
 	size_t i;
 	int err;

@@ -669,6 +669,66 @@ static void test_suggest_order(void)
 	tm_nodetab_free(t);
 }
 
+/* Which events a breakpoint address selects on which nodes. */
+static void test_bind_event_kinds(void)
+{
+	static const struct {
+		const char *address;
+		uint8_t kind;
+		int parent;
+	} nodes[] = {
+		{ "model", TM_NODE_MODULE, -1 },
+		{ "model.fc1", TM_NODE_MODULE, 0 },
+		{ "model.fc1.weight", TM_NODE_PARAM, 1 },
+		{ "model.fc2", TM_NODE_MODULE, 0 },
+	};
+	static const struct {
+		const char *where;
+		uint8_t want[4];
+		uint32_t nmatch;
+	} cases[] = {
+		{ "model.fc1", { 0, 1u << TM_EV_EXIT, 0, 0 }, 1 },
+		{ "model.fc1:in", { 0, 1u << TM_EV_ENTER, 0, 0 }, 1 },
+		{ "model.fc1:grad_out.1", { 0, 1u << TM_EV_BWD, 0, 0 }, 1 },
+		{ "model.fc1.weight", { 0, 0, 1u << TM_EV_PARAM, 0 }, 1 },
+		{ "model.fc1.weight:grad", { 0, 0, 1u << TM_EV_PARAM, 0 }, 1 },
+		/* a parameter slot never selects a module, nor the reverse */
+		{ "model.fc1:data", { 0, 0, 0, 0 }, 0 },
+		{ "model.fc1.weight:out", { 0, 0, 0, 0 }, 0 },
+		{ "model.**:grad", { 0, 0, 1u << TM_EV_PARAM, 0 }, 1 },
+		{ "model.*", { 0, 1u << TM_EV_EXIT, 0, 1u << TM_EV_EXIT }, 2 },
+	};
+	tm_nodetab *t = tm_nodetab_new();
+	size_t i;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+	for (i = 0; i < sizeof(nodes) / sizeof(nodes[0]); i++) {
+		struct tm_node n = { 0 };
+		uint32_t id;
+
+		n.address = nodes[i].address;
+		n.kind = nodes[i].kind;
+		n.parent = nodes[i].parent < 0 ? TM_NODE_NONE : (uint32_t)nodes[i].parent;
+		CU_ASSERT_EQUAL_FATAL(tm_nodetab_add(t, &n, &id), TM_OK);
+	}
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		tm_address *a;
+		uint8_t *k;
+		uint32_t nm;
+
+		CU_ASSERT_EQUAL_FATAL(tm_address_parse(cases[i].where, &a, NULL, NULL), TM_OK);
+		CU_ASSERT_EQUAL_FATAL(tm_address_bind(a, t, &k, &nm), TM_OK);
+		CU_ASSERT_EQUAL(nm, cases[i].nmatch);
+		if (memcmp(k, cases[i].want, 4))
+			CU_FAIL(cases[i].where);
+		free(k);
+		tm_address_free(a);
+	}
+	CU_ASSERT_EQUAL(tm_slot_event_kind(TM_SLOT_GRAD_IN), TM_EV_BWD);
+	CU_ASSERT_EQUAL(tm_slot_event_kind(TM_SLOT_DATA), TM_EV_PARAM);
+	tm_nodetab_free(t);
+}
+
 int main(void)
 {
 	static const struct tm_test_case cases[] = {
@@ -687,6 +747,7 @@ int main(void)
 		TM_TEST(test_suggest_typo),
 		TM_TEST(test_suggest_missing_root),
 		TM_TEST(test_suggest_order),
+		TM_TEST(test_bind_event_kinds),
 		{ NULL, NULL }
 	};
 	return tm_test_run("address", cases);
