@@ -143,22 +143,10 @@ int mi_cli(struct mi *m, struct mi_buf *sink, const char *fmt, ...)
 	return rc;
 }
 
-/* The node that carries a source location: the node or its nearest module. */
-static const struct tm_node *src_node(struct tm_session *s, uint32_t id)
-{
-	const struct tm_node *n = s->nodes ? tm_nodetab_get(s->nodes, id) : NULL;
-	int guard = 0;
-
-	while (n && (!n->file || !n->line) && n->parent != TM_NODE_NONE &&
-	       guard++ < TM_ADDRESS_MAX_SEGMENTS)
-		n = tm_nodetab_get(s->nodes, n->parent);
-	return n && n->file && n->line ? n : NULL;
-}
-
 /* file, fullname (when the file is found) and line of a node's source. */
 static void source_keys(struct mi *m, struct mi_buf *b, uint32_t id)
 {
-	const struct tm_node *n = src_node(m->s, id);
+	const struct tm_node *n = tm_source_node(m->s, id);
 	char *path, real[PATH_MAX];
 
 	if (!n)
@@ -286,7 +274,7 @@ static const char *disp_name(int disp)
  */
 static int same_source(struct mi *m, const struct bp *bp, uint32_t first)
 {
-	const struct tm_node *a = src_node(m->s, first), *n;
+	const struct tm_node *a = tm_source_node(m->s, first), *n;
 	uint32_t i;
 
 	if (!a)
@@ -294,7 +282,7 @@ static int same_source(struct mi *m, const struct bp *bp, uint32_t first)
 	for (i = first + 1; i < bp->nkinds; i++) {
 		if (!bp->kinds[i])
 			continue;
-		n = src_node(m->s, i);
+		n = tm_source_node(m->s, i);
 		if (!n || n->line != a->line || strcmp(n->file, a->file))
 			return 0;
 	}

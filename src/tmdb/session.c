@@ -381,7 +381,7 @@ void tm_print_location(struct tm_session *s, const char *prefix)
 }
 
 /* The node that carries a source location: the node or its nearest module. */
-static const struct tm_node *source_node(struct tm_session *s, uint32_t id)
+const struct tm_node *tm_source_node(struct tm_session *s, uint32_t id)
 {
 	const struct tm_node *n = s->nodes ? tm_nodetab_get(s->nodes, id) : NULL;
 	int guard = 0;
@@ -468,7 +468,7 @@ void tm_print_source_line(struct tm_session *s)
 	if (!s->have_cur ||
 	    (s->cur.kind != TM_EV_ENTER && s->cur.kind != TM_EV_EXIT))
 		return;
-	n = source_node(s, s->cur.node);
+	n = tm_source_node(s, s->cur.node);
 	if (!n)
 		return;
 	path = tm_resolve_source(s, n->file);
