@@ -550,6 +550,63 @@ static void test_levels(void)
 	CU_ASSERT_EQUAL(t.have_hist, 0);
 }
 
+/*
+ * Level 1 runs a kernel of its own (no std, no zero count): whatever it
+ * reports must be exactly what level 2 reports for the same data, for
+ * every dtype, across block sizes, with NaN and Inf in blocks and tails
+ * and in the first element (the shift).
+ */
+static void test_level1_matches_level2(void)
+{
+	static const size_t sizes[] = { 1, 7, 8, 9, 16, 17, 63, 100, 1000, 4099 };
+	size_t si, i, n;
+	int dt, s;
+	uint8_t *buf = malloc(4099 * 8);
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
+	for (dt = TM_DT_F32; dt <= TM_DT_BOOL; dt++) {
+		for (si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+			struct tm_tensor a, b;
+
+			n = sizes[si];
+			for (i = 0; i < n * 8; i++)
+				buf[i] = (uint8_t)rnd();
+			if (dt == TM_DT_F32) {
+				float *f = (float *)buf;
+
+				for (i = 0; i < n; i++)
+					f[i] = (float)(rnd_unit() * 20 - 7);
+				f[0] = NAN;
+				if (n > 40) {
+					f[37] = INFINITY;
+					f[n - 1] = -INFINITY;
+				}
+			} else if (dt == TM_DT_F64) {
+				double *d = (double *)buf;
+
+				for (i = 0; i < n; i++)
+					d[i] = rnd_unit() * 2e6 - 1e6;
+				if (n > 40) {
+					d[12] = NAN;
+					d[n - 2] = INFINITY;
+				}
+			}
+			CU_ASSERT_EQUAL(tm_stats_compute(&a, buf, n, dt, 1), TM_OK);
+			CU_ASSERT_EQUAL(tm_stats_compute(&b, buf, n, dt, 2), TM_OK);
+			CU_ASSERT_EQUAL(a.have, b.have & TM_STATS_L1_MASK);
+			for (s = 0; s < TM_STAT__COUNT; s++) {
+				if (!(a.have & TM_STAT_BIT(s)))
+					continue;
+				CU_ASSERT_EQUAL(memcmp(&a.stat[s], &b.stat[s], sizeof(double)), 0);
+				if (memcmp(&a.stat[s], &b.stat[s], sizeof(double)))
+					fprintf(stderr, "\n  dtype %d n %zu stat %d: %.17g vs %.17g\n",
+						dt, n, s, a.stat[s], b.stat[s]);
+			}
+		}
+	}
+	free(buf);
+}
+
 static void test_bad_args(void)
 {
 	float f[2] = { 1, 2 };
@@ -584,6 +641,7 @@ int main(void)
 		TM_TEST(test_all_nan),
 		TM_TEST(test_late_finite),
 		TM_TEST(test_levels),
+		TM_TEST(test_level1_matches_level2),
 		TM_TEST(test_bad_args),
 		{ NULL, NULL }
 	};

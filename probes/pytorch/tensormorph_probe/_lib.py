@@ -347,6 +347,11 @@ def _declare(lib: ctypes.CDLL) -> None:
         fn = getattr(lib, name)
         fn.restype = res
         fn.argtypes = args
+    # the per-event stats call, undeclared: the probe passes a c_void_p it
+    # reuses, None and a small int, which ctypes converts without argtypes
+    raw = lib._FuncPtr(("tm_recorder_stats", lib))
+    raw.restype = c_int
+    lib.tm_recorder_stats_raw = raw  # type: ignore[attr-defined]
     libc_free = ctypes.CDLL(None).free
     libc_free.argtypes = [c_vp]
     libc_free.restype = None

@@ -53,6 +53,15 @@ _STRIDED = torch.strided
 _SLOT_PACK = struct.Struct("<H").pack_into
 _REUSE_MIN = 2048                   # elements: below this, reading is cheaper than looking up
 _now = time.monotonic_ns
+_Tensor = torch.Tensor
+_TSIZE = _lib.TENSOR_SIZE
+_MAX_RANK = _lib.TM_MAX_RANK
+_MAX_TENSORS = _lib.TM_MAX_TENSORS
+_EV_ENTER, _EV_EXIT, _EV_BWD, _EV_PARAM = _lib.EV_ENTER, _lib.EV_EXIT, _lib.EV_BWD, _lib.EV_PARAM
+_FWD, _BWD = _lib.PHASE_FWD, _lib.PHASE_BWD
+_grad_enabled = torch.is_grad_enabled
+_partial = functools.partial
+_wref = weakref.ref
 
 
 class ProbeError(RuntimeError):
@@ -147,11 +156,15 @@ class Probe:
             self._tbuf))
         self._nev = 0
         self._nt = 0
+        self._stats = lib.tm_recorder_stats_raw
+        self._vp = ctypes.c_void_p(0)
+        self._hold: list[torch.Tensor] = []
         self._dev_pending: list[tuple[int, torch.Tensor, int]] = []
         self._dev_capture: list[tuple[int, torch.Tensor]] = []
         self._keep: list[torch.Tensor] = []
         self._dtypes: dict[torch.dtype, int] = {}
-        self._seen: dict[tuple[Any, ...], tuple[int, weakref.ref[torch.Tensor]]] = {}
+        self._seen: dict[tuple[Any, ...],
+                         tuple[int, weakref.ref[torch.Tensor], tuple[int, ...]]] = {}
         self.reused = 0                 # tensor summaries copied, not recomputed
 
         self.step_count = 0
@@ -295,44 +308,76 @@ class Probe:
         if self._nev >= self._bev or self._nt + n > self._bt:
             self._submit()
         base = self._nt
-        keep: list[torch.Tensor] = []
+        need = 0
+        put = self._put_tensor
         for j, x in enumerate(tensors):
-            self._put_tensor(base + j, x, slot_kind, slot_base + j, level, keep)
+            need |= put(base + j, x, slot_kind, slot_base + j, level)
         _EVENT_PACK(self._evbuf, self._nev * 48, self.step_count, t, start, end, node, call, n,
                     kind, phase, level, 0)
-        if keep:
-            # CPU stats now: the tensor may be changed in place after the hook.
-            self._lib.tm_recorder_stats(None, self._taddr + base * _lib.TENSOR_SIZE, n)
-        self._nt += n
+        if need:
+            self._stats_now(base, n)
+        self._nt = base + n
         self._nev += 1
 
+    def _event1(self, kind: int, phase: int, node: int, call: int, t: int, start: int,
+                end: int, x: torch.Tensor, slot_kind: int, level: int,
+                slot_index: int) -> None:
+        """_event for the common one-tensor event (an EXIT of a tensor, a
+        gradient, a parameter), without the list and the loop."""
+        if self._nev >= self._bev or self._nt >= self._bt:
+            self._submit()
+        idx = self._nt
+        need = self._put_tensor(idx, x, slot_kind, slot_index, level)
+        _EVENT_PACK(self._evbuf, self._nev * 48, self.step_count, t, start, end, node, call, 1,
+                    kind, phase, level, 0)
+        if need:
+            self._stats_now(idx, 1)
+        self._nt = idx + 1
+        self._nev += 1
+
+    def _stats_now(self, base: int, n: int) -> None:
+        """CPU stats now: the tensor may be changed in place after the hook.
+        The undeclared entry point with a reused pointer object costs about
+        half of a declared ctypes call."""
+        vp = self._vp
+        vp.value = self._taddr + base * _TSIZE
+        self._stats(None, vp, n)
+        if self._hold:
+            self._hold.clear()      # contiguous copies, read now
+
     def _put_tensor(self, idx: int, x: torch.Tensor, slot_kind: int, slot_index: int,
-                    level: int, keep: list[torch.Tensor]) -> None:
+                    level: int) -> int:
+        """Packs x's summary at idx; returns 1 when its stats are still to be
+        computed from host memory (_stats_now), else 0."""
         shape = x.shape
         rank = len(shape)
-        if rank > _lib.TM_MAX_RANK:
+        if rank > _MAX_RANK:
             shape = (*shape[:7], -1)
-            rank = _lib.TM_MAX_RANK
-        dtype = self._dtypes.get(x.dtype)
+            rank = _MAX_RANK
+        dt = x.dtype
+        dtype = self._dtypes.get(dt)
         if dtype is None:
-            dtype = self._dtype(x.dtype)
+            dtype = self._dtype(dt)
         data = clevel = capture = devtype = devidx = 0
         numel = x.numel()
         if x.is_cpu and not self._force_dev:
-            # a large tensor seen before in this batch (an input that is the
-            # last output, a container's output that is its last child's):
-            # copy its summary rather than read it again
-            if (level and numel >= _REUSE_MIN and x.layout is _STRIDED
-                    and self._reuse(idx, x, slot_kind, slot_index, level)):
-                return
             if level and x.layout is _STRIDED:
+                # a large tensor seen before in this batch (an input that is
+                # the last output, a container's output that is its last
+                # child's): copy its summary rather than read it again
+                if numel >= _REUSE_MIN and self._reuse(idx, x, shape, dt, slot_kind,
+                                                       slot_index, level):
+                    return 0
                 # no detach: only the address is read, and only now
-                y = x if x.is_contiguous() else x.detach().contiguous()
+                if x.is_contiguous():
+                    y = x
+                else:
+                    y = x.detach().contiguous()
+                    self._hold.append(y)
                 if level >= 3:
                     y = y.detach().clone()
                     capture = 1
                     self._keep.append(y)
-                keep.append(y)
                 data = y.data_ptr()
                 clevel = 2 if level >= 2 else 1
         else:
@@ -345,30 +390,34 @@ class Probe:
                 self._dev_pending.append((idx, device_stats(y, level), level))
                 if level >= 3:
                     self._dev_capture.append((idx, y.clone()))
-        _TENSOR_PACK[rank](self._tbuf, idx * _lib.TENSOR_SIZE, data, numel, 0,
+        _TENSOR_PACK[rank](self._tbuf, idx * _TSIZE, data, numel, 0,
                            slot_index, devidx, slot_kind, dtype, rank, devtype, clevel, capture,
                            0, 0, *shape)
+        return 1 if data else 0
 
-    def _reuse(self, idx: int, x: torch.Tensor, slot_kind: int, slot_index: int,
-               level: int) -> bool:
+    def _reuse(self, idx: int, x: torch.Tensor, shape: Any, dt: torch.dtype, slot_kind: int,
+               slot_index: int, level: int) -> bool:
         """At level >= 2 most inputs are the previous call's output and most
         grad_in are the next call's grad_out; at any level a container's
         output is its last child's: the same tensor, unchanged (same version
         counter).  Their summary is copied within the batch
         instead of reading the data again.  The weak reference makes sure the
-        address was not freed and reused by another tensor."""
+        address was not freed and reused by another tensor; the strides are
+        compared only on a hit (most lookups miss)."""
         if x.is_inference():
             return False    # no version counter: an in-place change is invisible
-        key = (x.data_ptr(), x._version, x.shape, x.stride(), x.dtype, level)
-        hit = self._seen.get(key)
-        if hit is None or hit[1]() is None:
-            self._seen[key] = (idx, weakref.ref(x))
+        key = (x.data_ptr(), x._version, shape, dt, level)
+        seen = self._seen
+        hit = seen.get(key)
+        if hit is None or hit[1]() is None or hit[2] != x.stride():
+            seen[key] = (idx, _wref(x), x.stride())
             return False
-        off = idx * _lib.TENSOR_SIZE
-        src = hit[0] * _lib.TENSOR_SIZE
-        self._tbuf[off:off + _lib.TENSOR_SIZE] = self._tbuf[src:src + _lib.TENSOR_SIZE]
-        _SLOT_PACK(self._tbuf, off + _lib.OFF_SLOT, slot_index)
-        self._tbuf[off + _lib.OFF_SLOT_KIND] = slot_kind
+        tbuf = self._tbuf
+        off = idx * _TSIZE
+        src = hit[0] * _TSIZE
+        tbuf[off:off + _TSIZE] = tbuf[src:src + _TSIZE]
+        _SLOT_PACK(tbuf, off + _lib.OFF_SLOT, slot_index)
+        tbuf[off + _lib.OFF_SLOT_KIND] = slot_kind
         self.reused += 1
         return True
 
@@ -412,15 +461,15 @@ class Probe:
     def _pre(self, node: _Node, module: torch.nn.Module, args: tuple[Any, ...],
              kwargs: dict[str, Any] | None) -> None:
         t = _now() - self._t0
-        if node.is_root and not node.stack:
+        stack = node.stack
+        if not stack and node.is_root:
             self._root_enter()
         step = self.step_count
         if node.epoch != step:
             node.epoch = step
             node.count = 0
-        node.count += 1
-        call = node.count
-        node.stack.append((t, call))
+        call = node.count = node.count + 1
+        stack.append((t, call))
         self._active += 1
         if not node.observed:
             return
@@ -430,45 +479,57 @@ class Probe:
             if self._nev >= self._bev:
                 self._submit()
             _EVENT_PACK(self._evbuf, self._nev * 48, step, t, t, 0, node.id, call, 0,
-                        _lib.EV_ENTER, _lib.PHASE_FWD, level, 0)
+                        _EV_ENTER, _FWD, level, 0)
             self._nev += 1
             return
-        tensors = flatten_call(args, kwargs, _lib.TM_MAX_TENSORS)
+        if not kwargs and len(args) == 1 and type(args[0]) is _Tensor:
+            x = args[0]         # one positional tensor: no flattening
+            if x.requires_grad and _grad_enabled():
+                x.register_hook(_partial(self._on_grad, node, call, _lib.SLOT_GRAD_IN, 0))
+            self._event1(_EV_ENTER, _FWD, node.id, call, t, t, 0, x, _lib.SLOT_IN, level, 0)
+            return
+        tensors = flatten_call(args, kwargs, _MAX_TENSORS)
         self._grad_hooks(node, call, tensors, _lib.SLOT_GRAD_IN)
-        self._event(_lib.EV_ENTER, _lib.PHASE_FWD, node.id, call, t, t, 0, tensors,
-                    _lib.SLOT_IN, level)
+        self._event(_EV_ENTER, _FWD, node.id, call, t, t, 0, tensors, _lib.SLOT_IN, level)
 
     def _post(self, node: _Node, module: torch.nn.Module, args: tuple[Any, ...],
               kwargs: dict[str, Any] | None, output: Any) -> None:
         t = _now() - self._t0
-        start, call = node.stack.pop() if node.stack else (t, node.count)
+        stack = node.stack
+        start, call = stack.pop() if stack else (t, node.count)
         if self._active:
             self._active -= 1
         if node.observed:
-            tensors = [output] if type(output) is torch.Tensor else flatten(
-                output, _lib.TM_MAX_TENSORS)
-            self._event(_lib.EV_EXIT, _lib.PHASE_FWD, node.id, call, t, start, t, tensors,
-                        _lib.SLOT_OUT, node.level)
-            if node.level >= 2:
-                self._grad_hooks(node, call, tensors, _lib.SLOT_GRAD_OUT)
-        if node.is_root and not node.stack:
+            level = node.level
+            if type(output) is _Tensor:
+                self._event1(_EV_EXIT, _FWD, node.id, call, t, start, t, output,
+                             _lib.SLOT_OUT, level, 0)
+                if level >= 2 and output.requires_grad and _grad_enabled():
+                    output.register_hook(_partial(self._on_grad, node, call,
+                                                  _lib.SLOT_GRAD_OUT, 0))
+            else:
+                tensors = flatten(output, _MAX_TENSORS)
+                self._event(_EV_EXIT, _FWD, node.id, call, t, start, t, tensors,
+                            _lib.SLOT_OUT, level)
+                if level >= 2:
+                    self._grad_hooks(node, call, tensors, _lib.SLOT_GRAD_OUT)
+        if node.is_root and not stack:
             self._root_done += 1
 
     def _grad_hooks(self, node: _Node, call: int, tensors: list[torch.Tensor],
                     slot_kind: int) -> None:
-        if not torch.is_grad_enabled():
+        if not _grad_enabled():
             return
         for j, x in enumerate(tensors):
             if x.requires_grad:
-                x.register_hook(functools.partial(self._on_grad, node, call, slot_kind, j))
+                x.register_hook(_partial(self._on_grad, node, call, slot_kind, j))
 
     def _on_grad(self, node: _Node, call: int, slot_kind: int, index: int,
                  grad: torch.Tensor) -> None:
         if self._closed:
             return
         t = _now() - self._t0
-        self._event(_lib.EV_BWD, _lib.PHASE_BWD, node.id, call, t, t, t, [grad], slot_kind,
-                    node.level, index)
+        self._event1(_EV_BWD, _BWD, node.id, call, t, t, t, grad, slot_kind, node.level, index)
 
     def _root_enter(self) -> None:
         """Without an optimizer, step counts completed root calls; it moves
@@ -497,11 +558,10 @@ class Probe:
         self._params_step = self.step_count
         t = _now() - self._t0
         for pid, p, level in self._params:
-            self._event(_lib.EV_PARAM, _lib.PHASE_BWD, pid, 1, t, t, t, [p],
-                        _lib.SLOT_DATA, level)
-            if p.grad is not None:
-                self._event(_lib.EV_PARAM, _lib.PHASE_BWD, pid, 1, t, t, t, [p.grad],
-                            _lib.SLOT_GRAD, level)
+            self._event1(_EV_PARAM, _BWD, pid, 1, t, t, t, p, _lib.SLOT_DATA, level, 0)
+            g = p.grad
+            if g is not None:
+                self._event1(_EV_PARAM, _BWD, pid, 1, t, t, t, g, _lib.SLOT_GRAD, level, 0)
 
     def _advance(self) -> None:
         self._param_events()
