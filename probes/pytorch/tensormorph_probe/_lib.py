@@ -347,8 +347,8 @@ def _declare(lib: ctypes.CDLL) -> None:
         fn = getattr(lib, name)
         fn.restype = res
         fn.argtypes = args
-    # the per-event stats call, undeclared: the probe passes a c_void_p it
-    # reuses, None and a small int, which ctypes converts without argtypes
+    # the per-event stats call, undeclared: the probe passes None, a c_void_p
+    # it reuses and a prebuilt c_size_t, so no argtypes conversion per call
     raw = lib._FuncPtr(("tm_recorder_stats", lib))
     raw.restype = c_int
     lib.tm_recorder_stats_raw = raw  # type: ignore[attr-defined]

@@ -55,6 +55,10 @@ _REUSE_MIN = 2048                   # elements: below this, reading is cheaper t
 _now = time.monotonic_ns
 _Tensor = torch.Tensor
 _TSIZE = _lib.TENSOR_SIZE
+# Counts for the undeclared stats call, made once: passed as c_size_t they
+# match the C prototype exactly instead of relying on how libffi widens an
+# int (at most TM_MAX_TENSORS tensors in an event).
+_SIZES = tuple(ctypes.c_size_t(i) for i in range(65))
 _MAX_RANK = _lib.TM_MAX_RANK
 _MAX_TENSORS = _lib.TM_MAX_TENSORS
 _EV_ENTER, _EV_EXIT, _EV_BWD, _EV_PARAM = _lib.EV_ENTER, _lib.EV_EXIT, _lib.EV_BWD, _lib.EV_PARAM
@@ -341,7 +345,7 @@ class Probe:
         half of a declared ctypes call."""
         vp = self._vp
         vp.value = self._taddr + base * _TSIZE
-        self._stats(None, vp, n)
+        self._stats(None, vp, _SIZES[n] if n < len(_SIZES) else ctypes.c_size_t(n))
         if self._hold:
             self._hold.clear()      # contiguous copies, read now
 
