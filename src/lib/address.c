@@ -98,6 +98,31 @@ int tm_path_valid(const char *s, size_t len)
 	return seglen > 0;
 }
 
+/*
+ * Module names are arbitrary strings (ModuleDict keys such as "conv-1" or
+ * "b c"); addresses are not, so that TQL can tell where one ends.  Every
+ * character that cannot stand in a segment becomes '_'.
+ */
+size_t tm_path_segment(const char *name, char *out, size_t len)
+{
+	size_t i, n = name ? strlen(name) : 0;
+
+	if (len == 0)
+		return 0;
+	if (n == 0) {
+		if (len < 2)
+			return 0;
+		memcpy(out, "_", 2);
+		return 1;
+	}
+	if (n >= len)
+		return 0;
+	for (i = 0; i < n; i++)
+		out[i] = is_name_char((unsigned char)name[i]) ? name[i] : '_';
+	out[n] = '\0';
+	return n;
+}
+
 /* ------------------------------------------------------------- parsing */
 
 /* Parser state: the text, the trimmed end, and the canonical output. */

@@ -83,6 +83,15 @@ size_t tm_address_suggest(const tm_nodetab *t, const char *text,
 /* Levenshtein distance, bounded: returns limit+1 when the distance exceeds limit. */
 size_t tm_edit_distance(const char *a, const char *b, size_t limit);
 
+/*
+ * The address segment for a module or parameter name: characters that
+ * cannot stand in a segment (anything but letters, digits, '_' and UTF-8)
+ * become '_', an empty name becomes "_".  Returns the length written to out
+ * (NUL-terminated), 0 if it does not fit in len.  Probes map every name
+ * through this, so "blocks.conv-1" is recorded as model.blocks.conv_1.
+ */
+size_t tm_path_segment(const char *name, char *out, size_t len);
+
 /* Parses a slot spelled "out", "out.1", "grad_in.0", "data", "grad". */
 int tm_slot_parse(const char *text, struct tm_slot *out);
 

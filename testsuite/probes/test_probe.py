@@ -319,3 +319,31 @@ def test_flatten_order_of_nested_outputs():
     assert [int(x) for x in flatten(obj, 64)] == [0, 1, 2, 3]
     assert [int(x) for x in flatten(obj, 2)] == [0, 1]
     assert [int(x) for x in flatten_call((t[4],), {"z": t[5], "w": t[0]}, 64)] == [4, 5, 0]
+
+
+class _Dict(torch.nn.Module):
+    """ModuleDict keys are any string; addresses are not."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.ModuleDict({"conv-1": torch.nn.Linear(4, 4),
+                                           "conv_1": torch.nn.Linear(4, 4),
+                                           "b c": torch.nn.ReLU()})
+
+    def forward(self, x):
+        return self.blocks["b c"](self.blocks["conv_1"](self.blocks["conv-1"](x)))
+
+
+def test_module_names_that_are_not_address_segments(trace_path):
+    torch.manual_seed(0)
+    model = _Dict()
+    x = torch.randn(2, 4)
+    want = model(x)
+    with tp.attach(model, level=2, record=trace_path):
+        got = model(x)
+    assert torch.equal(got, want)
+    nodes, events, _ = read(trace_path)
+    assert {"model.blocks.conv_1", "model.blocks.conv_1_2", "model.blocks.b_c",
+            "model.blocks.conv_1.weight", "model.blocks.conv_1_2.weight"} <= set(nodes)
+    exits = [e.node for e in events if e.kind == "exit"]
+    assert exits == ["model.blocks.conv_1", "model.blocks.conv_1_2", "model.blocks.b_c", "model"]

@@ -321,6 +321,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "tm_version_string": (c_str, []),
         "tm_dtype_from_name": (c_int, [c_str]),
         "tm_path_glob": (c_int, [c_str, c_str]),
+        "tm_path_segment": (ctypes.c_size_t, [c_str, ctypes.c_char_p, ctypes.c_size_t]),
         "tm_recorder_opts_default": (None, [ctypes.POINTER(RecorderOpts)]),
         "tm_recorder_open": (c_int, [c_str, ctypes.POINTER(RecorderOpts), ctypes.POINTER(c_vp)]),
         "tm_recorder_meta": (c_int, [c_vp, ctypes.POINTER(RunMeta)]),

@@ -177,6 +177,7 @@ class Probe:
         self._root_done = 0             # root calls completed since the step moved
         self._active = 0                # hooked calls in flight
         self._nodes: dict[int, _Node] = {}  # id(module) -> node (observed or not)
+        self._addresses: set[str] = set()   # every address given out
         self._params: list[tuple[int, torch.nn.Parameter, int]] = []
         self._params_step = -1          # step whose PARAM events were written
         self._handles: list[Any] = []
@@ -216,6 +217,25 @@ class Probe:
             meta.values[i] = v.encode()
         _check(self._lib.tm_recorder_meta(self._rec, ctypes.byref(meta)), "run metadata")
 
+    def _segment(self, name: str) -> str:
+        """A module or parameter name as an address segment (ModuleDict keys
+        may hold any character; libtensormorph decides which can stand)."""
+        raw = name.encode()
+        buf = ctypes.create_string_buffer(len(raw) + 2)
+        if not self._lib.tm_path_segment(raw, buf, len(buf)):
+            return "_"
+        return buf.value.decode(errors="replace")
+
+    def _address(self, parent: str, name: str) -> str:
+        """parent's address + name's segment, made unique: two names that
+        map to the same segment ("conv-1" and "conv_1") get a suffix."""
+        address = f"{parent}.{self._segment(name)}"
+        base, n = address, 1
+        while address in self._addresses:
+            n += 1
+            address = f"{base}_{n}"
+        return address
+
     def _match(self, pattern: str, address: str) -> bool:
         return self._lib.tm_path_glob(pattern.encode(), address.encode()) == 1
 
@@ -233,10 +253,18 @@ class Probe:
         is observed, registers the observed ones and hooks them."""
         first: _Node | None = None
         ids: dict[str, int] = {}
+        subaddr: dict[str, str] = {}    # named_modules() name -> address
         for sub, mod in root.named_modules():
             if id(mod) in self._nodes:
+                subaddr[sub] = self._nodes[id(mod)].address
                 continue
-            address = f"{name}.{sub}" if sub else name
+            if sub:
+                head, _, last = sub.rpartition(".")
+                address = self._address(subaddr.get(head, name) if head else name, last)
+            else:
+                address = name
+            subaddr[sub] = address
+            self._addresses.add(address)
             observed = any(self._match(p, address) for p in self._patterns)
             level = self.level
             for pat, lv in self._levels.items():
@@ -264,7 +292,9 @@ class Probe:
                 ids[address] = node.id
                 if level >= 2:
                     for pname, p in mod.named_parameters(recurse=False):
-                        pid = self._register(f"{address}.{pname}", "Parameter", None, 0,
+                        paddr = self._address(address, pname)
+                        self._addresses.add(paddr)
+                        pid = self._register(paddr, "Parameter", None, 0,
                                              node.id, _lib.NODE_PARAM)
                         self._params.append((pid, p, level))
             self._handles.append(mod.register_forward_pre_hook(
