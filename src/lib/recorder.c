@@ -122,11 +122,18 @@ static int ring_alloc(uint64_t cap, uint64_t *head, uint64_t *tail, uint64_t k,
 	return 0;
 }
 
+/* Saturates instead of wrapping: a huge numel must read as "never fits",
+ * not as a small size that memcpy would then overrun. */
 static uint64_t payload_len(const struct tm_rec_tensor *t)
 {
+	uint64_t esz;
+
 	if (!t->capture || !t->data)
 		return 0;
-	return t->numel * tm_dtype_size(t->dtype);
+	esz = tm_dtype_size(t->dtype);
+	if (esz && t->numel > UINT64_MAX / esz)
+		return UINT64_MAX;
+	return t->numel * esz;
 }
 
 /* Rounded to 8 so that payloads stay aligned for readers that cast them. */
@@ -207,10 +214,18 @@ static int try_push(tm_recorder *r, const struct tm_rec_event *e,
 	struct tm_event *ev;
 	struct slot *s;
 
-	for (i = 0; i < e->ntensors; i++)
-		plen_total += payload_units(payload_len(&t[i]));
-	if (plen_total > r->o.ring_payload_bytes)
-		plen_total = 0;         /* never fits: stats only, no payload */
+	/* Summed against the ring size as we go, so neither the rounding nor
+	 * the sum can wrap; more than the ring never fits: stats only. */
+	for (i = 0; i < e->ntensors; i++) {
+		uint64_t len = payload_len(&t[i]);
+
+		if (len > r->o.ring_payload_bytes ||
+		    payload_units(len) > r->o.ring_payload_bytes - plen_total) {
+			plen_total = 0;
+			break;
+		}
+		plen_total += payload_units(len);
+	}
 	if (e->ntensors > r->o.ring_tensors || need > r->o.ring_events)
 		return 2;
 	if (r->head - r->tail + need > r->o.ring_events)

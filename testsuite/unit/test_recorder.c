@@ -259,6 +259,53 @@ static void test_stats_and_payload(void)
 	unlink(path);
 }
 
+/* A numel whose byte size wraps 64 bits is "too big for the ring" (stats
+ * only), never a small size that the payload copy would overrun. */
+static void test_huge_payload_no_wrap(void)
+{
+	struct tm_rec_event ev;
+	struct tm_rec_tensor t[2];
+	tm_reader *rd = NULL;
+	struct tm_record rec;
+	float data[4] = { 1, 2, 3, 4 };
+	uint32_t node;
+	int n = 0, i;
+	tm_recorder *r = open_rec("huge", 16, 0, 1, &node);
+
+	memset(&ev, 0, sizeof(ev));
+	memset(t, 0, sizeof(t));
+	ev.kind = TM_EV_EXIT;
+	ev.node = node;
+	ev.call = 1;
+	ev.level = 3;
+	ev.ntensors = 2;
+	for (i = 0; i < 2; i++) {
+		t[i].slot_kind = TM_SLOT_OUT;
+		t[i].slot_index = (uint16_t)i;
+		t[i].dtype = TM_DT_F32;
+		t[i].capture = 1;
+		t[i].data = (uint64_t)(uintptr_t)data;
+	}
+	/* 4 * numel is 2^64 - 8: rounded and summed with 16 it used to be 8 */
+	t[0].numel = (UINT64_MAX - 7) / 4;
+	t[1].numel = 4;
+	CU_ASSERT_EQUAL(tm_recorder_submit(r, &ev, 1, t, 2, NULL), TM_OK);
+	CU_ASSERT_EQUAL(tm_recorder_close(r), TM_OK);
+
+	CU_ASSERT_EQUAL_FATAL(tm_reader_open(path, 0, &rd, NULL), TM_OK);
+	while (tm_reader_next(rd, &rec) == TM_OK) {
+		if (rec.type != TM_REC_EVENT)
+			continue;
+		n++;
+		CU_ASSERT_EQUAL_FATAL(rec.u.event.ntensors, 2);
+		CU_ASSERT_PTR_NULL(rec.u.event.tensors[0].payload);
+		CU_ASSERT_PTR_NULL(rec.u.event.tensors[1].payload);
+	}
+	CU_ASSERT_EQUAL(n, 1);
+	tm_reader_close(rd);
+	unlink(path);
+}
+
 /* A malformed batch is refused whole and consumes no seqs; a probe gap
  * (LEVEL) takes seqs and is written before the next event. */
 static void test_invalid_and_probe_gap(void)
@@ -304,6 +351,7 @@ int main(void)
 		TM_TEST(test_threaded_coverage),
 		TM_TEST(test_lossless),
 		TM_TEST(test_stats_and_payload),
+		TM_TEST(test_huge_payload_no_wrap),
 		TM_TEST(test_invalid_and_probe_gap),
 		{ NULL, NULL }
 	};
