@@ -752,8 +752,10 @@ static int check_addressed(struct tql_cc *cc, struct tql_node *n)
 			const char *ix = dot + 1;
 			size_t ilen = (size_t)(fld - 1 - ix);
 
-			if (!all_digits(ix, ilen) || slot.kind == TM_SLOT_DATA ||
-			    slot.kind == TM_SLOT_GRAD) {
+			/* slot.index is 16 bits: a larger number must not wrap
+			 * silently onto another tensor. */
+			if (!all_digits(ix, ilen) || atoi(ix) > UINT16_MAX ||
+			    slot.kind == TM_SLOT_DATA || slot.kind == TM_SLOT_GRAD) {
 				uint32_t lo = n->lo + (uint32_t)(ix - w);
 
 				tql_error(cc, lo, lo, lo + (uint32_t)ilen, 0, 0,
