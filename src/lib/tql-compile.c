@@ -1274,6 +1274,7 @@ void tm_tql_free(tm_tql_prog *p)
 	free(p->stack);
 	free(p->cur);
 	free(p->prev);
+	tm_address_free(p->glob);
 	hist_free(&p->hist);
 	free(p);
 }

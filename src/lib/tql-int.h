@@ -160,6 +160,11 @@ struct tm_tql_prog {
 	uint8_t result_type;
 	uint8_t uses_lookup;
 	char scratch[2][TM_ADDRESS_MAX + 1];  /* NUL-terminated copies for =~ */
+	/* The last =~ pattern, parsed: a constant pattern is parsed once, not
+	 * at every evaluation (the VM does not allocate per event). */
+	tm_address *glob;
+	int glob_bad;                  /* the pattern in glob_src does not parse */
+	char glob_src[TM_ADDRESS_MAX + 1];
 };
 
 /* ---------------------------------------------------------------- compiler */

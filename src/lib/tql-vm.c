@@ -261,7 +261,15 @@ static int glob_match(tm_tql_prog *p, const struct tm_tql_value *s,
 	if (pat->v.str.len)
 		memcpy(p->scratch[1], pat->v.str.s, pat->v.str.len);
 	p->scratch[1][pat->v.str.len] = '\0';
-	return tm_path_glob(p->scratch[1], p->scratch[0]);
+	if ((!p->glob && !p->glob_bad) || strcmp(p->scratch[1], p->glob_src)) {
+		tm_address_free(p->glob);
+		p->glob = NULL;
+		memcpy(p->glob_src, p->scratch[1], pat->v.str.len + 1);
+		/* a pattern of node paths only: no slot, no #N (tm_path_glob's rule) */
+		p->glob_bad = tm_address_parse(p->glob_src, &p->glob, NULL, NULL) != TM_OK ||
+			      tm_address_has_slot(p->glob) || tm_address_call(p->glob);
+	}
+	return p->glob_bad ? -1 : tm_address_match_path(p->glob, p->scratch[0]);
 }
 
 static int str_eq(const struct tm_tql_value *a, const struct tm_tql_value *b)
