@@ -78,7 +78,8 @@ typedef struct tm_writer tm_writer;
 /* Creates (truncates) path and writes the file header.  opts may be NULL. */
 int tm_writer_open(const char *path, const struct tm_writer_opts *opts,
 		   tm_writer **out);
-/* Same, onto an already-open file descriptor the writer will own. */
+/* Same, onto an already-open file descriptor: on success the writer owns it
+ * (closes it in close/abandon); on failure the caller still does. */
 int tm_writer_fdopen(int fd, const struct tm_writer_opts *opts, tm_writer **out);
 int tm_writer_meta(tm_writer *w, const struct tm_run_meta *m);
 /* Registers a node; the writer assigns the id (dense, from 0). */
