@@ -165,19 +165,13 @@ static int bps_check(struct tm_session *s, const struct tm_event *ev,
 	return 0;
 }
 
-/* "SIGSEGV" for the signals a training process dies of. */
+/* The signal's name, or "signal N" for one without a name. */
 static const char *signal_name(int signo, char *buf, size_t len)
 {
-	static const struct { int no; const char *name; } sigs[] = {
-		{ 1, "SIGHUP" }, { 2, "SIGINT" }, { 4, "SIGILL" }, { 6, "SIGABRT" },
-		{ 7, "SIGBUS" }, { 8, "SIGFPE" }, { 9, "SIGKILL" }, { 11, "SIGSEGV" },
-		{ 13, "SIGPIPE" }, { 15, "SIGTERM" },
-	};
-	size_t i;
+	const char *name = tm_signal_name(signo, NULL);
 
-	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
-		if (sigs[i].no == signo)
-			return sigs[i].name;
+	if (name)
+		return name;
 	snprintf(buf, len, "signal %d", signo);
 	return buf;
 }

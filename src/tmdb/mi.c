@@ -362,27 +362,15 @@ static void mi_on_bp_event(struct tm_session *s, int what, struct bp *b)
 		emit(&m->oob);
 }
 
-static const struct {
-	int no;
-	const char *name, *meaning;
-} signals[] = {
-	{ 1, "SIGHUP", "Hangup" }, { 2, "SIGINT", "Interrupt" },
-	{ 4, "SIGILL", "Illegal instruction" }, { 6, "SIGABRT", "Aborted" },
-	{ 7, "SIGBUS", "Bus error" }, { 8, "SIGFPE", "Arithmetic exception" },
-	{ 9, "SIGKILL", "Killed" }, { 11, "SIGSEGV", "Segmentation fault" },
-	{ 13, "SIGPIPE", "Broken pipe" }, { 15, "SIGTERM", "Terminated" },
-};
-
 static void signal_keys(struct mi_buf *b, int signo)
 {
-	size_t i;
+	const char *meaning = NULL;
+	const char *name = tm_signal_name(signo, &meaning);
 
-	for (i = 0; i < sizeof(signals) / sizeof(signals[0]); i++) {
-		if (signals[i].no == signo) {
-			mi_kv(b, "signal-name", signals[i].name);
-			mi_kv(b, "signal-meaning", signals[i].meaning);
-			return;
-		}
+	if (name) {
+		mi_kv(b, "signal-name", name);
+		mi_kv(b, "signal-meaning", meaning);
+		return;
 	}
 	mi_kvf(b, "signal-name", "SIG%d", signo);
 	mi_kv(b, "signal-meaning", "Unknown signal");

@@ -338,6 +338,34 @@ const struct tm_tensor *tm_focus_tensor(const struct tm_session *s)
 	return &s->cur.tensors[s->focus];
 }
 
+/*
+ * The one table of signal names: the CLI crash report and the MI stop record
+ * must name a signal the same way.
+ */
+const char *tm_signal_name(int signo, const char **meaning)
+{
+	static const struct {
+		int no;
+		const char *name, *meaning;
+	} sigs[] = {
+		{ 1, "SIGHUP", "Hangup" }, { 2, "SIGINT", "Interrupt" },
+		{ 4, "SIGILL", "Illegal instruction" }, { 6, "SIGABRT", "Aborted" },
+		{ 7, "SIGBUS", "Bus error" }, { 8, "SIGFPE", "Arithmetic exception" },
+		{ 9, "SIGKILL", "Killed" }, { 11, "SIGSEGV", "Segmentation fault" },
+		{ 13, "SIGPIPE", "Broken pipe" }, { 15, "SIGTERM", "Terminated" },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+		if (sigs[i].no == signo) {
+			if (meaning)
+				*meaning = sigs[i].meaning;
+			return sigs[i].name;
+		}
+	}
+	return NULL;
+}
+
 const char *tm_node_name(const struct tm_session *s, uint32_t id)
 {
 	const struct tm_node *n = s->nodes ? tm_nodetab_get(s->nodes, id) : NULL;

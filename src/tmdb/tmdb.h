@@ -263,6 +263,9 @@ void tm_cursor_restore(struct tm_session *s);
 const struct tm_tensor *tm_focus_tensor(const struct tm_session *s);
 int tm_event_slot(const struct tm_event *ev, struct tm_slot *slot);
 const char *tm_node_name(const struct tm_session *s, uint32_t id);
+/* "SIGSEGV" (and *meaning "Segmentation fault") for the signals a training
+ * process dies of; NULL for others. */
+const char *tm_signal_name(int signo, const char **meaning);
 /* The node that carries a source location: the node or its nearest module. */
 const struct tm_node *tm_source_node(struct tm_session *s, uint32_t id);
 void tm_print_location(struct tm_session *s, const char *prefix);
