@@ -303,7 +303,11 @@ static int send_msg(struct remote *rp, struct tm_msg *m)
 	return err;
 }
 
-/* Sends a request and waits for its RESULT (records on the way are kept). */
+/*
+ * Sends a request and waits for its RESULT (records on the way are kept).
+ * The timeout counts only silent polls, so a probe that keeps talking but
+ * never answers would hold tmdb forever: Ctrl-C gives up waiting.
+ */
 static int request(struct remote *rp, struct tm_msg *m, int timeout_ms)
 {
 	int want = m->type, waited = 0, err;
@@ -312,12 +316,15 @@ static int request(struct remote *rp, struct tm_msg *m, int timeout_ms)
 	err = send_msg(rp, m);
 	if (err)
 		return err;
-	while (!rp->closed && waited < timeout_ms) {
+	while (!rp->closed && waited < timeout_ms && !tm_interrupted) {
 		if (!pump(rp, POLL_MS))
 			waited += POLL_MS;
 		if (rp->result_for == want)
 			return rp->last_result;
 	}
+	if (tm_interrupted && !rp->detail[0])
+		snprintf(rp->detail, sizeof(rp->detail),
+			 "interrupted while waiting for the probe");
 	return TM_ERR_CLOSED;
 }
 
@@ -631,10 +638,14 @@ int tm_probe_remote_open(const char *target, struct tm_probe **out, char **detai
 	snprintf(m->u.hello.name, sizeof(m->u.hello.name), "tmdb");
 	if (send_msg(rp, m))
 		return fail(rp, TM_ERR_CLOSED, detail);
-	for (waited = 0; !rp->described && !rp->closed && waited < CONNECT_TIMEOUT_MS;)
+	for (waited = 0; !rp->described && !rp->closed && !tm_interrupted &&
+	     waited < CONNECT_TIMEOUT_MS;)
 		if (!pump(rp, POLL_MS))
 			waited += POLL_MS;
 	if (!rp->described) {
+		if (!rp->detail[0] && tm_interrupted)
+			snprintf(rp->detail, sizeof(rp->detail),
+				 "interrupted while waiting for %s", sa.sun_path);
 		if (!rp->detail[0])
 			snprintf(rp->detail, sizeof(rp->detail),
 				 "%s did not answer the handshake", sa.sun_path);
@@ -654,9 +665,15 @@ int tm_probe_remote_open(const char *target, struct tm_probe **out, char **detai
 	err = request(rp, m, CONNECT_TIMEOUT_MS);
 	if (err)
 		return fail(rp, err, detail);
-	/* The node table follows SUBSCRIBE's answer. */
-	while (pump(rp, POLL_MS))
+	/* The node table follows SUBSCRIBE's answer (a probe that never stops
+	 * sending must not hold tmdb past Ctrl-C). */
+	while (!tm_interrupted && pump(rp, POLL_MS))
 		;
+	if (tm_interrupted) {
+		snprintf(rp->detail, sizeof(rp->detail),
+			 "interrupted while reading the node table");
+		return fail(rp, TM_ERR_CLOSED, detail);
+	}
 	*out = &rp->base;
 	return TM_OK;
 }
