@@ -971,11 +971,13 @@ static int mi_stack_info_frame(struct mi *m, struct mi_parse *c)
 
 static int mi_stack_select_frame(struct mi *m, struct mi_parse *c)
 {
-	unsigned long k;
+	uint64_t k;
 
 	if (need_args(m, c, 1, "-stack-select-frame N") || need_playhead(m))
 		return -1;
-	k = strtoul(c->argv[0], NULL, 10);
+	/* "abc" or "-1" is no frame, not frame 0 or a wrapped huge level. */
+	if (tm_parse_uint(c->argv[0], &k))
+		return mi_error(m, "Invalid frame level \"%s\".", c->argv[0]);
 	tm_frames_compute(m->s);
 	if (k >= (m->s->nframes ? m->s->nframes : 1))
 		return mi_error(m, "No frame at level %s.", c->argv[0]);
