@@ -7,6 +7,8 @@
  */
 #include "config.h"
 
+#include <ctype.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -78,12 +80,31 @@ static int info_probe(struct tm_session *s, const char *args)
 
 /* ------------------------------------------------------------- steps */
 
+/*
+ * A decimal step number at p; *end is left after the blanks that follow.
+ * A sign, a missing digit or an overflow is no step number.
+ */
+static int step_number(const char *p, const char **end, uint64_t *out)
+{
+	char *e;
+
+	p = tm_skip_ws(p);
+	if (!isdigit((unsigned char)*p))
+		return -1;
+	errno = 0;
+	*out = strtoull(p, &e, 10);
+	if (errno)
+		return -1;
+	*end = tm_skip_ws(e);
+	return 0;
+}
+
 static int info_steps(struct tm_session *s, const char *args)
 {
 	struct tm_probe_info pi;
 	struct tm_record rec;
 	uint64_t first, last, st, shown = 0;
-	char *end;
+	const char *end;
 
 	s->probe->ops->describe(s->probe, &pi);
 	if (!pi.summary || !pi.summary->nevents) {
@@ -93,12 +114,16 @@ static int info_steps(struct tm_session *s, const char *args)
 	first = pi.summary->first_step;
 	last = pi.summary->last_step;
 	if (*args) {
-		first = strtoull(args, &end, 10);
-		if (end == args) {
+		/* "3x" or "1 abc" is a typo, not steps 3..0 (an empty table). */
+		if (step_number(args, &end, &first)) {
 			tm_error(s, "Usage: info steps [FIRST [LAST]]");
 			return -1;
 		}
-		last = *tm_skip_ws(end) ? strtoull(tm_skip_ws(end), NULL, 10) : first;
+		last = first;
+		if (*end && (step_number(end, &end, &last) || *end)) {
+			tm_error(s, "Usage: info steps [FIRST [LAST]]");
+			return -1;
+		}
 		if (last > pi.summary->last_step)
 			last = pi.summary->last_step;
 	} else if (last - first >= 100) {
@@ -118,6 +143,8 @@ static int info_steps(struct tm_session *s, const char *args)
 			}
 			break;
 		}
+		if (st == last)
+			break;          /* st++ would wrap when last is UINT64_MAX */
 	}
 	if (!*args && pi.summary->last_step > last)
 		tm_out(s, "(%" PRIu64 " more steps: use \"info steps FIRST LAST\")\n",
