@@ -587,6 +587,7 @@ static void fold(struct tql_cc *cc, struct tql_node *n)
 	}
 	free(tmp->code);
 	free(tmp->k);
+	tm_address_free(tmp->glob);
 	free(tmp);
 }
 
