@@ -10,8 +10,14 @@
  * lock-free emergency path, puts the default action back and re-raises, so
  * the process dies of its own signal as it would have without us.
  *
- * Signal handlers get no user argument, so the writer and the position are
- * the library's only process-wide state (set once by tm_crash_install).
+ * Installed through a recorder (tm_recorder_crash_install), the handler
+ * first has the recorder write what its ring and the producer's pending
+ * batch still hold (tm_recorder__crash), so the trace ends with the events
+ * leading up to the crash, then writes the crash record at the last of
+ * them, and pushes it to a subscribed debugger too.
+ *
+ * Signal handlers get no user argument, so the writer, the recorder and the
+ * position are the library's only process-wide state (set by install).
  * The handler runs on an alternate stack (a stack overflow is a SIGSEGV
  * too) and avoids what is not async-signal-safe where it can: frames are
  * formatted by hand into static buffers, the unwinder uses its local-only
@@ -44,8 +50,10 @@ static const int fatal_signals[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT };
 static _Atomic uint64_t pos_seq, pos_step, pos_time;
 static _Atomic uint32_t pos_node = TM_NODE_NONE;
 static _Atomic uint8_t pos_phase;
+static _Atomic uint64_t pos_gen;        /* tm_crash_position calls */
 
 static _Atomic(tm_writer *) crash_writer;
+static _Atomic(struct tm_recorder *) crash_recorder;
 static struct sigaction old_actions[NSIG_FATAL];
 static void *alt_stack;
 static stack_t old_alt;
@@ -63,6 +71,12 @@ void tm_crash_position(uint64_t seq, uint64_t step, uint32_t node, uint8_t phase
 	atomic_store_explicit(&pos_node, node, memory_order_relaxed);
 	atomic_store_explicit(&pos_phase, phase, memory_order_relaxed);
 	atomic_store_explicit(&pos_time, time_ns, memory_order_relaxed);
+	atomic_fetch_add_explicit(&pos_gen, 1, memory_order_relaxed);
+}
+
+uint64_t tm_crash__gen(void)
+{
+	return atomic_load_explicit(&pos_gen, memory_order_relaxed);
 }
 
 /* Appends s to buf (bounded); snprintf is not async-signal-safe. */
@@ -161,12 +175,15 @@ static void reraise(int signo)
 static void on_fatal(int signo, siginfo_t *si, void *uctx)
 {
 	tm_writer *w = atomic_load(&crash_writer);
+	struct tm_recorder *rec = atomic_load(&crash_recorder);
+	struct tm_server *srv = NULL;
 	struct tm_crash c;
+	uint64_t gen;
 	uint32_t i;
 
 	(void)si;
 	/* A crash while recording a crash: just die. */
-	if (atomic_exchange(&in_handler, 1) || !w) {
+	if (atomic_exchange(&in_handler, 1) || (!w && !rec)) {
 		reraise(signo);
 		return;
 	}
@@ -180,24 +197,31 @@ static void on_fatal(int signo, siginfo_t *si, void *uctx)
 	c.node = atomic_load_explicit(&pos_node, memory_order_relaxed);
 	c.phase = atomic_load_explicit(&pos_phase, memory_order_relaxed);
 	c.time_ns = atomic_load_explicit(&pos_time, memory_order_relaxed);
+	gen = atomic_load_explicit(&pos_gen, memory_order_relaxed);
 	c.nframes = backtrace_frames(uctx);
 	for (i = 0; i < c.nframes; i++)
 		c.frames[i] = frame_text[i];
-	if (tm_writer_crash(w, &c) == TM_OK)
+	if (rec)
+		srv = tm_recorder__crash(rec, &c, gen != 0, gen);
+	if (w && tm_writer_crash(w, &c) == TM_OK)
 		tm_writer_emergency_flush(w);
+	/* The file first: it is what outlives the process. */
+	if (srv)
+		tm_server_crash(srv, &c);
 	alarm(0);
 	reraise(signo);
 }
 
-int tm_crash_install(tm_writer *w)
+int tm_crash__install(struct tm_writer *w, struct tm_recorder *r)
 {
 	struct sigaction sa;
 	stack_t ss;
 	int i;
 
-	if (!w)
+	if (!w && !r)
 		return TM_ERR_INVALID_ARG;
 	atomic_store(&crash_writer, w);
+	atomic_store(&crash_recorder, r);
 	if (installed)
 		return TM_OK;
 	alt_stack = malloc(ALT_STACK_SIZE);
@@ -222,6 +246,19 @@ int tm_crash_install(tm_writer *w)
 	return TM_OK;
 }
 
+int tm_crash_install(tm_writer *w)
+{
+	if (!w)
+		return TM_ERR_INVALID_ARG;
+	return tm_crash__install(w, NULL);
+}
+
+void tm_crash__forget(const struct tm_recorder *r)
+{
+	if (r && installed && atomic_load(&crash_recorder) == r)
+		tm_crash_uninstall();
+}
+
 void tm_crash_uninstall(void)
 {
 	int i;
@@ -235,5 +272,6 @@ void tm_crash_uninstall(void)
 	free(alt_stack);
 	alt_stack = NULL;
 	atomic_store(&crash_writer, NULL);
+	atomic_store(&crash_recorder, NULL);
 	installed = 0;
 }

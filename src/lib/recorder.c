@@ -13,11 +13,20 @@
  *
  * Node and metadata records bypass the ring: they go to the writer at once,
  * under the writer lock, so they always precede the events naming them.
+ *
+ * With a live server attached (tm_recorder_serve) every batch is also
+ * forwarded to tm_server_event, on the submitting thread, after its events
+ * are in the ring and with the ring lock released: a breakpoint hit blocks
+ * the submitter there while the writer thread keeps draining.  A third lock
+ * (flock) is held across a whole submit so that concurrent submitters
+ * forward in seq order.  Without a writer the recorder keeps no ring at all
+ * and only numbers, counts and forwards.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,12 +34,20 @@
 
 #include "tm-internal.h"
 #include "tm-recorder.h"
+#include "tm-server.h"
 #include "tm-stats.h"
 
 _Static_assert(sizeof(struct tm_rec_tensor) == 336, "tm_rec_tensor layout is ABI");
 _Static_assert(sizeof(struct tm_rec_event) == 48, "tm_rec_event layout is ABI");
 
+_Static_assert(sizeof(struct tm_rec_batch) == 24, "tm_rec_batch layout is ABI");
+
 enum { SLOT_EVENT = 0, SLOT_GAP = 1 };
+
+/* Events forwarded per ring-lock hold while a debugger is subscribed. */
+#define FWD_CHUNK 64
+/* Batches the crash handler believes (a garbage nev must not run forever). */
+#define CRASH_MAX_BATCH (1u << 22)
 
 /* What the consumer needs besides the tm_event itself to release a slot. */
 struct slot {
@@ -41,14 +58,16 @@ struct slot {
 };
 
 struct tm_recorder {
-	tm_writer *w;
+	tm_writer *w;                   /* NULL: no file, no ring */
 	struct tm_recorder_opts o;
 
+	pthread_mutex_t flock;          /* a whole submit: forwarding order */
 	pthread_mutex_t lock;           /* the ring and the counters */
 	pthread_cond_t not_empty;       /* producer -> consumer */
 	pthread_cond_t not_full;        /* consumer -> lossless producers */
 	pthread_cond_t drained;         /* consumer -> flush/close */
-	pthread_mutex_t wlock;          /* the writer (consumer vs nodes/meta) */
+	pthread_mutex_t wlock;          /* the writer (consumer vs nodes/meta),
+					 * nodes, meta_enc and setting srv */
 	pthread_t thread;
 	int have_thread;
 	int stop;
@@ -72,6 +91,26 @@ struct tm_recorder {
 
 	struct tm_recorder_stats st;
 	char detail[256];
+
+	/* live forwarding (tm_recorder_serve) */
+	_Atomic(tm_server *) srv;
+	tm_nodetab *nodes;              /* what the writer has, with its ids */
+	struct tm_buf meta_enc;         /* the run metadata, encoded */
+	struct tm_tensor *fwd_tens;     /* TM_MAX_TENSORS, under flock */
+
+	/* for the fatal-signal handler (read there without locks) */
+	_Atomic(const struct tm_rec_batch *) batch;
+	const struct tm_rec_event *cur_ev;  /* batch being submitted (flock) */
+	size_t cur_done;                /* its events that got a seq (lock) */
+	_Atomic int lock_owned;         /* lock held by lock_owner in submit */
+	pthread_t lock_owner;
+	uint64_t written_to;            /* slots written by write_range (wlock) */
+	struct tm_tensor *crash_tens;   /* TM_MAX_TENSORS, preallocated */
+	/* the model's last position: the last event submitted (lock) */
+	int have_last;
+	uint64_t last_seq, last_step, last_time, last_gen;
+	uint32_t last_node;
+	uint8_t last_phase;
 };
 
 void tm_recorder_opts_default(struct tm_recorder_opts *o)
@@ -176,8 +215,13 @@ static void add_to_gap(tm_recorder *r, uint64_t seq, uint64_t count,
 		r->st.events_dropped += count;
 }
 
+/*
+ * The one conversion from the batch layout to the event model.  With plen,
+ * the payload is copied into copy_to (the ring) or, without copy_to,
+ * referenced in place (forwarding, while the caller's tensor is alive).
+ */
 static void fill_tensor(struct tm_tensor *d, const struct tm_rec_tensor *s,
-			uint8_t *payload, uint64_t plen)
+			uint8_t *copy_to, uint64_t plen)
 {
 	memset(d, 0, sizeof(*d));
 	d->slot.kind = s->slot_kind;
@@ -195,11 +239,31 @@ static void fill_tensor(struct tm_tensor *d, const struct tm_rec_tensor *s,
 		d->hist_hi = s->hist_hi;
 		memcpy(d->hist, s->hist, sizeof(d->hist));
 	}
-	if (payload) {
-		memcpy(payload, (const void *)(uintptr_t)s->data, plen);
-		d->payload = payload;
+	if (plen && copy_to) {
+		memcpy(copy_to, (const void *)(uintptr_t)s->data, plen);
+		d->payload = copy_to;
+		d->payload_len = plen;
+	} else if (plen) {
+		d->payload = (const void *)(uintptr_t)s->data;
 		d->payload_len = plen;
 	}
+}
+
+static void fill_event(struct tm_event *d, const struct tm_rec_event *s,
+		       uint64_t seq, struct tm_tensor *tens)
+{
+	d->seq = seq;
+	d->step = s->step;
+	d->phase = s->phase;
+	d->kind = s->kind;
+	d->level = s->level;
+	d->node = s->node;
+	d->call = s->call;
+	d->time_ns = s->time_ns;
+	d->start_ns = s->start_ns;
+	d->end_ns = s->end_ns;
+	d->ntensors = s->ntensors;
+	d->tensors = s->ntensors ? tens : NULL;
 }
 
 /*
@@ -245,18 +309,7 @@ static int try_push(tm_recorder *r, const struct tm_rec_event *e,
 	s->type = SLOT_EVENT;
 	s->tused = (uint32_t)tused;
 	s->pused = pused;
-	ev->seq = seq;
-	ev->step = e->step;
-	ev->phase = e->phase;
-	ev->kind = e->kind;
-	ev->level = e->level;
-	ev->node = e->node;
-	ev->call = e->call;
-	ev->time_ns = e->time_ns;
-	ev->start_ns = e->start_ns;
-	ev->end_ns = e->end_ns;
-	ev->ntensors = e->ntensors;
-	ev->tensors = e->ntensors ? &r->tens[tstart] : NULL;
+	fill_event(ev, e, seq, &r->tens[tstart]);
 	off = 0;
 	for (i = 0; i < e->ntensors; i++) {
 		uint64_t len = plen_total ? payload_len(&t[i]) : 0;
@@ -325,12 +378,149 @@ static int check_batch(const struct tm_rec_event *ev, size_t nev,
 	return TM_OK;
 }
 
+/* The ring lock, as submit takes it: the crash handler must know when the
+ * thread it runs on is the one holding it. */
+static void lock_ring(tm_recorder *r)
+{
+	pthread_mutex_lock(&r->lock);
+	r->lock_owner = pthread_self();
+	atomic_store_explicit(&r->lock_owned, 1, memory_order_relaxed);
+}
+
+static void unlock_ring(tm_recorder *r)
+{
+	atomic_store_explicit(&r->lock_owned, 0, memory_order_relaxed);
+	pthread_mutex_unlock(&r->lock);
+}
+
+static int serving(tm_server *srv)
+{
+	return srv && (__atomic_load_n(tm_server_state(srv), __ATOMIC_RELAXED) & 1u);
+}
+
+/*
+ * Numbers n events and puts them into the ring (dropping or waiting when it
+ * is full); ring lock held.  dropped[i], when given, says which of them the
+ * ring lost.  Returns 1 when the writer thread should be woken.
+ */
+static int push_events(tm_recorder *r, const struct tm_rec_event *ev, size_t n,
+		       const struct tm_rec_tensor *t, uint8_t *dropped)
+{
+	size_t i, ti = 0;
+	int pushed = 0;
+
+	for (i = 0; i < n; i++) {
+		uint64_t seq = r->next_seq;
+		int rc = 0;
+
+		while (r->w) {
+			rc = try_push(r, &ev[i], t + ti, seq);
+			if (rc != 1 || !r->o.lossless || r->closed)
+				break;
+			if (!r->have_thread) {
+				/* Manual drain: the producer is the consumer. */
+				unlock_ring(r);
+				tm_recorder_drain(r);
+				lock_ring(r);
+				continue;
+			}
+			/* Lossless: let the consumer see what we have
+			 * pushed, then wait for room. */
+			pthread_cond_signal(&r->not_empty);
+			atomic_store_explicit(&r->lock_owned, 0, memory_order_relaxed);
+			pthread_cond_wait(&r->not_full, &r->lock);
+			r->lock_owner = pthread_self();
+			atomic_store_explicit(&r->lock_owned, 1, memory_order_relaxed);
+		}
+		if (rc == 0)
+			pushed = 1;
+		else
+			add_to_gap(r, seq, 1, TM_GAP_BACKPRESSURE, ev[i].step,
+				   ev[i].time_ns);
+		if (dropped)
+			dropped[i] = rc != 0;
+		/* Only now: a crash inside try_push (a bad data pointer) leaves
+		 * this event to the handler, with this seq. */
+		r->next_seq++;
+		r->cur_done++;
+		ti += ev[i].ntensors;
+	}
+	if (n) {
+		const struct tm_rec_event *e = &ev[n - 1];
+
+		r->have_last = 1;
+		r->last_seq = r->next_seq - 1;
+		r->last_step = e->step;
+		r->last_node = e->node;
+		r->last_phase = e->phase;
+		r->last_time = e->time_ns;
+		r->last_gen = tm_crash__gen();
+	}
+	if (!r->w)
+		return 0;
+	/* The writer thread wakes on its own every drain_interval; waking it
+	 * per batch would cost two context switches per step on a busy
+	 * machine.  Only a ring a quarter full calls it early. */
+	return pushed && ((r->head - r->tail) * 4 >= r->o.ring_events ||
+			  (r->thead - r->ttail) * 4 >= r->o.ring_tensors ||
+			  (r->phead - r->ptail) * 4 >= r->o.ring_payload_bytes);
+}
+
+/*
+ * Hands n events numbered from seq to the server, the ring's losses as
+ * BACKPRESSURE gaps; flock held, ring lock not (a breakpoint blocks here).
+ */
+static void forward(tm_recorder *r, tm_server *srv, const struct tm_rec_event *ev,
+		    size_t n, const struct tm_rec_tensor *t, uint64_t seq,
+		    const uint8_t *dropped)
+{
+	struct tm_event e;
+	struct tm_gap g;
+	size_t i;
+	uint32_t j;
+	int have_gap = 0;
+
+	for (i = 0; i < n; i++, seq++) {
+		if (dropped[i]) {
+			if (!have_gap) {
+				memset(&g, 0, sizeof(g));
+				g.first_seq = seq;
+				g.reason = TM_GAP_BACKPRESSURE;
+				g.step = ev[i].step;
+				g.time_ns = ev[i].time_ns;
+				have_gap = 1;
+			}
+			g.last_seq = seq;
+			g.count++;
+			t += ev[i].ntensors;
+			continue;
+		}
+		if (have_gap) {
+			tm_server_gap(srv, &g);
+			have_gap = 0;
+		}
+		for (j = 0; j < ev[i].ntensors; j++) {
+			uint64_t plen = payload_len(&t[j]);
+
+			fill_tensor(&r->fwd_tens[j], &t[j], NULL,
+				    plen == UINT64_MAX ? 0 : plen);
+		}
+		fill_event(&e, &ev[i], seq, r->fwd_tens);
+		tm_server_event(srv, &e);
+		t += ev[i].ntensors;
+	}
+	if (have_gap)
+		tm_server_gap(srv, &g);
+}
+
 int tm_recorder_submit(tm_recorder *r, const struct tm_rec_event *ev,
 		       size_t nev, struct tm_rec_tensor *t, size_t nt,
 		       uint64_t *first_seq)
 {
-	size_t i, ti = 0;
-	int err, pushed = 0, wake;
+	uint8_t dropped[FWD_CHUNK];
+	size_t i = 0, k, ti = 0;
+	tm_server *srv;
+	int err;
 
 	if (!r)
 		return TM_ERR_INVALID_ARG;
@@ -340,82 +530,91 @@ int tm_recorder_submit(tm_recorder *r, const struct tm_rec_event *ev,
 	/* Stats the caller left to us are computed before taking the lock. */
 	tm_recorder_stats(r, t, nt);
 
-	pthread_mutex_lock(&r->lock);
+	pthread_mutex_lock(&r->flock);
+	srv = atomic_load_explicit(&r->srv, memory_order_relaxed);
+	lock_ring(r);
 	if (r->closed) {
-		pthread_mutex_unlock(&r->lock);
+		unlock_ring(r);
+		pthread_mutex_unlock(&r->flock);
 		return TM_ERR_CLOSED;
 	}
 	if (first_seq)
 		*first_seq = r->next_seq;
-	for (i = 0; i < nev; i++) {
-		uint64_t seq = r->next_seq++;
-		int rc;
+	r->cur_ev = ev;
+	r->cur_done = 0;
+	for (;;) {
+		/* With nobody subscribed the whole batch goes in at once;
+		 * with a debugger, in chunks forwarded between lock holds. */
+		int fwd = serving(srv);
+		size_t n = fwd && nev - i > FWD_CHUNK ? FWD_CHUNK : nev - i;
+		uint64_t base = r->next_seq;
+		int wake = push_events(r, ev + i, n, t + ti, fwd ? dropped : NULL);
 
-		for (;;) {
-			rc = try_push(r, &ev[i], t + ti, seq);
-			if (rc != 1 || !r->o.lossless || r->closed)
-				break;
-			if (!r->have_thread) {
-				/* Manual drain: the producer is the consumer. */
-				pthread_mutex_unlock(&r->lock);
-				tm_recorder_drain(r);
-				pthread_mutex_lock(&r->lock);
-				continue;
-			}
-			/* Lossless: let the consumer see what we have
-			 * pushed, then wait for room. */
+		unlock_ring(r);
+		if (wake)
 			pthread_cond_signal(&r->not_empty);
-			pthread_cond_wait(&r->not_full, &r->lock);
-		}
-		if (rc == 0)
-			pushed = 1;
-		else
-			add_to_gap(r, seq, 1, TM_GAP_BACKPRESSURE, ev[i].step,
-				   ev[i].time_ns);
-		ti += ev[i].ntensors;
+		if (fwd)
+			forward(r, srv, ev + i, n, t + ti, base, dropped);
+		for (k = 0; k < n; k++)
+			ti += ev[i + k].ntensors;
+		i += n;
+		if (i >= nev)
+			break;
+		lock_ring(r);
 	}
-	/* The writer thread wakes on its own every drain_interval; waking it
-	 * per batch would cost two context switches per step on a busy
-	 * machine.  Only a ring a quarter full calls it early. */
-	wake = pushed && ((r->head - r->tail) * 4 >= r->o.ring_events ||
-			  (r->thead - r->ttail) * 4 >= r->o.ring_tensors ||
-			  (r->phead - r->ptail) * 4 >= r->o.ring_payload_bytes);
-	pthread_mutex_unlock(&r->lock);
-	if (wake)
-		pthread_cond_signal(&r->not_empty);
+	r->cur_ev = NULL;
+	pthread_mutex_unlock(&r->flock);
 	return TM_OK;
 }
 
 int tm_recorder_gap(tm_recorder *r, uint64_t count, uint32_t reason,
 		    uint64_t step, uint64_t time_ns, uint64_t *first_seq)
 {
-	if (!r || !count || !reason || (reason & ~(uint32_t)TM_GAP__ALL))
+	struct tm_gap g;
+	tm_server *srv;
+
+	if (!r || !count || !reason || (reason & ~(uint32_t)TM_GAP__ALL) ||
+	    count > UINT64_MAX / 2)
 		return TM_ERR_INVALID_ARG;
+	pthread_mutex_lock(&r->flock);
+	srv = atomic_load_explicit(&r->srv, memory_order_relaxed);
 	pthread_mutex_lock(&r->lock);
 	if (r->closed) {
 		pthread_mutex_unlock(&r->lock);
+		pthread_mutex_unlock(&r->flock);
 		return TM_ERR_CLOSED;
 	}
 	if (first_seq)
 		*first_seq = r->next_seq;
+	memset(&g, 0, sizeof(g));
+	g.first_seq = r->next_seq;
+	g.last_seq = r->next_seq + count - 1;
+	g.count = count;
+	g.reason = reason;
+	g.step = step;
+	g.time_ns = time_ns;
 	/* Joins the pending gap; it is written before the next event. */
-	add_to_gap(r, r->next_seq, count, reason, step, time_ns);
+	if (r->w)
+		add_to_gap(r, r->next_seq, count, reason, step, time_ns);
 	r->next_seq += count;
 	pthread_mutex_unlock(&r->lock);
+	if (serving(srv))
+		tm_server_gap(srv, &g);
+	pthread_mutex_unlock(&r->flock);
 	return TM_OK;
 }
 
 /*
- * Writes slots [from, to) with the ring lock released (the producer never
- * touches slots below head), then releases them.  Called by the writer
- * thread, or by the caller in manual_drain mode; never both.
+ * Writes slots [from, to) and adds up the tensor and payload units they
+ * hold.  No locks of its own: write_range holds wlock, and the crash
+ * handler holds (or owns) everything.
  */
-static void write_range(tm_recorder *r, uint64_t from, uint64_t to)
+static void write_slots(tm_recorder *r, uint64_t from, uint64_t to,
+			uint64_t *tfree_out, uint64_t *pfree_out)
 {
 	uint64_t i = from, tfree = 0, pfree = 0;
 	int err = 0;
 
-	pthread_mutex_lock(&r->wlock);
 	while (i < to) {
 		uint64_t k = i % r->o.ring_events, n = 0;
 
@@ -446,6 +645,22 @@ static void write_range(tm_recorder *r, uint64_t from, uint64_t to)
 			set_detail(r, "writing the trace", err);
 		}
 	}
+	*tfree_out = tfree;
+	*pfree_out = pfree;
+}
+
+/*
+ * Writes slots [from, to) with the ring lock released (the producer never
+ * touches slots below head), then releases them.  Called by the writer
+ * thread, or by the caller in manual_drain mode; never both.
+ */
+static void write_range(tm_recorder *r, uint64_t from, uint64_t to)
+{
+	uint64_t tfree, pfree;
+
+	pthread_mutex_lock(&r->wlock);
+	write_slots(r, from, to, &tfree, &pfree);
+	r->written_to = to;
 	pthread_mutex_unlock(&r->wlock);
 
 	pthread_mutex_lock(&r->lock);
@@ -498,6 +713,19 @@ static void *writer_main(void *arg)
 	return NULL;
 }
 
+static void free_parts(tm_recorder *r)
+{
+	free(r->evs);
+	free(r->slots);
+	free(r->tens);
+	free(r->pay);
+	free(r->fwd_tens);
+	free(r->crash_tens);
+	tm_nodetab_free(r->nodes);
+	tm_buf_free(&r->meta_enc);
+	free(r);
+}
+
 int tm_recorder_new(tm_writer *w, const struct tm_recorder_opts *opts,
 		    tm_recorder **out)
 {
@@ -506,8 +734,6 @@ int tm_recorder_new(tm_writer *w, const struct tm_recorder_opts *opts,
 	if (!out)
 		return TM_ERR_INVALID_ARG;
 	*out = NULL;
-	if (!w)
-		return TM_ERR_INVALID_ARG;
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return TM_ERR_NOMEM;
@@ -523,20 +749,29 @@ int tm_recorder_new(tm_writer *w, const struct tm_recorder_opts *opts,
 		r->o.ring_payload_bytes = UINT64_C(64) << 20;
 	if (!r->o.drain_interval_ns)
 		r->o.drain_interval_ns = UINT64_C(10000000);
-	r->evs = calloc(r->o.ring_events, sizeof(*r->evs));
-	r->slots = calloc(r->o.ring_events, sizeof(*r->slots));
-	r->tens = calloc(r->o.ring_tensors, sizeof(*r->tens));
-	r->pay = malloc((size_t)r->o.ring_payload_bytes);
-	if (!r->evs || !r->slots || !r->tens || !r->pay)
+	r->nodes = tm_nodetab_new();
+	r->fwd_tens = calloc(TM_MAX_TENSORS, sizeof(*r->fwd_tens));
+	r->crash_tens = calloc(TM_MAX_TENSORS, sizeof(*r->crash_tens));
+	if (!r->nodes || !r->fwd_tens || !r->crash_tens)
 		goto nomem;
+	if (w) {
+		r->evs = calloc(r->o.ring_events, sizeof(*r->evs));
+		r->slots = calloc(r->o.ring_events, sizeof(*r->slots));
+		r->tens = calloc(r->o.ring_tensors, sizeof(*r->tens));
+		r->pay = malloc((size_t)r->o.ring_payload_bytes);
+		if (!r->evs || !r->slots || !r->tens || !r->pay)
+			goto nomem;
+	}
+	pthread_mutex_init(&r->flock, NULL);
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_mutex_init(&r->wlock, NULL);
 	pthread_cond_init(&r->not_empty, NULL);
 	pthread_cond_init(&r->not_full, NULL);
 	pthread_cond_init(&r->drained, NULL);
 	r->w = w;
-	if (!r->o.manual_drain) {
+	if (w && !r->o.manual_drain) {
 		if (pthread_create(&r->thread, NULL, writer_main, r)) {
+			pthread_mutex_destroy(&r->flock);
 			pthread_mutex_destroy(&r->lock);
 			pthread_mutex_destroy(&r->wlock);
 			pthread_cond_destroy(&r->not_empty);
@@ -549,11 +784,7 @@ int tm_recorder_new(tm_writer *w, const struct tm_recorder_opts *opts,
 	*out = r;
 	return TM_OK;
 nomem:
-	free(r->evs);
-	free(r->slots);
-	free(r->tens);
-	free(r->pay);
-	free(r);
+	free_parts(r);
 	return TM_ERR_NOMEM;
 }
 
@@ -566,6 +797,8 @@ int tm_recorder_open(const char *path, const struct tm_recorder_opts *opts,
 	if (!out)
 		return TM_ERR_INVALID_ARG;
 	*out = NULL;
+	if (!path)
+		return tm_recorder_new(NULL, opts, out);
 	err = tm_writer_open(path, NULL, &w);
 	if (err)
 		return err;
@@ -575,14 +808,62 @@ int tm_recorder_open(const char *path, const struct tm_recorder_opts *opts,
 	return err;
 }
 
+/* Gives a server the metadata and the nodes it has not got yet; wlock held. */
+static void serve_known(tm_recorder *r, tm_server *srv)
+{
+	uint32_t i, n = tm_nodetab_count(r->nodes);
+
+	if (r->meta_enc.len) {
+		tm_decoder *d = tm_decoder_new();
+		struct tm_record rec;
+		size_t used;
+
+		if (d && tm_decode_record(d, r->meta_enc.data, r->meta_enc.len,
+					  &rec, &used) == TM_OK &&
+		    rec.type == TM_REC_META)
+			tm_server_meta(srv, &rec.u.meta);
+		tm_decoder_free(d);
+	}
+	/* Ids the server knows already are refused by it: harmless. */
+	for (i = 0; i < n; i++)
+		tm_server_node(srv, tm_nodetab_get(r->nodes, i));
+}
+
+int tm_recorder_serve(tm_recorder *r, tm_server *srv)
+{
+	if (!r)
+		return TM_ERR_INVALID_ARG;
+	/* flock: no submit is forwarding to the old server when this
+	 * returns; wlock: no node is registered in between. */
+	pthread_mutex_lock(&r->flock);
+	pthread_mutex_lock(&r->wlock);
+	if (srv && srv != atomic_load(&r->srv))
+		serve_known(r, srv);
+	atomic_store(&r->srv, srv);
+	pthread_mutex_unlock(&r->wlock);
+	pthread_mutex_unlock(&r->flock);
+	return TM_OK;
+}
+
 int tm_recorder_meta(tm_recorder *r, const struct tm_run_meta *m)
 {
-	int err;
+	tm_server *srv;
+	int err = TM_OK;
 
 	if (!r || !m)
 		return TM_ERR_INVALID_ARG;
 	pthread_mutex_lock(&r->wlock);
-	err = tm_writer_meta(r->w, m);
+	if (r->w)
+		err = tm_writer_meta(r->w, m);
+	if (!err) {
+		r->meta_enc.len = 0;
+		err = tm_encode_meta(&r->meta_enc, m);
+		if (err)
+			r->meta_enc.len = 0;
+	}
+	srv = atomic_load(&r->srv);
+	if (!err && srv)
+		tm_server_meta(srv, m);
 	pthread_mutex_unlock(&r->wlock);
 	if (err)
 		set_detail(r, "writing run metadata", err);
@@ -591,12 +872,35 @@ int tm_recorder_meta(tm_recorder *r, const struct tm_run_meta *m)
 
 int tm_recorder_node(tm_recorder *r, const struct tm_node *n, uint32_t *id)
 {
+	struct tm_node copy;
+	tm_server *srv;
+	uint32_t nid = TM_NODE_NONE;
 	int err;
 
 	if (!r || !n)
 		return TM_ERR_INVALID_ARG;
 	pthread_mutex_lock(&r->wlock);
-	err = tm_writer_node(r->w, n, id);
+	/* The recorder's table mirrors the writer's, same ids, for the
+	 * server (and is the only one without a writer). */
+	if (r->w) {
+		err = tm_writer_node(r->w, n, &nid);
+		if (!err) {
+			copy = *n;
+			copy.id = nid;
+			if (tm_nodetab_put(r->nodes, &copy) != TM_OK)
+				err = TM_ERR_NOMEM;
+		}
+	} else {
+		err = tm_nodetab_add(r->nodes, n, &nid);
+	}
+	if (id)
+		*id = nid;
+	srv = atomic_load(&r->srv);
+	if (!err && srv) {
+		copy = *n;
+		copy.id = nid;
+		tm_server_node(srv, &copy);
+	}
 	pthread_mutex_unlock(&r->wlock);
 	if (err)
 		set_detail(r, "registering a node", err);
@@ -628,6 +932,8 @@ int tm_recorder_drain(tm_recorder *r)
 
 	if (!r)
 		return TM_ERR_INVALID_ARG;
+	if (!r->w)
+		return TM_OK;
 	if (r->have_thread) {
 		pthread_mutex_lock(&r->lock);
 		pthread_cond_signal(&r->not_empty);
@@ -646,6 +952,8 @@ int tm_recorder_drain(tm_recorder *r)
 /* Waits (thread mode) or drains (manual mode) until the ring is empty. */
 static void wait_empty(tm_recorder *r)
 {
+	if (!r->w)
+		return;
 	if (!r->have_thread) {
 		tm_recorder_drain(r);
 		return;
@@ -664,6 +972,8 @@ int tm_recorder_flush(tm_recorder *r)
 
 	if (!r)
 		return TM_ERR_INVALID_ARG;
+	if (!r->w)
+		return TM_OK;
 	wait_empty(r);
 	pthread_mutex_lock(&r->wlock);
 	err = r->st.writer_err ? r->st.writer_err : tm_writer_flush(r->w);
@@ -686,42 +996,189 @@ const char *tm_recorder_detail(const tm_recorder *r)
 	return r ? r->detail : "";
 }
 
+int tm_recorder_watch_batch(tm_recorder *r, const struct tm_rec_batch *b)
+{
+	if (!r)
+		return TM_ERR_INVALID_ARG;
+	atomic_store(&r->batch, b);
+	return TM_OK;
+}
+
+int tm_recorder_crash_install(tm_recorder *r)
+{
+	if (!r)
+		return TM_ERR_INVALID_ARG;
+	return tm_crash__install(r->w, r);
+}
+
 int tm_recorder_close(tm_recorder *r)
 {
-	int err;
+	int err = TM_OK;
 
 	if (!r)
 		return TM_OK;
+	/* The handler must not look at r once it is freed. */
+	tm_crash__forget(r);
 	pthread_mutex_lock(&r->lock);
 	r->closed = 1;
 	pthread_cond_broadcast(&r->not_full);   /* lossless waiters drop now */
 	pthread_mutex_unlock(&r->lock);
-	/* The pending gap still needs a slot: empty the ring first. */
-	wait_empty(r);
-	pthread_mutex_lock(&r->lock);
-	if (r->gap_count)
-		push_gap(r);
-	r->stop = 1;
-	pthread_cond_signal(&r->not_empty);
-	pthread_mutex_unlock(&r->lock);
-	if (r->have_thread)
-		pthread_join(r->thread, NULL);
-	else
-		tm_recorder_drain(r);
-	err = r->st.writer_err;
-	if (err)
-		tm_writer_abandon(r->w);
-	else
-		err = tm_writer_close(r->w);
+	if (r->w) {
+		/* The pending gap still needs a slot: empty the ring first. */
+		wait_empty(r);
+		pthread_mutex_lock(&r->lock);
+		if (r->gap_count)
+			push_gap(r);
+		r->stop = 1;
+		pthread_cond_signal(&r->not_empty);
+		pthread_mutex_unlock(&r->lock);
+		if (r->have_thread)
+			pthread_join(r->thread, NULL);
+		else
+			tm_recorder_drain(r);
+		err = r->st.writer_err;
+		if (err)
+			tm_writer_abandon(r->w);
+		else
+			err = tm_writer_close(r->w);
+	}
+	pthread_mutex_destroy(&r->flock);
 	pthread_mutex_destroy(&r->lock);
 	pthread_mutex_destroy(&r->wlock);
 	pthread_cond_destroy(&r->not_empty);
 	pthread_cond_destroy(&r->not_full);
 	pthread_cond_destroy(&r->drained);
-	free(r->evs);
-	free(r->slots);
-	free(r->tens);
-	free(r->pay);
-	free(r);
+	free_parts(r);
 	return err;
+}
+
+/* ------------------------------------------------------------- the crash handler */
+
+/* Tries a lock for about ms milliseconds (nanosleep is async-signal-safe). */
+static int try_lock_for(pthread_mutex_t *m, int ms)
+{
+	struct timespec nap = { 0, 1000000 };
+
+	while (pthread_mutex_trylock(m)) {
+		if (ms-- <= 0)
+			return -1;
+		nanosleep(&nap, NULL);
+	}
+	return 0;
+}
+
+/* A batch entry the handler can convert without reading out of bounds of
+ * what the entry itself declares. */
+static int crash_event_ok(const tm_recorder *r, const struct tm_rec_event *e,
+			  const struct tm_rec_tensor *t)
+{
+	uint32_t i;
+
+	if (e->ntensors > TM_MAX_TENSORS || e->kind >= TM_EV__COUNT ||
+	    e->phase > TM_PHASE_BWD || e->node >= tm_nodetab_count(r->nodes))
+		return 0;
+	for (i = 0; i < e->ntensors; i++)
+		if (t[i].rank > TM_MAX_RANK || t[i].slot_kind >= TM_SLOT__COUNT ||
+		    t[i].dtype >= TM_DT__COUNT)
+			return 0;
+	return 1;
+}
+
+/*
+ * Runs in the fatal-signal handler (crash.c), before the crash record is
+ * written: the ring's undrained slots and pending gap, then the watched
+ * batch's filled events, into the writer; c's position becomes the last
+ * event's unless tm_crash_position was called since (pos_set, pos_gen,
+ * c->time_ns later than that event).  Never waits more than a few seconds:
+ * the locks are only tried, and one held by this very thread (a crash
+ * inside submit) is used as it is, since its owner will not run again.
+ */
+tm_server *tm_recorder__crash(tm_recorder *r, struct tm_crash *c, int pos_set,
+			      uint64_t pos_gen)
+{
+	const struct tm_rec_batch *b = atomic_load(&r->batch);
+	int have_lock = 0, have_wlock = 0, wrote_batch = 0;
+	uint64_t tfree, pfree, seq;
+
+	if (try_lock_for(&r->lock, 100) == 0)
+		have_lock = 1;
+	else if (atomic_load_explicit(&r->lock_owned, memory_order_relaxed) &&
+		 pthread_equal(r->lock_owner, pthread_self()))
+		have_lock = 2;
+	if (r->w && have_lock) {
+		/* The writer thread finishes the range it is writing (it
+		 * holds wlock throughout); the rest of the ring is ours. */
+		if (try_lock_for(&r->wlock, 2000) == 0)
+			have_wlock = 1;
+		if (have_wlock && !r->st.writer_err) {
+			uint64_t from = r->written_to > r->tail ? r->written_to : r->tail;
+
+			if (from < r->head)
+				write_slots(r, from, r->head, &tfree, &pfree);
+			if (r->gap_count && !r->st.writer_err) {
+				struct tm_gap g;
+
+				memset(&g, 0, sizeof(g));
+				g.first_seq = r->gap_first;
+				g.last_seq = r->gap_first + r->gap_count - 1;
+				g.count = r->gap_count;
+				g.reason = r->gap_reason;
+				g.step = r->gap_step;
+				g.time_ns = r->gap_time;
+				if (tm_writer_gap(r->w, &g) == TM_OK)
+					r->gap_count = 0;
+			}
+		}
+	}
+
+	/* The batch: what was filled and not submitted yet.  A submit under
+	 * way on this batch has numbered the first cur_done of them. */
+	seq = r->next_seq;
+	if (b && b->events && b->nev) {
+		const struct tm_rec_event *ev = (const void *)(uintptr_t)b->events;
+		const struct tm_rec_tensor *t = (const void *)(uintptr_t)b->tensors;
+		uint32_t n = b->nev < CRASH_MAX_BATCH ? b->nev : CRASH_MAX_BATCH, i, j;
+		size_t skip = r->cur_ev == ev ? r->cur_done : 0;
+		struct tm_event e;
+
+		for (i = 0; i < n; i++) {
+			if (ev[i].ntensors && !t)
+				break;
+			if (i >= skip) {
+				if (!crash_event_ok(r, &ev[i], t))
+					break;
+				/* Stats only where already computed: the data
+				 * may be what made the process crash. */
+				for (j = 0; j < ev[i].ntensors; j++)
+					fill_tensor(&r->crash_tens[j], &t[j], NULL, 0);
+				fill_event(&e, &ev[i], seq, r->crash_tens);
+				if (r->w && !r->st.writer_err)
+					tm_writer_event(r->w, &e);
+				r->have_last = 1;
+				r->last_seq = seq;
+				r->last_step = e.step;
+				r->last_node = e.node;
+				r->last_phase = e.phase;
+				r->last_time = e.time_ns;
+				seq++;
+				wrote_batch = 1;
+			}
+			t += ev[i].ntensors;
+		}
+		r->next_seq = seq;
+	}
+
+	/* The position: the last event, unless the probe said more since. */
+	if (r->have_last &&
+	    !(pos_set && (wrote_batch ? c->time_ns > r->last_time
+				      : pos_gen != r->last_gen))) {
+		c->seq = r->last_seq;
+		c->step = r->last_step;
+		c->node = r->last_node;
+		c->phase = r->last_phase;
+		c->time_ns = r->last_time;
+	}
+	/* The locks stay held: the process is about to die, and the writer
+	 * thread must not write the slots again. */
+	return atomic_load(&r->srv);
 }

@@ -16,9 +16,11 @@
  * the model thread; the model thread also rechecks every 100 ms, so it never
  * stays paused more than that after its debugger is gone.
  *
- * Locking: one mutex guards everything but `active` (the fast-path flag).
- * Socket writes happen under it too, non-blocking, from whichever thread has
- * queued bytes; the server thread polls for POLLOUT when some are left.
+ * Locking: one mutex guards everything but `active` (the fast-path flag)
+ * and `state` (the word the Python probe polls); both are only written with
+ * the mutex held, and read without it.  Socket writes happen under it too,
+ * non-blocking, from whichever thread has queued bytes; the server thread
+ * polls for POLLOUT when some are left.
  */
 #include "config.h"
 
@@ -48,6 +50,15 @@
 #define MAX_LEVELS 256
 #define MAX_CAPTURES 256
 #define STOP_RECHECK_NS 100000000ull
+/*
+ * Streamed events are not sent one by one: a send() per event, and the
+ * debugger woken per event, cost the model more than encoding them.  They
+ * go out when this much is queued, or when the server thread next wakes
+ * (every FLUSH_MS while a debugger is subscribed); anything that asks for
+ * the debugger's attention (STOP, RESULT, BYE) flushes at once.
+ */
+#define FLUSH_BYTES (64u << 10)
+#define FLUSH_MS 2
 
 /* A debugger's breakpoint, bound to the node table like tmdb's (cmd-break.c). */
 struct sbp {
@@ -87,8 +98,11 @@ struct tm_server {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	atomic_int active;      /* a client has said HELLO */
+	_Atomic uint32_t state; /* tm_server_state(): bit 0 subscribed, 1.. requests */
 	int stopping;
-	int inside;             /* threads in tm_server_event (stop waits for them) */
+	int inside;             /* threads in tm_server_event or tm_server_wait_client
+				 * (stop waits for them) */
+	int waiters;            /* threads in tm_server_wait_client */
 
 	/* the connection */
 	tm_frame_decoder *dec;
@@ -98,6 +112,7 @@ struct tm_server {
 	tm_address *filter;
 	struct tm_buf out;      /* queued bytes; out_off already sent */
 	size_t out_off;
+	int out_blocked;        /* the socket said EAGAIN: wait for POLLOUT */
 	struct tm_buf scratch;  /* the record being queued */
 	struct tm_buf gscratch; /* the pending gap, encoded */
 
@@ -141,6 +156,37 @@ void tm_server_opts_default(struct tm_server_opts *o)
 	o->caps = TM_CAP_PAUSE | TM_CAP_LEVEL | TM_CAP_CAPTURE;
 	o->max_queue = DEFAULT_MAX_QUEUE;
 	o->max_frame = DEFAULT_MAX_FRAME;
+}
+
+/*
+ * The state word: bit 0 mirrors `subscribed`, bits 1..31 count changes of
+ * the level and capture requests, so that the probe notices any of them
+ * with one relaxed load per event.  Lock held (writers are serialised).
+ */
+static void state_set(tm_server *srv, int subscribed, int bump)
+{
+	uint32_t s = atomic_load_explicit(&srv->state, memory_order_relaxed);
+
+	s = (s & ~UINT32_C(1)) + (bump ? 2u : 0u);
+	atomic_store_explicit(&srv->state, s | (subscribed ? 1u : 0u),
+			      memory_order_release);
+}
+
+static void requests_changed(tm_server *srv)
+{
+	state_set(srv, srv->subscribed, 1);
+}
+
+/* Absolute deadline ms from now on the clock srv->cond waits on. */
+static void deadline_ms(struct timespec *ts, long ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += (ms % 1000) * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
 }
 
 /* ------------------------------------------------------------- the directory */
@@ -209,6 +255,7 @@ static void flush_out(tm_server *srv)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
 			/* The server thread will wait for POLLOUT. */
+			srv->out_blocked = 1;
 			if (write(srv->wake[1], "o", 1) < 0) {
 				/* pipe full: the thread is awake anyway */
 			}
@@ -217,8 +264,16 @@ static void flush_out(tm_server *srv)
 		drop_client(srv, 0);
 		return;
 	}
+	srv->out_blocked = 0;
 	if (srv->out_off == srv->out.len)
 		srv->out.len = srv->out_off = 0;
+}
+
+/* The hook path's flush: only once a batch worth sending is queued. */
+static void flush_some(tm_server *srv)
+{
+	if (srv->out.len - srv->out_off >= FLUSH_BYTES)
+		flush_out(srv);
 }
 
 static int queued(const tm_server *srv)
@@ -357,6 +412,11 @@ static int sbp_match(tm_server *srv, struct sbp *b, const struct tm_event *ev,
 	uint32_t i, cand = 0;
 
 	*focus = UINT32_MAX;
+	/* Nodes registered since the last bind: bound here, once per batch of
+	 * new nodes, rather than per node in tm_server_node (a model
+	 * registering thousands of modules would make that quadratic). */
+	if (b->nkinds != tm_nodetab_count(srv->nodes))
+		sbp_bind(srv, b);
 	if (ev->node >= b->nkinds || !(b->kinds[ev->node] & (1u << ev->kind)))
 		return 0;
 	if (b->call && ev->call != b->call)
@@ -381,14 +441,20 @@ static int sbp_match(tm_server *srv, struct sbp *b, const struct tm_event *ev,
 	return 0;
 }
 
-/* BREAK_SET: parse, bind, compile; the old breakpoint with this id goes. */
+/*
+ * BREAK_SET: parse, bind, compile; the old breakpoint with this id goes.  An
+ * address that matches no node yet is kept pending: tmdb sets breakpoints
+ * before `run`, when the model has not registered its modules, and checks
+ * the address against its own knowledge first.
+ */
 static void do_break_set(tm_server *srv, const struct tm_msg *m)
 {
 	struct tm_tql_compile_opts co;
 	const char *emsg = NULL;
 	char *errs = NULL;
 	struct sbp *b;
-	int col = 0, err;
+	int col = 0, err, pending;
+	char note[256];
 
 	if (!m->u.brk.id) {
 		send_result(srv, TM_MSG_RESULT, m->type, 0, TM_ERR_INVALID_ARG,
@@ -416,12 +482,7 @@ static void do_break_set(tm_server *srv, const struct tm_msg *m)
 	b->has_slot = tm_address_has_slot(b->addr);
 	b->slot = tm_address_slot(b->addr, &b->any_index);
 	b->call = tm_address_call(b->addr);
-	if (!sbp_bind(srv, b)) {
-		snprintf(srv->detail, sizeof(srv->detail), "no node matches \"%.200s\"",
-			 m->u.brk.where);
-		err = TM_ERR_NOT_FOUND;
-		goto fail;
-	}
+	pending = !sbp_bind(srv, b);
 	if (m->u.brk.cond[0]) {
 		memset(&co, 0, sizeof(co));
 		co.nodes = srv->nodes;
@@ -445,7 +506,11 @@ static void do_break_set(tm_server *srv, const struct tm_msg *m)
 	b->next = srv->bps;
 	srv->bps = b;
 	srv->nbps++;
-	send_result(srv, TM_MSG_RESULT, m->type, b->id, TM_OK, NULL);
+	note[0] = 0;
+	if (pending)
+		snprintf(note, sizeof(note), "pending: no node matches \"%.200s\" yet",
+			 m->u.brk.where);
+	send_result(srv, TM_MSG_RESULT, m->type, b->id, TM_OK, note);
 	return;
 fail:
 	send_result(srv, TM_MSG_RESULT, m->type, m->u.brk.id, err, srv->detail);
@@ -461,6 +526,7 @@ static void do_set_level(tm_server *srv, const struct tm_msg *m)
 
 	if (!m->u.level.pattern[0]) {
 		srv->default_level = m->u.level.level;
+		requests_changed(srv);
 		send_result(srv, TM_MSG_RESULT, m->type, 0, TM_OK, NULL);
 		return;
 	}
@@ -484,6 +550,7 @@ static void do_set_level(tm_server *srv, const struct tm_msg *m)
 	nl[srv->nlevels].pat = a;
 	nl[srv->nlevels].level = m->u.level.level;
 	srv->nlevels++;
+	requests_changed(srv);
 	send_result(srv, TM_MSG_RESULT, m->type, 0, TM_OK, NULL);
 }
 
@@ -491,6 +558,8 @@ static void levels_clear(tm_server *srv)
 {
 	size_t i;
 
+	if (srv->nlevels || srv->default_level != -1)
+		requests_changed(srv);
 	for (i = 0; i < srv->nlevels; i++)
 		tm_address_free(srv->levels[i].pat);
 	free(srv->levels);
@@ -544,6 +613,7 @@ static void do_capture(tm_server *srv, const struct tm_msg *m)
 	nc[srv->ncaps].node = m->u.capture.node;
 	nc[srv->ncaps].slot = m->u.capture.slot;
 	srv->ncaps++;
+	requests_changed(srv);
 	send_result(srv, TM_MSG_RESULT, m->type, 0, TM_OK, NULL);
 }
 
@@ -573,9 +643,10 @@ static void captures_satisfy(tm_server *srv, const struct tm_event *ev)
 			done = srv->caps[i].node == ev->node && ev->tensors[j].payload &&
 			       ev->tensors[j].slot.kind == srv->caps[i].slot.kind &&
 			       ev->tensors[j].slot.index == srv->caps[i].slot.index;
-		if (done)
+		if (done) {
 			srv->caps[i] = srv->caps[--srv->ncaps];
-		else
+			requests_changed(srv);
+		} else
 			i++;
 	}
 }
@@ -589,6 +660,7 @@ static void session_reset(tm_server *srv)
 	levels_clear(srv);
 	free(srv->caps);
 	srv->caps = NULL;
+	state_set(srv, 0, srv->ncaps != 0);
 	srv->ncaps = 0;
 	srv->greeted = srv->subscribed = 0;
 	tm_address_free(srv->filter);
@@ -614,6 +686,7 @@ static void drop_client(tm_server *srv, int bad)
 	tm_frame_decoder_free(srv->dec);
 	srv->dec = NULL;
 	srv->out.len = srv->out_off = 0;
+	srv->out_blocked = 0;
 	srv->st.connected = 0;
 	session_reset(srv);
 }
@@ -664,6 +737,7 @@ static void do_subscribe(tm_server *srv, const struct tm_msg *m)
 {
 	tm_address *a = NULL;
 	uint32_t i, n;
+	int first;
 
 	if (m->u.subscribe.pattern[0] &&
 	    tm_address_parse(m->u.subscribe.pattern, &a, NULL, NULL)) {
@@ -674,8 +748,12 @@ static void do_subscribe(tm_server *srv, const struct tm_msg *m)
 	tm_address_free(srv->filter);
 	srv->filter = a;
 	srv->from_seq = m->u.subscribe.from_seq;
+	first = !srv->subscribed;
+	/* Visible before the debugger hears back, as the lock is for events. */
+	srv->subscribed = 1;
+	state_set(srv, 1, 0);
 	send_result(srv, TM_MSG_RESULT, m->type, 0, TM_OK, NULL);
-	if (!srv->subscribed) {
+	if (first) {
 		if (srv->meta.len)
 			tm_frame_encode(&srv->out, TM_REC_META, 0, srv->meta.data,
 					(uint32_t)srv->meta.len);
@@ -685,8 +763,15 @@ static void do_subscribe(tm_server *srv, const struct tm_msg *m)
 			if (tm_encode_node(&srv->scratch, tm_nodetab_get(srv->nodes, i)) == TM_OK)
 				queue_record(srv, TM_REC_NODE, 1);
 		}
+		/* tm_server_wait_client: the model stops at its next event, as
+		 * after INTERRUPT, decided under the same lock as the
+		 * subscription so no event can slip through in between. */
+		if (srv->waiters && !srv->stopped) {
+			srv->step_mode = TM_RESUME_STEP;
+			srv->step_left = 1;
+		}
 	}
-	srv->subscribed = 1;
+	pthread_cond_broadcast(&srv->cond);
 	flush_out(srv);
 }
 
@@ -857,6 +942,7 @@ static void *server_main(void *arg)
 	tm_server *srv = arg;
 	struct pollfd pf[3];
 	char junk[64];
+	int timeout;
 
 	pthread_mutex_lock(&srv->lock);
 	while (!srv->stopping) {
@@ -868,11 +954,12 @@ static void *server_main(void *arg)
 		pf[1].events = POLLIN;
 		if (srv->cfd >= 0) {
 			pf[2].fd = srv->cfd;
-			pf[2].events = POLLIN | (queued(srv) ? POLLOUT : 0);
+			pf[2].events = POLLIN | (srv->out_blocked ? POLLOUT : 0);
 			n = 3;
 		}
+		timeout = n == 3 && srv->subscribed ? FLUSH_MS : 1000;
 		pthread_mutex_unlock(&srv->lock);
-		if (poll(pf, n, 1000) < 0 && errno != EINTR) {
+		if (poll(pf, n, timeout) < 0 && errno != EINTR) {
 			pthread_mutex_lock(&srv->lock);
 			break;
 		}
@@ -883,7 +970,7 @@ static void *server_main(void *arg)
 		if (srv->stopping)
 			break;
 		if (n == 3 && srv->cfd == pf[2].fd) {
-			if (pf[2].revents & POLLOUT)
+			if (queued(srv))
 				flush_out(srv);
 			if (srv->cfd >= 0 && (pf[2].revents & (POLLIN | POLLHUP | POLLERR)))
 				read_client(srv);
@@ -946,7 +1033,14 @@ int tm_server_start(const struct tm_server_opts *opts, tm_server **out)
 	srv->step_mode = -1;
 	srv->default_level = -1;
 	pthread_mutex_init(&srv->lock, NULL);
-	pthread_cond_init(&srv->cond, NULL);
+	{
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&srv->cond, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	srv->probe_kind = tm_strdup0(srv->o.probe_kind ? srv->o.probe_kind : "synthetic");
 	srv->trace = tm_strdup0(srv->o.trace);
 	srv->nodes = tm_nodetab_new();
@@ -1082,17 +1176,15 @@ int tm_server_meta(tm_server *srv, const struct tm_run_meta *m)
 
 int tm_server_node(tm_server *srv, const struct tm_node *n)
 {
-	struct sbp *b;
 	int err;
 
 	if (!srv || !n)
 		return TM_ERR_INVALID_ARG;
 	pthread_mutex_lock(&srv->lock);
 	err = tm_nodetab_put(srv->nodes, n);
+	/* Breakpoints that may match the new node rebind at the next event
+	 * (sbp_match). */
 	if (!err) {
-		/* A pattern may match the new node. */
-		for (b = srv->bps; b; b = b->next)
-			sbp_bind(srv, b);
 		if (srv->subscribed) {
 			srv->scratch.len = 0;
 			if (tm_encode_node(&srv->scratch, n) == TM_OK)
@@ -1112,12 +1204,7 @@ static void wait_resumed(tm_server *srv)
 	struct timespec ts;
 
 	while (srv->stopped && !srv->stopping && srv->cfd >= 0) {
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += (long)STOP_RECHECK_NS;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		deadline_ms(&ts, (long)(STOP_RECHECK_NS / 1000000));
 		pthread_cond_timedwait(&srv->cond, &srv->lock, &ts);
 	}
 	if (srv->stopped) {
@@ -1240,7 +1327,7 @@ int tm_server_event(tm_server *srv, const struct tm_event *ev)
 			    queue_record(srv, TM_REC_EVENT, 1) == TM_OK) {
 				sent = 1;
 				srv->st.events_sent++;
-				flush_out(srv);
+				flush_some(srv);
 			} else {
 				srv->st.events_dropped++;
 				note_gap(srv, ev, TM_GAP_BACKPRESSURE);
@@ -1280,7 +1367,7 @@ int tm_server_gap(tm_server *srv, const struct tm_gap *g)
 		srv->scratch.len = 0;
 		if (tm_encode_gap(&srv->scratch, g) == TM_OK)
 			queue_record(srv, TM_REC_GAP, 1);
-		flush_out(srv);
+		flush_some(srv);
 	}
 	pthread_mutex_unlock(&srv->lock);
 	return TM_OK;
@@ -1296,4 +1383,88 @@ void tm_server_get_stats(tm_server *srv, struct tm_server_stats *st)
 	st->stopped = srv->stopped;
 	st->breakpoints = srv->nbps;
 	pthread_mutex_unlock(&srv->lock);
+}
+
+int tm_server_wait_client(tm_server *srv, int timeout_ms)
+{
+	struct timespec deadline;
+	int err = TM_OK;
+
+	if (!srv)
+		return TM_ERR_INVALID_ARG;
+	if (timeout_ms >= 0)
+		deadline_ms(&deadline, timeout_ms);
+	pthread_mutex_lock(&srv->lock);
+	if (srv->stopping) {
+		pthread_mutex_unlock(&srv->lock);
+		return TM_ERR_CLOSED;
+	}
+	if (srv->subscribed) {
+		/* Already there: the same stop do_subscribe would have armed. */
+		if (!srv->stopped) {
+			srv->step_mode = TM_RESUME_STEP;
+			srv->step_left = 1;
+		}
+		pthread_mutex_unlock(&srv->lock);
+		return TM_OK;
+	}
+	srv->inside++;
+	srv->waiters++;
+	while (!srv->subscribed && !srv->stopping) {
+		if (timeout_ms < 0) {
+			pthread_cond_wait(&srv->cond, &srv->lock);
+		} else if (pthread_cond_timedwait(&srv->cond, &srv->lock,
+						  &deadline) == ETIMEDOUT) {
+			break;
+		}
+	}
+	if (srv->stopping)
+		err = TM_ERR_CLOSED;
+	else if (!srv->subscribed)
+		err = TM_ERR_AGAIN;
+	srv->waiters--;
+	if (--srv->inside == 0 && srv->stopping)
+		pthread_cond_broadcast(&srv->cond);
+	pthread_mutex_unlock(&srv->lock);
+	return err;
+}
+
+const uint32_t *tm_server_state(const tm_server *srv)
+{
+	/* An _Atomic uint32_t has the representation of a uint32_t on every
+	 * target we build for (lock-free 32-bit atomics); foreign readers
+	 * (ctypes) load it as a plain word. */
+	return srv ? (const uint32_t *)(const void *)&srv->state : NULL;
+}
+
+/*
+ * For a fatal-signal handler: best effort, never waits long.  The lock may
+ * be held by the crashing thread itself (a crash inside tm_server_event),
+ * so it is only tried for a while; then the record is queued and one
+ * non-blocking send is made.  Whatever the socket does not take now is lost
+ * with the process.
+ */
+int tm_server_crash(tm_server *srv, const struct tm_crash *c)
+{
+	struct timespec nap = { 0, 1000000 };
+	int tries;
+
+	if (!srv || !c)
+		return TM_ERR_INVALID_ARG;
+	if (!atomic_load_explicit(&srv->active, memory_order_relaxed))
+		return TM_OK;
+	for (tries = 0; pthread_mutex_trylock(&srv->lock); tries++) {
+		if (tries >= 100)
+			return TM_ERR_AGAIN;
+		nanosleep(&nap, NULL);
+	}
+	if (srv->subscribed && srv->cfd >= 0) {
+		flush_gap(srv);
+		srv->scratch.len = 0;
+		if (tm_encode_crash(&srv->scratch, c) == TM_OK)
+			queue_record(srv, TM_REC_CRASH, 1);
+		flush_out(srv);
+	}
+	pthread_mutex_unlock(&srv->lock);
+	return TM_OK;
 }

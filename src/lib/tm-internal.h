@@ -168,4 +168,22 @@ char *tm_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * no pattern, slot or #N.  The node table admits only these. */
 int tm_path_valid(const char *s, size_t len);
 
+/*
+ * recorder.c <-> crash.c: a recorder's part of the fatal-signal report
+ * (tm_recorder_crash_install).  tm_crash__install(w, r) installs the
+ * handler for writer w (may be NULL) and recorder r; tm_crash__forget(r)
+ * uninstalls it if r is the installed recorder; tm_crash__gen() counts
+ * tm_crash_position calls.  tm_recorder__crash runs in the handler: writes
+ * what the ring and the watched batch still hold, sets c's position, and
+ * returns the server to tell (or NULL).
+ */
+struct tm_recorder;
+struct tm_writer;
+struct tm_server;
+int tm_crash__install(struct tm_writer *w, struct tm_recorder *r);
+void tm_crash__forget(const struct tm_recorder *r);
+uint64_t tm_crash__gen(void);
+struct tm_server *tm_recorder__crash(struct tm_recorder *r, struct tm_crash *c,
+				     int pos_set, uint64_t pos_gen);
+
 #endif /* TM_INTERNAL_H */

@@ -13,12 +13,24 @@
  * BACKPRESSURE}: dropped events consume their seqs, so events and gaps
  * together cover every seq (ARCHITECTURE 6).  A lossless recorder blocks the
  * producer instead.
+ *
+ * Live debugging: tm_recorder_serve() attaches a tm_server, and from then
+ * on the recorder feeds it everything (events, gaps, nodes, metadata) with
+ * the seqs and ids of the trace, so the probe talks to one object.  A
+ * recorder without a writer (tm_recorder_new(NULL), tm_recorder_open(NULL))
+ * only numbers, computes stats, counts and forwards: `tmdb --args` without
+ * a recording.
+ *
+ * Crashes: tm_recorder_crash_install() makes the fatal-signal handler write
+ * what the ring and the producer's unsubmitted batch still hold before the
+ * crash record (see there for what is guaranteed).
  */
 #ifndef TM_RECORDER_H
 #define TM_RECORDER_H
 
 #include "tm-types.h"
 #include "tm-tmrun.h"
+#include "tm-server.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -74,6 +86,22 @@ struct tm_rec_event {
 	uint8_t reserved;
 };
 
+/*
+ * The producer's batch buffer as the crash handler sees it (24 bytes, fixed
+ * layout): events and tensors are the addresses of its tm_rec_event[] and
+ * tm_rec_tensor[] arrays, nev how many events are filled and not submitted
+ * yet.  The producer stores nev after each event it fills (event and
+ * tensors complete first) and sets it to 0 after tm_recorder_submit
+ * returns; each event's tensors follow the previous event's in the tensor
+ * array, starting at its first entry.
+ */
+struct tm_rec_batch {
+	uint64_t events;
+	uint64_t tensors;
+	uint32_t nev;
+	uint32_t reserved;
+};
+
 struct tm_recorder_opts {
 	uint32_t ring_events;           /* events the ring holds (default 65536) */
 	uint32_t ring_tensors;          /* tensor summaries it holds (default 4 * ring_events) */
@@ -98,16 +126,41 @@ struct tm_recorder_stats {
 
 /*
  * Takes ownership of w (closed by tm_recorder_close) and starts the writer
- * thread unless manual_drain.  opts may be NULL.
+ * thread unless manual_drain.  opts may be NULL.  w NULL: a recorder that
+ * writes nothing and keeps no ring (the ring options are ignored, nothing is
+ * ever dropped); it assigns seqs and node ids, computes stats, counts
+ * (next_seq; events_written stays 0) and forwards to a served server.
  */
 int tm_recorder_new(tm_writer *w, const struct tm_recorder_opts *opts,
 		    tm_recorder **out);
-/* tm_writer_open(path) + tm_recorder_new. */
+/* tm_writer_open(path) + tm_recorder_new; path NULL: no writer, as above. */
 int tm_recorder_open(const char *path, const struct tm_recorder_opts *opts,
 		     tm_recorder **out);
 
+/*
+ * Forwards to srv from now on (NULL: stop forwarding).  First the run
+ * metadata and every node registered so far go to tm_server_meta /
+ * tm_server_node, then every later node and the metadata as they come,
+ * with the ids the writer assigns.  Every submitted event goes to
+ * tm_server_event with its seq, its stats (as computed by submit) and its
+ * payload (capture set: referenced in the caller's memory, not copied), in
+ * seq order, on the submitting thread and outside the ring lock: a
+ * breakpoint hit blocks the caller inside tm_recorder_submit until the
+ * debugger resumes (that is the pause), while the writer thread keeps
+ * draining, and other submitting threads wait for it.  Events the ring
+ * dropped and tm_recorder_gap ranges reach the server as gaps, so the
+ * debugger never sees a silent hole.  With no debugger subscribed the cost
+ * per batch is one uncontended lock and one relaxed load.
+ * srv must outlive forwarding: call tm_recorder_serve(r, NULL) before
+ * tm_server_stop; it waits for a submit that is forwarding, so a model
+ * thread paused at a breakpoint delays it until the debugger resumes or
+ * leaves.
+ */
+int tm_recorder_serve(tm_recorder *r, tm_server *srv);
+
 /* Run metadata and nodes go straight to the writer (before any event that
- * could refer to them, since the ring is drained after). */
+ * could refer to them, since the ring is drained after), and to a served
+ * server. */
 int tm_recorder_meta(tm_recorder *r, const struct tm_run_meta *m);
 int tm_recorder_node(tm_recorder *r, const struct tm_node *n, uint32_t *id);
 /* Scalar form for foreign callers: parent TM_NODE_NONE for a root. */
@@ -147,6 +200,35 @@ void tm_recorder_get_stats(tm_recorder *r, struct tm_recorder_stats *s);
  * Returns the first error the writer met. */
 int tm_recorder_close(tm_recorder *r);
 const char *tm_recorder_detail(const tm_recorder *r);
+
+/* The producer's batch buffer, for the crash handler (NULL: none).  b must
+ * stay valid until it is replaced or the recorder is closed. */
+int tm_recorder_watch_batch(tm_recorder *r, const struct tm_rec_batch *b);
+
+/*
+ * Installs the fatal-signal handler of tm_crash_install (tm-server.h) for
+ * this recorder's writer, replacing any earlier install; tm_crash_uninstall
+ * and tm_recorder_close undo it.  On SIGSEGV, SIGBUS, SIGFPE, SIGILL or
+ * SIGABRT the handler writes, in this order:
+ *   1. the ring's events and gaps not drained yet, and the pending gap;
+ *   2. the watched batch's first nev events, with the next seqs (those
+ *      a submit in progress on that same buffer already numbered are
+ *      skipped); their tensors carry stats only where they were already
+ *      computed (have or done set), else shapes only, and no payload;
+ *   3. the crash record, at the position (seq, step, node, phase, time) of
+ *      the last event submitted or written in 2, unless tm_crash_position
+ *      was called after it (after the last submit, or, when batch events
+ *      were written, with a later time_ns: compare times on one clock);
+ * then flushes the open chunk (tm_writer_emergency_flush), sends the crash
+ * record to a subscribed debugger of a served server (tm_server_crash), and
+ * re-raises.  Best effort, bounded by a 5 s alarm: a ring lock held by
+ * another thread for over 100 ms, or a writer thread busy for over 2 s,
+ * skips step 1 (a crash inside submit on the same thread does not); a
+ * crash inside the writer's own code or with a corrupt batch may lose
+ * steps 1-3; events drained before the crash are in the file in any case.
+ * Without a writer only the position and the debugger's copy remain.
+ */
+int tm_recorder_crash_install(tm_recorder *r);
 
 #ifdef __cplusplus
 }

@@ -9,7 +9,12 @@
  * debugger, and the debugger's breakpoints are evaluated there, with the
  * same TQL VM tmdb uses.  On a hit the calling (model) thread blocks until
  * the debugger resumes it, or until the debugger goes away: the model never
- * hangs because the debugger died.
+ * hangs because the debugger died.  A breakpoint whose address matches no
+ * node yet is kept pending and binds as nodes arrive (tm_server_node).
+ *
+ * A tm_recorder can feed the server itself (tm_recorder_serve): then the
+ * probe only submits batches, and the recorder forwards every event, gap,
+ * node and the run metadata here with the seqs and ids of the trace.
  */
 #ifndef TM_SERVER_H
 #define TM_SERVER_H
@@ -62,8 +67,37 @@ const char *tm_server_path(const tm_server *srv);
 /* Last error text (for a failed start, use the code). */
 const char *tm_server_detail(const tm_server *srv);
 
+/*
+ * Blocks the caller until a debugger has sent HELLO and SUBSCRIBE, for at
+ * most timeout_ms (< 0: forever).  On success the model stops at its very
+ * next tm_server_event (the first one the debugger is sent), exactly as if
+ * the debugger had sent INTERRUPT: the stop is armed under the same lock as
+ * the subscription, so no event slips past it.  That is how `tmdb --args
+ * python train.py` gets the model paused before its first module event, so
+ * breakpoints set before `run` apply from the start.  If a debugger is
+ * already subscribed, the stop is armed and this returns at once.  A
+ * debugger that subscribes while nobody waits gets no such stop.
+ * Returns TM_OK, TM_ERR_AGAIN when the time ran out, TM_ERR_CLOSED when the
+ * server is stopping (tm_server_stop wakes the waiter and waits for it).
+ */
+int tm_server_wait_client(tm_server *srv, int timeout_ms);
+
+/*
+ * The fast-path state word, valid until tm_server_stop: bit 0 is set while
+ * a debugger is subscribed; bits 1..31 are a counter (wrapping) bumped
+ * whenever the debugger's level requests (SET_LEVEL) or capture requests
+ * (CAPTURE, and a capture satisfied by an event) change, including when
+ * they are cleared because the debugger left.  A probe reads it on every
+ * event with a relaxed load (Python: ctypes.c_uint32.from_address) and
+ * calls tm_server_level / tm_server_wants_capture only when the word
+ * differs from what it saw last; a change is seen on some later read, not
+ * necessarily at once.  Never NULL for a started server.
+ */
+const uint32_t *tm_server_state(const tm_server *srv);
+
 /* Run metadata and nodes: kept, and sent to every client that subscribes.
- * Nodes must be added with dense ids (as the writer assigns them). */
+ * Nodes must be added with dense ids (as the writer assigns them); a node
+ * whose id is already known is refused (TM_ERR_CORRUPT) and changes nothing. */
 int tm_server_meta(tm_server *srv, const struct tm_run_meta *m);
 int tm_server_node(tm_server *srv, const struct tm_node *n);
 
@@ -76,6 +110,14 @@ int tm_server_node(tm_server *srv, const struct tm_node *n);
 int tm_server_event(tm_server *srv, const struct tm_event *ev);
 /* A gap the probe recorded: forwarded like an event. */
 int tm_server_gap(tm_server *srv, const struct tm_gap *g);
+/*
+ * For a fatal-signal handler: queues a crash record for a subscribed
+ * debugger and makes one non-blocking send.  Best effort: the server lock is
+ * only tried for about 100 ms (TM_ERR_AGAIN then), bytes the socket does not
+ * take at once are lost with the process.  With no subscribed debugger it
+ * does nothing.
+ */
+int tm_server_crash(tm_server *srv, const struct tm_crash *c);
 
 /* Level the client asked for this node (SET_LEVEL), or -1: the probe's own. */
 int tm_server_level(tm_server *srv, uint32_t node);
@@ -120,10 +162,13 @@ void tm_crash_position(uint64_t seq, uint64_t step, uint32_t node, uint8_t phase
  * overflow) is set up for the calling thread, so call this from the thread
  * that runs the model; other threads' crashes are recorded on their own
  * stacks.  Events still in a tm_recorder ring are not drained (the writer
- * has what was drained before the crash).
+ * has what was drained before the crash): tm_recorder_crash_install
+ * (tm-recorder.h) installs this same handler for a recorder, which writes
+ * them, and the producer's unsubmitted batch, before the crash record.
  */
 int tm_crash_install(tm_writer *w);
-/* Restores the previous handlers; no-op if not installed. */
+/* Restores the previous handlers (whichever install set them); no-op if
+ * not installed. */
 void tm_crash_uninstall(void);
 
 #ifdef __cplusplus

@@ -344,6 +344,72 @@ static void test_invalid_and_probe_gap(void)
 	CU_ASSERT_EQUAL(tm_recorder_close(NULL), TM_OK);
 }
 
+/*
+ * No writer (tmdb --args without a recording): seqs, node ids and stats as
+ * usual, nothing dropped even from a "tiny" ring, nothing written, no file.
+ */
+static void test_no_writer(void)
+{
+	struct tm_recorder_opts o;
+	struct tm_recorder_stats st;
+	struct tm_rec_event ev[100];
+	struct tm_rec_tensor t[100];
+	float data[4] = { 1, -5, 3, 2 };
+	tm_recorder *r = NULL;
+	uint64_t first = 99;
+	uint32_t id = 99, id2 = 99;
+	size_t i;
+
+	tm_recorder_opts_default(&o);
+	o.ring_events = 4;
+	CU_ASSERT_EQUAL_FATAL(tm_recorder_open(NULL, &o, &r), TM_OK);
+	CU_ASSERT_EQUAL(tm_recorder_node2(r, "model", "Net", NULL, 0, TM_NODE_NONE, 0,
+					  TM_NODE_MODULE, &id), TM_OK);
+	CU_ASSERT_EQUAL(id, 0);
+	CU_ASSERT_EQUAL(tm_recorder_node2(r, "model.fc", "Linear", NULL, 0, 0, 1,
+					  TM_NODE_MODULE, &id), TM_OK);
+	CU_ASSERT_EQUAL(id, 1);
+	CU_ASSERT_EQUAL(tm_recorder_node2(r, "model", "Net", NULL, 0, TM_NODE_NONE, 0,
+					  TM_NODE_MODULE, &id2), TM_ERR_INVALID_ARG);
+	CU_ASSERT_EQUAL(id2, 0);
+	memset(ev, 0, sizeof(ev));
+	memset(t, 0, sizeof(t));
+	for (i = 0; i < 100; i++) {
+		ev[i].node = 1;
+		ev[i].kind = TM_EV_EXIT;
+		ev[i].ntensors = 1;
+		t[i].slot_kind = TM_SLOT_OUT;
+		t[i].dtype = TM_DT_F32;
+		t[i].rank = 1;
+		t[i].shape[0] = 4;
+		t[i].numel = 4;
+		t[i].level = 1;
+		t[i].data = (uint64_t)(uintptr_t)data;
+	}
+	CU_ASSERT_EQUAL(tm_recorder_submit(r, ev, 100, t, 100, &first), TM_OK);
+	CU_ASSERT_EQUAL(first, 0);
+	CU_ASSERT(t[99].have & TM_STAT_BIT(TM_STAT_MIN));
+	CU_ASSERT_EQUAL(t[99].stat[TM_STAT_MIN], -5.0);
+	CU_ASSERT_EQUAL(tm_recorder_gap(r, 3, TM_GAP_LEVEL, 0, 0, &first), TM_OK);
+	CU_ASSERT_EQUAL(first, 100);
+	CU_ASSERT_EQUAL(tm_recorder_submit(r, ev, 1, t, 1, &first), TM_OK);
+	CU_ASSERT_EQUAL(first, 103);
+	CU_ASSERT_EQUAL(tm_recorder_drain(r), TM_OK);
+	CU_ASSERT_EQUAL(tm_recorder_flush(r), TM_OK);
+	tm_recorder_get_stats(r, &st);
+	CU_ASSERT_EQUAL(st.next_seq, 104);
+	CU_ASSERT_EQUAL(st.events_written, 0);
+	CU_ASSERT_EQUAL(st.events_dropped, 0);
+	CU_ASSERT_EQUAL(st.gaps_written, 0);
+	CU_ASSERT_EQUAL(st.writer_err, 0);
+	CU_ASSERT_EQUAL(tm_recorder_serve(r, NULL), TM_OK);
+	CU_ASSERT_EQUAL(tm_recorder_watch_batch(r, NULL), TM_OK);
+	CU_ASSERT_EQUAL(tm_recorder_close(r), TM_OK);
+	CU_ASSERT_EQUAL(tm_recorder_serve(NULL, NULL), TM_ERR_INVALID_ARG);
+	CU_ASSERT_EQUAL(tm_recorder_watch_batch(NULL, NULL), TM_ERR_INVALID_ARG);
+	CU_ASSERT_EQUAL(tm_recorder_crash_install(NULL), TM_ERR_INVALID_ARG);
+}
+
 int main(void)
 {
 	static const struct tm_test_case cases[] = {
@@ -353,6 +419,7 @@ int main(void)
 		TM_TEST(test_stats_and_payload),
 		TM_TEST(test_huge_payload_no_wrap),
 		TM_TEST(test_invalid_and_probe_gap),
+		TM_TEST(test_no_writer),
 		{ NULL, NULL }
 	};
 	return tm_test_run("recorder", cases);

@@ -25,7 +25,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+
 #include "tensormorph.h"
+#include "tm-recorder.h"
 #include "tm-test.h"
 
 #define STEPS 10
@@ -136,8 +141,15 @@ struct client {
 	tm_decoder *rd;
 	uint64_t next_seq;      /* every seq seen so far, by events and gaps */
 	int seq_hole;           /* a seq was neither an event nor in a gap */
-	int nodes, metas, events, gaps;
+	int nodes, metas, events, gaps, crashes;
 	uint32_t gap_reasons;
+	struct tm_crash crash;          /* the last crash record (frames dropped) */
+	struct {                        /* the first events, as received */
+		uint64_t seq;
+		uint32_t node;
+		uint32_t have;
+		double max;
+	} log[128];
 	struct tm_msg m;
 };
 
@@ -189,7 +201,20 @@ static void cl_record(struct client *c, const struct tm_frame *f)
 		if (rec.u.event.seq != c->next_seq)
 			c->seq_hole = 1;
 		c->next_seq = rec.u.event.seq + 1;
+		if (c->events < (int)(sizeof(c->log) / sizeof(c->log[0]))) {
+			c->log[c->events].seq = rec.u.event.seq;
+			c->log[c->events].node = rec.u.event.node;
+			c->log[c->events].have = rec.u.event.ntensors ?
+				rec.u.event.tensors[0].have : 0;
+			c->log[c->events].max = rec.u.event.ntensors ?
+				rec.u.event.tensors[0].stat[TM_STAT_MAX] : 0;
+		}
 		c->events++;
+		break;
+	case TM_REC_CRASH:
+		c->crashes++;
+		c->crash = rec.u.crash;
+		c->crash.nframes = 0;
 		break;
 	case TM_REC_GAP:
 		if (rec.u.gap.first_seq != c->next_seq)
@@ -336,15 +361,17 @@ static void test_handshake(void)
 	CU_ASSERT(c->m.u.hello.caps & TM_CAP_PAUSE);
 	CU_ASSERT_STRING_EQUAL(c->m.u.hello.name, "synthetic");
 	CU_ASSERT_STRING_EQUAL(c->m.u.hello.trace, "/nonexistent/run.tmrun");
-	/* Refused breakpoints name the problem and are not set. */
-	CU_ASSERT_EQUAL(cl_break(c, 1, "model.nope", ""), TM_ERR_NOT_FOUND);
+	/* Refused breakpoints name the problem and are not set; one that
+	 * matches no node yet is accepted, pending, and says so. */
+	CU_ASSERT_EQUAL(cl_break(c, 2, "model.nope", ""), TM_OK);
+	CU_ASSERT_PTR_NOT_NULL(strstr(c->m.u.result.text, "pending"));
 	CU_ASSERT_EQUAL(cl_break(c, 1, "model..fc1", ""), TM_ERR_ADDRESS);
 	CU_ASSERT_EQUAL(cl_break(c, 1, "model.fc1", "tensor.max >"), TM_ERR_TQL);
 	CU_ASSERT_PTR_NOT_NULL(strstr(c->m.u.result.text, "tql:1:"));
 	CU_ASSERT_EQUAL(cl_break(c, 0, "model.fc1", ""), TM_ERR_INVALID_ARG);
 	CU_ASSERT_EQUAL(cl_break(c, 1, "model.fc*", "tensor.max > 1"), TM_OK);
 	tm_server_get_stats(srv, &st);
-	CU_ASSERT_EQUAL(st.breakpoints, 1);
+	CU_ASSERT_EQUAL(st.breakpoints, 2);
 	/* RESUME while running is an error, not a crash. */
 	memset(&c->m, 0, sizeof(c->m));
 	c->m.type = TM_MSG_RESUME;
@@ -754,6 +781,512 @@ static void test_no_client(void)
 	tm_server_stop(NULL);
 }
 
+/* ------------------------------------------------------------- waiting for tmdb */
+
+struct waiter {
+	tm_server *srv;
+	int timeout_ms;
+	atomic_int rc;          /* -1 while waiting */
+	pthread_t th;
+};
+
+static void *waiter_main(void *arg)
+{
+	struct waiter *w = arg;
+
+	atomic_store(&w->rc, tm_server_wait_client(w->srv, w->timeout_ms));
+	return NULL;
+}
+
+static void waiter_start(struct waiter *w, tm_server *srv, int timeout_ms)
+{
+	w->srv = srv;
+	w->timeout_ms = timeout_ms;
+	atomic_store(&w->rc, -1);
+	pthread_create(&w->th, NULL, waiter_main, w);
+}
+
+/* Nobody comes: the wait ends with AGAIN after about the time given. */
+static void test_wait_timeout(void)
+{
+	tm_server *srv = start();
+	struct timespec a, b;
+	long ms;
+
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	CU_ASSERT_EQUAL(tm_server_wait_client(srv, 150), TM_ERR_AGAIN);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	ms = (b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000;
+	CU_ASSERT(ms >= 140 && ms < 2000);
+	CU_ASSERT_EQUAL(tm_server_wait_client(srv, 0), TM_ERR_AGAIN);
+	CU_ASSERT_EQUAL(tm_server_wait_client(NULL, 0), TM_ERR_INVALID_ARG);
+	tm_server_stop(srv);
+}
+
+/* A waiter forever is released by tm_server_stop with CLOSED. */
+static void test_wait_stop(void)
+{
+	tm_server *srv = start();
+	struct waiter w;
+
+	waiter_start(&w, srv, -1);
+	usleep(50000);
+	CU_ASSERT_EQUAL(atomic_load(&w.rc), -1);
+	tm_server_stop(srv);
+	pthread_join(w.th, NULL);
+	CU_ASSERT_EQUAL(atomic_load(&w.rc), TM_ERR_CLOSED);
+}
+
+/*
+ * `tmdb --args`: the probe waits for tmdb before the model runs.  HELLO
+ * alone does not end the wait, SUBSCRIBE does, and the model then stops at
+ * its very first event without any INTERRUPT; a breakpoint set before
+ * SUBSCRIBE on a node that does not exist yet binds when it is registered.
+ */
+static void test_wait_client(void)
+{
+	struct tm_server_opts o;
+	struct waiter w;
+	struct client *c;
+	tm_server *srv = NULL;
+	char path[128];
+	struct model m;
+
+	snprintf(path, sizeof(path), "%s/wait.sock", tmpdir);
+	tm_server_opts_default(&o);
+	o.path = path;
+	CU_ASSERT_EQUAL_FATAL(tm_server_start(&o, &srv), TM_OK);
+	waiter_start(&w, srv, 5000);
+	c = cl_connect(path);
+	cl_hello(c);
+	/* No node yet: pending. */
+	CU_ASSERT_EQUAL(cl_break(c, 1, "model.fc2:out", "tensor.max > 10"), TM_OK);
+	CU_ASSERT_PTR_NOT_NULL(strstr(c->m.u.result.text, "pending"));
+	usleep(50000);
+	CU_ASSERT_EQUAL(atomic_load(&w.rc), -1);
+	CU_ASSERT_EQUAL(cl_subscribe(c, ""), TM_OK);
+	pthread_join(w.th, NULL);
+	CU_ASSERT_EQUAL(atomic_load(&w.rc), TM_OK);
+	/* The model registers its modules, then runs. */
+	add_nodes(srv);
+	model_start(&m, srv);
+	CU_ASSERT_EQUAL(cl_stop(c, TM_STOP_STEP, 0), 0);
+	usleep(50000);
+	CU_ASSERT_EQUAL(atomic_load(&m.emitted), 0);
+	CU_ASSERT_EQUAL(c->nodes, 4);
+	cl_resume(c, TM_RESUME_CONTINUE, 1);
+	/* the pending breakpoint is bound now: first fc2 max > 10 at step 6 */
+	CU_ASSERT_EQUAL(cl_stop(c, TM_STOP_BREAKPOINT, 1), 6 * PER_STEP + 6);
+	cl_resume(c, TM_RESUME_CONTINUE, 1);
+	CU_ASSERT_EQUAL(cl_stop(c, TM_STOP_BREAKPOINT, 1), 7 * PER_STEP + 6);
+	memset(&c->m, 0, sizeof(c->m));
+	c->m.type = TM_MSG_DETACH;
+	cl_send(c, &c->m);
+	CU_ASSERT(model_finishes(&m, 3000));
+	pthread_join(m.th, NULL);
+	cl_close(c);
+	/* A wait with a debugger already subscribed returns at once and stops
+	 * the model at its next event; one that nobody waited for does not. */
+	c = cl_connect(path);
+	cl_hello(c);
+	CU_ASSERT_EQUAL(cl_subscribe(c, ""), TM_OK);
+	model_start(&m, srv);
+	CU_ASSERT(model_finishes(&m, 3000));
+	pthread_join(m.th, NULL);
+	CU_ASSERT_EQUAL(cl_next(c, 200), 0);    /* no STOP came */
+	CU_ASSERT_EQUAL(c->events, NEVENTS);
+	CU_ASSERT_EQUAL(tm_server_wait_client(srv, 0), TM_OK);
+	model_start(&m, srv);
+	CU_ASSERT_EQUAL(cl_stop(c, TM_STOP_STEP, 0), 0);
+	cl_resume(c, TM_RESUME_CONTINUE, 1);
+	CU_ASSERT(model_finishes(&m, 3000));
+	pthread_join(m.th, NULL);
+	cl_close(c);
+	tm_server_stop(srv);
+}
+
+/* The word the Python probe polls: bit 0 subscribed, the rest a counter of
+ * level/capture request changes. */
+static void test_state_word(void)
+{
+	tm_server *srv = start();
+	const uint32_t *st = tm_server_state(srv);
+	struct client *c;
+	struct tm_event ev;
+	struct tm_tensor t;
+	float data[4] = { 1, 2, 3, 4 };
+	uint32_t s0, s1;
+
+	CU_ASSERT_PTR_NULL(tm_server_state(NULL));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(st);
+	s0 = *st;
+	CU_ASSERT_EQUAL(s0 & 1, 0);
+	c = cl_connect(tm_server_path(srv));
+	cl_hello(c);
+	CU_ASSERT_EQUAL(*st, s0);               /* HELLO is not a subscription */
+	CU_ASSERT_EQUAL(cl_subscribe(c, ""), TM_OK);
+	CU_ASSERT_EQUAL(*st, s0 | 1);
+	/* a level request bumps the counter, bit 0 stays */
+	memset(&c->m, 0, sizeof(c->m));
+	c->m.type = TM_MSG_SET_LEVEL;
+	c->m.u.level.level = 3;
+	strcpy(c->m.u.level.pattern, "model.fc*");
+	cl_send(c, &c->m);
+	CU_ASSERT_EQUAL(cl_result(c, TM_MSG_SET_LEVEL), TM_OK);
+	s1 = *st;
+	CU_ASSERT_EQUAL(s1 & 1, 1);
+	CU_ASSERT_NOT_EQUAL(s1 >> 1, s0 >> 1);
+	/* a refused request changes nothing */
+	memset(&c->m, 0, sizeof(c->m));
+	c->m.type = TM_MSG_SET_LEVEL;
+	c->m.u.level.level = 2;
+	strcpy(c->m.u.level.pattern, "model..x");
+	cl_send(c, &c->m);
+	CU_ASSERT_EQUAL(cl_result(c, TM_MSG_SET_LEVEL), TM_ERR_ADDRESS);
+	CU_ASSERT_EQUAL(*st, s1);
+	/* a capture request, and its completion by an event, bump it too */
+	memset(&c->m, 0, sizeof(c->m));
+	c->m.type = TM_MSG_CAPTURE;
+	c->m.u.capture.node = 3;
+	c->m.u.capture.slot.kind = TM_SLOT_OUT;
+	cl_send(c, &c->m);
+	CU_ASSERT_EQUAL(cl_result(c, TM_MSG_CAPTURE), TM_OK);
+	CU_ASSERT_NOT_EQUAL(*st, s1);
+	s1 = *st;
+	make_event(6, &ev, &t);
+	t.payload = data;
+	t.payload_len = sizeof(data);
+	CU_ASSERT_EQUAL(tm_server_event(srv, &ev), TM_OK);
+	CU_ASSERT_NOT_EQUAL(*st, s1);
+	CU_ASSERT_EQUAL(tm_server_wants_capture(srv, 3), 0);
+	s1 = *st;
+	/* the debugger leaves: bit 0 clears and the level request is gone */
+	cl_close(c);
+	usleep(100000);
+	CU_ASSERT_EQUAL(*st & 1, 0);
+	CU_ASSERT_NOT_EQUAL(*st >> 1, s1 >> 1);
+	CU_ASSERT_EQUAL(tm_server_level(srv, 1), -1);
+	tm_server_stop(srv);
+}
+
+/* ------------------------------------------------------------- through a recorder */
+
+/*
+ * The same model, as the Python probe drives it: one batch of PER_STEP
+ * tm_rec_events per step, tensors given by their data (the recorder
+ * computes the stats), fc2's output max 2 * step.
+ */
+struct rmodel {
+	tm_recorder *r;
+	pthread_t th;
+	atomic_int steps;       /* submits that returned */
+	atomic_int done;
+	float data[STEPS][4];
+	float ones[4];
+};
+
+static void rec_nodes(tm_recorder *r, uint32_t from, uint32_t to)
+{
+	uint32_t i, id;
+
+	for (i = from; i < to; i++) {
+		CU_ASSERT_EQUAL(tm_recorder_node2(r, node_names[i], i ? "Linear" : "Net",
+						  NULL, 0, i ? 0 : TM_NODE_NONE, i ? 1 : 0,
+						  TM_NODE_MODULE, &id), TM_OK);
+		CU_ASSERT_EQUAL(id, i);
+	}
+}
+
+static void rec_batch(struct rmodel *m, uint64_t s, struct tm_rec_event *ev,
+		      struct tm_rec_tensor *t)
+{
+	static const uint8_t nodes[PER_STEP] = { 0, 1, 1, 2, 2, 3, 3, 0 };
+	int i;
+
+	memset(ev, 0, PER_STEP * sizeof(*ev));
+	memset(t, 0, PER_STEP * sizeof(*t));
+	for (i = 0; i < PER_STEP; i++) {
+		ev[i].step = s;
+		ev[i].node = nodes[i];
+		ev[i].call = 1;
+		ev[i].kind = (i == 0 || i == 1 || i == 3 || i == 5) ? TM_EV_ENTER : TM_EV_EXIT;
+		ev[i].time_ns = (s * PER_STEP + (uint64_t)i) * 1000;
+		ev[i].level = 1;
+		ev[i].ntensors = 1;
+		t[i].slot_kind = ev[i].kind == TM_EV_ENTER ? TM_SLOT_IN : TM_SLOT_OUT;
+		t[i].dtype = TM_DT_F32;
+		t[i].rank = 1;
+		t[i].shape[0] = 4;
+		t[i].numel = 4;
+		t[i].level = 1;
+		t[i].data = (uint64_t)(uintptr_t)(nodes[i] == 3 ? m->data[s] : m->ones);
+	}
+}
+
+static void *rmodel_main(void *arg)
+{
+	struct rmodel *m = arg;
+	struct tm_rec_event ev[PER_STEP];
+	struct tm_rec_tensor t[PER_STEP];
+	uint64_t s;
+
+	for (s = 0; s < STEPS; s++) {
+		rec_batch(m, s, ev, t);
+		tm_recorder_submit(m->r, ev, PER_STEP, t, PER_STEP, NULL);
+		atomic_fetch_add(&m->steps, 1);
+	}
+	atomic_store(&m->done, 1);
+	return NULL;
+}
+
+static void rmodel_start(struct rmodel *m, tm_recorder *r)
+{
+	int s;
+
+	m->r = r;
+	for (s = 0; s < STEPS; s++) {
+		m->data[s][0] = 0;
+		m->data[s][1] = -2;
+		m->data[s][2] = 2.0f * (float)s;
+		m->data[s][3] = -1;
+	}
+	m->ones[0] = m->ones[1] = m->ones[2] = m->ones[3] = 1;
+	atomic_store(&m->steps, 0);
+	atomic_store(&m->done, 0);
+	pthread_create(&m->th, NULL, rmodel_main, m);
+}
+
+static int rmodel_finishes(struct rmodel *m, int ms)
+{
+	while (ms-- > 0 && !atomic_load(&m->done))
+		usleep(1000);
+	return atomic_load(&m->done);
+}
+
+static tm_server *start_bare(const char *name)
+{
+	struct tm_server_opts o;
+	char path[128];
+	tm_server *srv = NULL;
+
+	snprintf(path, sizeof(path), "%s/%s.sock", tmpdir, name);
+	tm_server_opts_default(&o);
+	o.path = path;
+	o.probe_kind = "pytorch";
+	CU_ASSERT_EQUAL_FATAL(tm_server_start(&o, &srv), TM_OK);
+	return srv;
+}
+
+/*
+ * The probe only submits: the debugger gets the recorder's nodes (those
+ * registered before serve and after), its seqs and the stats it computed;
+ * a breakpoint pauses the submitting thread inside tm_recorder_submit while
+ * the writer thread goes on draining, and RESUME lets it go.  The trace
+ * and the debugger's stream hold the same events.
+ */
+static void test_serve_pause(void)
+{
+	tm_server *srv = start_bare("serve");
+	struct tm_recorder_stats rs;
+	struct tm_run_meta meta;
+	struct tm_record rec;
+	tm_recorder *r = NULL;
+	tm_reader *rd = NULL;
+	char trace[128];
+	struct client *c;
+	struct rmodel m;
+	int i, n;
+
+	snprintf(trace, sizeof(trace), "%s/serve.tmrun", tmpdir);
+	CU_ASSERT_EQUAL_FATAL(tm_recorder_open(trace, NULL, &r), TM_OK);
+	memset(&meta, 0, sizeof(meta));
+	meta.probe_kind = "pytorch";
+	meta.rank = -1;
+	CU_ASSERT_EQUAL(tm_recorder_meta(r, &meta), TM_OK);
+	rec_nodes(r, 0, 2);
+	CU_ASSERT_EQUAL(tm_recorder_serve(r, srv), TM_OK);
+	CU_ASSERT_EQUAL(tm_recorder_serve(r, srv), TM_OK);     /* again: harmless */
+	c = cl_connect(tm_server_path(srv));
+	cl_hello(c);
+	CU_ASSERT_EQUAL(cl_break(c, 1, "model.fc2:out", "tensor.max > 10"), TM_OK);
+	CU_ASSERT_EQUAL(cl_subscribe(c, ""), TM_OK);
+	rec_nodes(r, 2, 4);     /* while the debugger watches */
+	rmodel_start(&m, r);
+	CU_ASSERT_EQUAL(cl_stop(c, TM_STOP_BREAKPOINT, 1), 6 * PER_STEP + 6);
+	CU_ASSERT_EQUAL(c->metas, 1);
+	CU_ASSERT_EQUAL(c->nodes, 4);
+	usleep(100000);
+	CU_ASSERT_EQUAL(atomic_load(&m.steps), 6);      /* inside submit of step 6 */
+	/* The writer thread drains meanwhile: the whole of step 6 is in the
+	 * ring, and flush gets it written. */
+	CU_ASSERT_EQUAL(tm_recorder_flush(r), TM_OK);
+	tm_recorder_get_stats(r, &rs);
+	CU_ASSERT_EQUAL(rs.events_written, 7 * PER_STEP);
+	cl_resume(c, TM_RESUME_STEP, 1);
+	CU_ASSERT_EQUAL(cl_stop(c, TM_STOP_STEP, 0), 6 * PER_STEP + 7);
+	CU_ASSERT_EQUAL(atomic_load(&m.steps), 6);
+	cl_resume(c, TM_RESUME_CONTINUE, 1);
+	CU_ASSERT_EQUAL(cl_stop(c, TM_STOP_BREAKPOINT, 1), 7 * PER_STEP + 6);
+	cl_resume(c, TM_RESUME_CONTINUE, 1);
+	CU_ASSERT_EQUAL(cl_stop(c, TM_STOP_BREAKPOINT, 1), 8 * PER_STEP + 6);
+	cl_resume(c, TM_RESUME_CONTINUE, 1);
+	CU_ASSERT_EQUAL(cl_stop(c, TM_STOP_BREAKPOINT, 1), 9 * PER_STEP + 6);
+	cl_resume(c, TM_RESUME_CONTINUE, 1);
+	CU_ASSERT(rmodel_finishes(&m, 3000));
+	pthread_join(m.th, NULL);
+	CU_ASSERT_EQUAL(cl_next(c, 200), 0);
+	CU_ASSERT_EQUAL(c->events, NEVENTS);
+	CU_ASSERT_FALSE(c->seq_hole);
+	/* the recorder's seqs, and the stats it computed from the data */
+	for (i = 0; i < NEVENTS; i++) {
+		CU_ASSERT_EQUAL(c->log[i].seq, (uint64_t)i);
+		CU_ASSERT(c->log[i].have & TM_STAT_BIT(TM_STAT_MAX));
+		CU_ASSERT_EQUAL(c->log[i].max, c->log[i].node == 3 ?
+				2.0 * (i / PER_STEP) : 1.0);
+	}
+	CU_ASSERT_EQUAL(tm_recorder_serve(r, NULL), TM_OK);
+	CU_ASSERT_EQUAL(tm_recorder_close(r), TM_OK);
+	tm_server_stop(srv);
+	/* The trace has the same events. */
+	CU_ASSERT_EQUAL_FATAL(tm_reader_open(trace, 0, &rd, NULL), TM_OK);
+	CU_ASSERT_EQUAL(tm_nodetab_count(tm_reader_nodes(rd)), 4);
+	n = 0;
+	while (tm_reader_next(rd, &rec) == TM_OK) {
+		if (rec.type != TM_REC_EVENT)
+			continue;
+		CU_ASSERT_EQUAL(rec.u.event.seq, (uint64_t)n);
+		CU_ASSERT_EQUAL(rec.u.event.tensors[0].stat[TM_STAT_MAX], c->log[n].max);
+		n++;
+	}
+	CU_ASSERT_EQUAL(n, NEVENTS);
+	tm_reader_close(rd);
+	cl_close(c);
+	unlink(trace);
+}
+
+/*
+ * A ring too small to keep up, and the probe's own gaps: the debugger gets
+ * every seq, as events or gaps, in order.  No writer thread drains (manual),
+ * so the ring keeps the first events and drops the rest.
+ */
+static void test_serve_gaps(void)
+{
+	tm_server *srv = start_bare("gaps");
+	struct tm_recorder_opts o;
+	tm_recorder *r = NULL;
+	char trace[128];
+	struct client *c;
+	struct rmodel m;
+	uint64_t first = 0;
+
+	snprintf(trace, sizeof(trace), "%s/gaps.tmrun", tmpdir);
+	tm_recorder_opts_default(&o);
+	o.ring_events = 4;
+	o.manual_drain = 1;
+	CU_ASSERT_EQUAL_FATAL(tm_recorder_open(trace, &o, &r), TM_OK);
+	rec_nodes(r, 0, 4);
+	CU_ASSERT_EQUAL(tm_recorder_serve(r, srv), TM_OK);
+	c = cl_connect(tm_server_path(srv));
+	cl_hello(c);
+	CU_ASSERT_EQUAL(cl_subscribe(c, ""), TM_OK);
+	rmodel_start(&m, r);
+	CU_ASSERT(rmodel_finishes(&m, 3000));
+	pthread_join(m.th, NULL);
+	CU_ASSERT_EQUAL(tm_recorder_gap(r, 5, TM_GAP_FILTERED, STEPS, 0, &first), TM_OK);
+	CU_ASSERT_EQUAL(first, NEVENTS);
+	CU_ASSERT_EQUAL(cl_next(c, 300), 0);
+	CU_ASSERT_EQUAL(c->events, 4);
+	CU_ASSERT_EQUAL(c->gap_reasons, TM_GAP_BACKPRESSURE | TM_GAP_FILTERED);
+	CU_ASSERT_FALSE(c->seq_hole);
+	CU_ASSERT_EQUAL(c->next_seq, NEVENTS + 5);
+	CU_ASSERT_EQUAL(tm_recorder_close(r), TM_OK);
+	cl_close(c);
+	tm_server_stop(srv);
+	unlink(trace);
+}
+
+/*
+ * `tmdb --args python train.py` without a recording: a recorder with no
+ * writer; the probe waits for tmdb, which stops the model at its first
+ * event; then the process crashes and tmdb gets the crash record.  In a
+ * child process, so that it can really die.
+ */
+__attribute__((noinline)) static void crash_now(volatile uintptr_t addr)
+{
+	*(volatile int *)addr = 42;
+}
+
+static void crash_child(const char *path)
+{
+	struct rlimit rl = { 0, 0 };
+	struct tm_server_opts o;
+	struct rmodel m;
+	struct tm_rec_event ev[PER_STEP];
+	struct tm_rec_tensor t[PER_STEP];
+	tm_server *srv = NULL;
+	tm_recorder *r = NULL;
+
+	setrlimit(RLIMIT_CORE, &rl);
+	tm_server_opts_default(&o);
+	o.path = path;
+	if (tm_server_start(&o, &srv) || tm_recorder_open(NULL, NULL, &r))
+		_exit(2);
+	rec_nodes(r, 0, 4);
+	if (tm_recorder_serve(r, srv) || tm_recorder_crash_install(r))
+		_exit(3);
+	if (tm_server_wait_client(srv, 10000))
+		_exit(4);
+	memset(&m, 0, sizeof(m));
+	m.ones[0] = m.ones[1] = m.ones[2] = m.ones[3] = 1;
+	m.data[1][2] = 2;
+	rec_batch(&m, 0, ev, t);
+	tm_recorder_submit(r, ev, PER_STEP, t, PER_STEP, NULL);
+	rec_batch(&m, 1, ev, t);
+	tm_recorder_submit(r, ev, 3, t, 3, NULL);       /* ENTER model, fc1; EXIT fc1 */
+	crash_now(16);
+	_exit(0);
+}
+
+static void test_serve_wait_and_crash(void)
+{
+	char path[128];
+	struct client *c = NULL;
+	int status = 0, i, t;
+	pid_t pid;
+
+	snprintf(path, sizeof(path), "%s/crash.sock", tmpdir);
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0)
+		crash_child(path);
+	CU_ASSERT_FATAL(pid > 0);
+	for (i = 0; i < 200 && access(path, F_OK); i++)
+		usleep(10000);
+	c = cl_connect(path);
+	cl_hello(c);
+	CU_ASSERT_EQUAL(cl_subscribe(c, ""), TM_OK);
+	/* paused at the first event, before anything else ran */
+	CU_ASSERT_EQUAL(cl_stop(c, TM_STOP_STEP, 0), 0);
+	CU_ASSERT_EQUAL(c->nodes, 4);
+	CU_ASSERT_EQUAL(c->events, 1);
+	cl_resume(c, TM_RESUME_CONTINUE, 1);
+	while ((t = cl_next(c, 3000)) > 0)
+		;
+	CU_ASSERT_EQUAL(t, -1);         /* the connection ends with the process */
+	CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+	CU_ASSERT(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV);
+	CU_ASSERT_EQUAL(c->events, PER_STEP + 3);
+	CU_ASSERT_FALSE(c->seq_hole);
+	CU_ASSERT_EQUAL(c->crashes, 1);
+	CU_ASSERT_EQUAL(c->crash.signo, SIGSEGV);
+	/* at the last event submitted: EXIT model.fc1 of step 1 */
+	CU_ASSERT_EQUAL(c->crash.seq, PER_STEP + 2);
+	CU_ASSERT_EQUAL(c->crash.step, 1);
+	CU_ASSERT_EQUAL(c->crash.node, 1);
+	cl_close(c);
+	unlink(path);
+}
+
 int main(void)
 {
 	static const struct tm_test_case cases[] = {
@@ -769,6 +1302,13 @@ int main(void)
 		TM_TEST(test_levels_and_capture),
 		TM_TEST(test_socket_dir),
 		TM_TEST(test_no_client),
+		TM_TEST(test_wait_timeout),
+		TM_TEST(test_wait_stop),
+		TM_TEST(test_wait_client),
+		TM_TEST(test_state_word),
+		TM_TEST(test_serve_pause),
+		TM_TEST(test_serve_gaps),
+		TM_TEST(test_serve_wait_and_crash),
 		{ NULL, NULL }
 	};
 	int rc;
