@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "tmdb.h"
+#include "live.h"
 
 void tm_bp_free(struct bp *b)
 {
@@ -106,6 +107,28 @@ int tm_bp_bind(struct tm_session *s, struct bp *b, const char *where, int quiet)
 	return 0;
 }
 
+/*
+ * A live process announced nodes after b was bound (ev names one b has no
+ * byte for): bind again, so that patterns cover the new nodes and a pending
+ * breakpoint resolves (its condition compiles then, against the nodes it
+ * may name).  Returns 1 if node is covered now.
+ */
+static int bp_grow(struct tm_session *s, struct bp *b, uint32_t node)
+{
+	if (tm_nodetab_count(s->nodes) <= b->nkinds)
+		return 0;
+	if (!tm_bp_bind(s, b, b->where, 1) && b->pending) {
+		b->pending = 0;
+		if (b->cond_src && !b->cond && tm_compile(s, b->cond_src, 1, &b->cond)) {
+			tm_error(s, "warning: breakpoint %d's condition does not "
+				 "compile; disabled.", b->num);
+			b->enabled = 0;
+			return 0;
+		}
+	}
+	return node < b->nkinds;
+}
+
 static int tensor_wanted(const struct bp *b, const struct tm_tensor *t)
 {
 	if (!b->has_slot)
@@ -130,7 +153,9 @@ int tm_bp_match(struct tm_session *s, struct bp *b, const struct tm_event *ev,
 
 	*focus = UINT32_MAX;
 	if (!b->all_nodes) {
-		if (ev->node >= b->nkinds || !(b->kinds[ev->node] & (1u << ev->kind)))
+		if (ev->node >= b->nkinds && !bp_grow(s, b, ev->node))
+			return 0;
+		if (!(b->kinds[ev->node] & (1u << ev->kind)))
 			return 0;
 		if (b->call && ev->call != b->call)
 			return 0;
@@ -190,9 +215,18 @@ int tm_bp_rebind_all(struct tm_session *s)
 			b->watch_node_only = b->wexpr->simple;
 			b->watch_node = b->wexpr->node;
 		} else if (tm_bp_bind(s, b, b->where, 1)) {
+			if (tm_live_can_pend(s)) {
+				/* The process may announce the node later. */
+				b->pending = 1;
+				tm_tql_free(b->cond);
+				b->cond = NULL;
+				continue;
+			}
 			tm_error(s, "warning: breakpoint %d (%s) matches no node "
 				 "of this trace; disabled.", b->num, b->where);
 			b->enabled = 0;
+		} else {
+			b->pending = 0;
 		}
 		if (b->cond_src) {
 			tm_tql_free(b->cond);
@@ -245,6 +279,10 @@ static void bp_what(struct tm_session *s, const struct bp *b, char *buf, size_t 
 	const struct tm_node *n = NULL;
 	uint32_t i;
 
+	if (b->pending) {
+		snprintf(buf, len, "<PENDING>  %s", b->where);
+		return;
+	}
 	if (b->has_slot || b->type == BP_WATCH) {
 		snprintf(buf, len, "%s", b->where);
 		return;
@@ -256,6 +294,19 @@ static void bp_what(struct tm_session *s, const struct bp *b, char *buf, size_t 
 		}
 	snprintf(buf, len, "%s (%s)", b->where,
 		 n && n->kind != TM_NODE_MODULE ? "data, grad" : "out");
+}
+
+/* Whether addr parses (a pending breakpoint must be well-formed). */
+static int address_ok(const char *addr)
+{
+	tm_address *a = NULL;
+	const char *msg = NULL;
+	int col = 0;
+
+	if (tm_address_parse(addr, &a, &col, &msg) != TM_OK)
+		return 0;
+	tm_address_free(a);
+	return 1;
 }
 
 static int do_break(struct tm_session *s, const char *args, int disp)
@@ -289,14 +340,19 @@ static int do_break(struct tm_session *s, const char *args, int disp)
 	b->disp = disp;
 	b->enabled = 1;
 	b->where = strdup(addr);
-	if (tm_bp_bind(s, b, addr, 0)) {
-		tm_bp_free(b);
-		free(addr);
-		return -1;
+	if (tm_bp_bind(s, b, addr, tm_live_can_pend(s) && address_ok(addr))) {
+		if (!tm_live_can_pend(s) || !address_ok(addr)) {
+			tm_bp_free(b);
+			free(addr);
+			return -1;
+		}
+		/* GDB in batch mode answers "Make breakpoint pending?" with y. */
+		b->pending = 1;
 	}
 	free(addr);
 	if (cond && *cond) {
-		if (tm_compile(s, cond, 1, &b->cond)) {
+		/* A pending breakpoint's condition compiles when it binds. */
+		if (!b->pending && tm_compile(s, cond, 1, &b->cond)) {
 			tm_bp_free(b);
 			return -1;
 		}
@@ -304,7 +360,14 @@ static int do_break(struct tm_session *s, const char *args, int disp)
 	}
 	b->num = s->next_bpnum++;
 	bp_append(s, b);
-	s->probe->ops->set_breakpoint(s->probe, b->num, b->where, b->cond_src);
+	if (s->probe)
+		s->probe->ops->set_breakpoint(s->probe, b->num, b->where, b->cond_src);
+	if (b->pending) {
+		tm_out(s, "%s %d (%s) pending.\n",
+		       disp == BP_DEL ? "Temporary breakpoint" : "Breakpoint",
+		       b->num, b->where);
+		return 0;
+	}
 	bp_what(s, b, what, sizeof(what));
 	if (b->nmatch == 1) {
 		const struct tm_node *n = NULL;
@@ -816,7 +879,7 @@ int tm_bp_info(struct tm_session *s, const char *args, int watch_only)
 			tm_out(s, "Num     Type           Disp Enb What\n");
 		any = 1;
 		bp_what(s, b, what, sizeof(what));
-		if (b->type == BP_BREAK && b->nmatch != 1) {
+		if (b->type == BP_BREAK && b->nmatch != 1 && !b->pending) {
 			size_t l = strlen(what);
 
 			snprintf(what + l, sizeof(what) - l, ", %u nodes", b->nmatch);

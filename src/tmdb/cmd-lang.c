@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "tmdb.h"
+#include "live.h"
 
 enum set_kind { SET_BOOL, SET_INT, SET_STR, SET_IGNORE };
 
@@ -133,7 +134,7 @@ static int cmd_set_exec(struct tm_session *s, const char *args, int from_tty)
 	const char *val;
 	char *base = (char *)&s->set;
 	uint64_t n;
-	int b;
+	int b, rc;
 
 	if (!strncmp(args, "var ", 4))
 		args = tm_skip_ws(args + 4);
@@ -141,6 +142,8 @@ static int cmd_set_exec(struct tm_session *s, const char *args, int from_tty)
 		args = tm_skip_ws(args + 9);
 	if (*args == '$')
 		return set_variable(s, args);
+	if (tm_live_setting(s, args, 0, &rc))
+		return rc;
 	if (!*args) {
 		tm_error(s, "Argument required (expression to compute).");
 		return -1;
@@ -240,6 +243,7 @@ static int cmd_show_exec(struct tm_session *s, const char *args, int from_tty)
 	const struct setting *st;
 	const char *rest;
 	size_t i;
+	int rc;
 
 	if (!*args) {
 		for (i = 0; settings[i].name; i++) {
@@ -248,6 +252,8 @@ static int cmd_show_exec(struct tm_session *s, const char *args, int from_tty)
 		}
 		return 0;
 	}
+	if (tm_live_setting(s, args, 1, &rc))
+		return rc;
 	if (!strcmp(args, "version")) {
 		tm_out(s, "tmdb (%s)\n", tm_version_string());
 		return 0;
@@ -622,7 +628,8 @@ static int cmd_file_exec(struct tm_session *s, const char *args, int from_tty)
 			memmove(path, path + 1, l - 1);
 		}
 	}
-	rc = tm_session_load(s, path);
+	if (!tm_live_file(s, path, &rc))
+		rc = tm_session_load(s, path);
 	free(path);
 	return rc;
 }

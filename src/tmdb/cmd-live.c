@@ -1,14 +1,20 @@
 /*
- * cmd-live.c -- attach and detach: debugging a running process.
+ * cmd-live.c -- debugging a running process: attach, detach, run (of a
+ * program tmdb starts), kill, set args, and the hooks other commands call
+ * for the live case.
  *
  * `attach PATH|PID` connects to a probe's wire server (probe-remote.c) and
  * makes it the session's probe in place of a trace file: every other
  * command then works on the live process through the same RuntimeProbe
  * vtable.  The model is paused at its next event; `continue`, `step`, `next`
  * and `finish` move it, and `detach` lets it run on (and keep recording).
+ * `run` starts the program set by `tmdb --args` or `file` (inferior.c) and
+ * attaches to it the same way.
  */
 #include "config.h"
 
+#include <ctype.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,8 +48,12 @@ static int cmd_attach_exec(struct tm_session *s, const char *args, int from_tty)
 		free(target);
 		return -1;
 	}
-	if (is_live(s))
+	if (s->live && s->live->pid) {
+		/* GDB kills the program it started before attaching elsewhere. */
+		tm_inferior_kill(s, 1);
+	} else if (is_live(s)) {
 		tm_out(s, "Detaching from %s.\n", tm_probe_remote_describe(s->probe));
+	}
 	tm_session_unload(s);
 	s->probe = p;
 	s->nodes = p->ops->nodes(p);
@@ -75,6 +85,11 @@ static int cmd_detach_exec(struct tm_session *s, const char *args, int from_tty)
 		return -1;
 	}
 	tm_out(s, "Detaching from %s.\n", tm_probe_remote_describe(s->probe));
+	if (s->live && s->live->probe == s->probe) {
+		/* It runs on without us: quitting no longer kills it. */
+		s->live->pid = 0;
+		s->live->probe = NULL;
+	}
 	tm_session_unload(s);
 	return 0;
 }
@@ -87,3 +102,242 @@ const struct cmd_entry cmd_detach_entry = {
 	.exec = cmd_detach_exec,
 	.klass = "running",
 };
+
+/* ------------------------------------------------------------- kill */
+
+static int cmd_kill_exec(struct tm_session *s, const char *args, int from_tty)
+{
+	(void)args;
+	(void)from_tty;
+	if (!s->live || !s->live->pid) {
+		tm_error(s, "The program is not being run.");
+		return -1;
+	}
+	tm_inferior_kill(s, 1);
+	return 0;
+}
+
+const struct cmd_entry cmd_kill_entry = {
+	.name = "kill", .alias = "k",
+	.usage = "kill",
+	.help = "Kill the program started by \"run\" (and its process group).\n"
+		"What it sent is dropped; \"run\" starts it again.",
+	.exec = cmd_kill_exec,
+	.klass = "running",
+};
+
+/* ------------------------------------------------------------- hooks */
+
+int tm_live_file(struct tm_session *s, const char *path, int *rc)
+{
+	struct tm_live *lv = s->live;
+
+	if (!tm_live_is_program(path)) {
+		/* A trace replaces the program, as GDB's file replaces both. */
+		if (lv) {
+			tm_inferior_kill(s, 1);
+			free(lv->prog);
+			lv->prog = NULL;
+		}
+		return 0;
+	}
+	if (lv && lv->pid)
+		tm_inferior_kill(s, 1);
+	*rc = tm_live_set_program(s, path, NULL);
+	return 1;
+}
+
+/* The word at args if it is name (then *rest after it). */
+static int word_is(const char *args, const char *name, const char **rest)
+{
+	size_t l = strlen(name);
+
+	if (strncmp(args, name, l) || (args[l] && !isspace((unsigned char)args[l])))
+		return 0;
+	*rest = tm_skip_ws(args + l);
+	return 1;
+}
+
+int tm_live_setting(struct tm_session *s, const char *args, int show, int *rc)
+{
+	struct tm_live *lv;
+	const char *rest;
+	uint64_t n;
+	int b;
+
+	*rc = 0;
+	if (word_is(args, "args", &rest)) {
+		lv = tm_live_get(s);
+		if (!lv) {
+			*rc = -1;
+			return 1;
+		}
+		if (show) {
+			tm_out(s, "Argument list to give program being debugged when "
+			       "it is started is \"%s\".\n", lv->args ? lv->args : "");
+			return 1;
+		}
+		free(lv->args);
+		lv->args = *rest ? strdup(rest) : NULL;
+		return 1;
+	}
+	if (word_is(args, "run-ahead", &rest)) {
+		lv = tm_live_get(s);
+		if (!lv) {
+			*rc = -1;
+		} else if (show) {
+			tm_out(s, "Running a live model ahead between breakpoints is %s.\n",
+			       lv->lockstep ? "off" : "on");
+		} else if (tm_parse_bool(rest, &b)) {
+			tm_error(s, "\"on\" or \"off\" expected.");
+			*rc = -1;
+		} else {
+			lv->lockstep = !b;
+		}
+		return 1;
+	}
+	if (word_is(args, "probe-level", &rest)) {
+		lv = tm_live_get(s);
+		if (!lv) {
+			*rc = -1;
+		} else if (show) {
+			if (lv->level < 0)
+				tm_out(s, "The probe level of programs tmdb starts is "
+				       "the probe's default.\n");
+			else
+				tm_out(s, "The probe level of programs tmdb starts is "
+				       "%d.\n", lv->level);
+		} else if (!strcmp(rest, "default")) {
+			lv->level = -1;
+		} else if (tm_parse_uint(rest, &n) || n > 3) {
+			tm_error(s, "Probe level 0 to 3 expected, or \"default\".");
+			*rc = -1;
+		} else {
+			lv->level = (int)n;
+		}
+		return 1;
+	}
+	return 0;
+}
+
+static int have_program(const struct tm_session *s)
+{
+	return s->live && s->live->prog;
+}
+
+int tm_live_need_trace(struct tm_session *s, const struct cmd_entry *c)
+{
+	if (!have_program(s))
+		return tm_need_trace(s);
+	if (c == &cmd_run_entry || c == &cmd_break_entry || c == &cmd_tbreak_entry)
+		return 0;
+	tm_error(s, "The program is not being run.");
+	return -1;
+}
+
+int tm_live_can_pend(const struct tm_session *s)
+{
+	return is_live(s) || (!s->probe && have_program(s));
+}
+
+int tm_live_run(struct tm_session *s, const char *args, int from_tty, int *rc)
+{
+	struct tm_live *lv = s->live;
+	struct tm_probe *p = NULL;
+	char *target;
+
+	if (!have_program(s))
+		return 0;
+	*rc = -1;
+	if (*args) {
+		free(lv->args);
+		lv->args = strdup(args);
+	}
+	/* Started already: batch GDB answers its question with yes. */
+	if (lv->pid)
+		tm_inferior_kill(s, 0);
+	if (tm_inferior_start(s, &p))
+		return 1;
+	target = strdup(tm_probe_remote_describe(p));
+	if (!target) {
+		p->ops->detach(p);
+		tm_inferior_kill(s, 1);
+		return 1;
+	}
+	tm_session_unload(s);
+	s->probe = p;
+	s->nodes = p->ops->nodes(p);
+	s->trace_path = target;
+	lv->probe = p;
+	tm_bp_rebind_all(s);
+	*rc = cmd_continue_entry.exec(s, "", from_tty);
+	return 1;
+}
+
+void tm_live_flow(struct tm_session *s, int ahead)
+{
+	struct tm_probe_bp *bps = NULL;
+	struct bp *b;
+	size_t n = 0, cap = 0;
+
+	if (!s->probe || !s->probe->ops->flow)
+		return;
+	if (ahead && s->live && s->live->lockstep)
+		ahead = 0;
+	for (b = s->bps; ahead && b; b = b->next) {
+		if (!b->enabled)
+			continue;
+		if (b->type != BP_BREAK || !b->where) {
+			ahead = 0;      /* watchpoints need every event's value */
+			break;
+		}
+		if (n == cap) {
+			struct tm_probe_bp *nb;
+
+			cap = cap ? 2 * cap : 8;
+			nb = realloc(bps, cap * sizeof(*nb));
+			if (!nb) {
+				ahead = 0;
+				break;
+			}
+			bps = nb;
+		}
+		bps[n].num = b->num;
+		bps[n].where = b->where;
+		/* The probe has none of tmdb's $variables: tmdb decides. */
+		bps[n].cond = b->cond_src && !strchr(b->cond_src, '$') ? b->cond_src : NULL;
+		n++;
+	}
+	s->probe->ops->flow(s->probe, ahead, bps, ahead ? n : 0);
+	free(bps);
+}
+
+/* How long a program that closed its connection (or sent a crash record)
+ * gets to exit before tmdb stops waiting for it. */
+#define REAP_MS 10000
+#define CRASH_REAP_MS 5000
+
+void tm_live_ended(struct tm_session *s, int crashed)
+{
+	struct tm_live *lv = s->live;
+	const char *note;
+
+	if (!is_live(s))
+		return;
+	if (lv && lv->pid && lv->probe && s->probe == lv->probe) {
+		/* A crash record comes from a dying process (the probe's
+		 * handler re-raises the signal): report its death too. */
+		if (tm_probe_remote_closed(s->probe)) {
+			tm_inferior_reap(s, REAP_MS, 0);
+			/* The exit status says it all. */
+			(void)tm_probe_remote_end_note(s->probe);
+		} else if (crashed) {
+			tm_inferior_reap(s, CRASH_REAP_MS, 1);
+		}
+		return;
+	}
+	note = tm_probe_remote_closed(s->probe) ?
+	       tm_probe_remote_end_note(s->probe) : NULL;
+	if (note)
+		tm_out(s, "[%s: %s]\n", tm_probe_remote_describe(s->probe), note);
+}

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "tmdb.h"
+#include "live.h"
 
 /* Where a scan wants to stop: returns 1 to stop at ev. */
 typedef int (*stop_fn)(struct tm_session *s, const struct tm_event *ev,
@@ -194,6 +195,8 @@ static int scan(struct tm_session *s, int dir, stop_fn fn, void *arg,
 	st->focus = UINT32_MAX;
 	if (dir == TM_DIR_BWD)
 		tm_lookup_invalidate(s);
+	/* A live model may run ahead between breakpoints (probe.h flow). */
+	tm_live_flow(s, dir == TM_DIR_FWD && use_bps && !fn);
 	for (;;) {
 		err = move(s, dir, &rec);
 		if (err == TM_ERR_END) {
@@ -202,10 +205,18 @@ static int scan(struct tm_session *s, int dir, stop_fn fn, void *arg,
 			settle_at_end(s, dir);
 			break;
 		}
+		if (err == TM_ERR_AGAIN && s->have_cur) {
+			/* Ctrl-C while a live model computed: stay put. */
+			s->scan_ev = NULL;
+			seek_playhead(s, s->cur.seq);
+			st->why = STOP_INTERRUPT;
+			break;
+		}
 		if (err != TM_OK) {
 			uint64_t back = s->have_cur ? s->cur.seq : 0;
 
 			s->scan_ev = NULL;
+			tm_live_flow(s, 0);
 			tm_progress(s, 0, 1);
 			tm_error(s, "Cannot read the trace: %s.\n"
 				 "Use \"tmdb --recover %s\" if the file is damaged.",
@@ -275,6 +286,7 @@ static int scan(struct tm_session *s, int dir, stop_fn fn, void *arg,
 		}
 	}
 	s->scan_ev = NULL;
+	tm_live_flow(s, 0);
 	tm_progress(s, 0, 1);
 	if (gaps > (unsigned)s->set.max_gap_lines)
 		tm_out(s, "(%u more gaps crossed)\n",
@@ -405,6 +417,7 @@ static void report(struct tm_session *s, struct stop *st)
 		else
 			tm_out(s, "\nEnd of trace.\n");
 		tm_print_location(s, NULL);
+		tm_live_ended(s, 0);
 		break;
 	}
 	case STOP_START:
@@ -420,6 +433,7 @@ static void report(struct tm_session *s, struct stop *st)
 	case STOP_CRASH:
 		tm_print_location(s, NULL);
 		tm_print_source_line(s);
+		tm_live_ended(s, 1);
 		break;
 	case STOP_STEP:
 		tm_print_location(s, NULL);
@@ -463,6 +477,11 @@ static int run_to_stop(struct tm_session *s, int dir, stop_fn fn, void *arg,
 
 static int cmd_run_exec(struct tm_session *s, const char *args, int from_tty)
 {
+	int rc;
+
+	/* A program to start (tmdb --args, file PROG): live.h. */
+	if (tm_live_run(s, args, from_tty, &rc))
+		return rc;
 	if (start_over(s))
 		return -1;
 	return run_to_stop(s, TM_DIR_FWD, NULL, NULL, 1);
@@ -470,8 +489,11 @@ static int cmd_run_exec(struct tm_session *s, const char *args, int from_tty)
 
 const struct cmd_entry cmd_run_entry = {
 	.name = "run", .alias = "r start",
-	.usage = "run",
-	.help = "Replay the trace from the beginning until a breakpoint or the end.",
+	.usage = "run [ARGS]",
+	.help = "Replay the trace from the beginning until a breakpoint or the end.\n"
+		"With a program (tmdb --args PROG ARGS..., file PROG), start it (ARGS\n"
+		"replace \"set args\"; a running one is killed first), attach to its\n"
+		"probe and run until a breakpoint or until it exits.",
 	.exec = cmd_run_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
 	.klass = "running",
 };

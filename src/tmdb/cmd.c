@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "tmdb.h"
+#include "live.h"
 
 /* The one table.  Adding a command: its entry in a cmd-*.c and a line here. */
 const struct cmd_entry *const tm_cmd_table[] = {
@@ -74,6 +75,7 @@ const struct cmd_entry *const tm_cmd_table[] = {
 	&cmd_layout_entry,
 	&cmd_attach_entry,
 	&cmd_detach_entry,
+	&cmd_kill_entry,
 };
 const size_t tm_cmd_count = sizeof(tm_cmd_table) / sizeof(tm_cmd_table[0]);
 
@@ -558,8 +560,8 @@ int tm_execute(struct tm_session *s, const char *line, int from_tty)
 	s->depth++;
 	if (u) {
 		rc = run_ucmd(s, u, args);
-	} else if ((c->flags & CMD_NEEDS_TRACE) && !s->probe) {
-		tm_need_trace(s);
+	} else if ((c->flags & CMD_NEEDS_TRACE) && !s->probe &&
+		   tm_live_need_trace(s, c)) {
 		rc = -1;
 	} else {
 		rc = c->exec(s, args, from_tty);

@@ -1,10 +1,17 @@
 /*
- * live.h -- the live RuntimeProbe (probe-remote.c) that `attach` uses.
+ * live.h -- debugging a live process: the live RuntimeProbe
+ * (probe-remote.c) that `attach` and `run` use, and the program tmdb
+ * launches itself (inferior.c, cmd-live.c).
  */
 #ifndef TMDB_LIVE_H
 #define TMDB_LIVE_H
 
+#include <stdint.h>
+
 #include "probe.h"
+
+struct tm_session;
+struct cmd_entry;
 
 /*
  * Connects to a probe's wire server: target is a socket path, or a pid whose
@@ -18,5 +25,75 @@ int tm_probe_remote_open(const char *target, struct tm_probe **out,
 
 /* "process 4242 (pytorch)": what the probe said it is; the probe must be remote. */
 const char *tm_probe_remote_describe(struct tm_probe *p);
+/* The pid the probe reported in DESCRIBE. */
+uint32_t tm_probe_remote_pid(struct tm_probe *p);
+/* 1 once the probe said BYE or the connection broke. */
+int tm_probe_remote_closed(struct tm_probe *p);
+/* Why the connection ended ("the probe went away"), the first time it is
+ * asked after it did; NULL otherwise. */
+const char *tm_probe_remote_end_note(struct tm_probe *p);
+
+/* ------------------------------------------------------------- the program (inferior.c) */
+
+/*
+ * The program `run` starts (GDB's inferior): its path and argument string,
+ * the child's pid while it lives, and the live settings.  Owned by the
+ * session (s->live), created on first use.
+ */
+struct tm_live {
+	char *prog;             /* as the user named it */
+	char *args;             /* "set args": shell words, NULL: none */
+	long pid;               /* the child, 0: none */
+	struct tm_probe *probe; /* the probe run attached to it, while loaded */
+	int lockstep;           /* set lockstep on: no running ahead */
+	int level;              /* set probe-level N, -1: the probe's own */
+};
+
+struct tm_live *tm_live_get(struct tm_session *s);
+/* Sets the program (file PROG, tmdb --args PROG ARGS...); args may be NULL. */
+int tm_live_set_program(struct tm_session *s, const char *prog, const char *args);
+/* 1 if path names a program rather than a trace: not *.tmrun, executable. */
+int tm_live_is_program(const char *path);
+/*
+ * Starts the program and waits for its probe's socket (DIR/PID.sock);
+ * returns the connected probe, or -1 after saying why.
+ */
+int tm_inferior_start(struct tm_session *s, struct tm_probe **out);
+/* Kills the child (its process group) and reaps it; says "[Process N killed]"
+ * when verbose. */
+void tm_inferior_kill(struct tm_session *s, int verbose);
+/*
+ * The child closed its connection or crashed: waits up to ms (Ctrl-C ends
+ * the wait) for it to exit and says how it ended, GDB's way; quiet: say
+ * nothing if it does not end by then.
+ */
+void tm_inferior_reap(struct tm_session *s, int ms, int quiet);
+/* Frees s->live, killing a child still running (tmdb quits). */
+void tm_live_free(struct tm_session *s);
+
+/* ------------------------------------------------------------- hooks (cmd-live.c) */
+
+/* `file PATH`: sets the program when PATH is one; returns 1 if handled. */
+int tm_live_file(struct tm_session *s, const char *path, int *rc);
+/* set/show args, lockstep, probe-level; returns 1 if handled. */
+int tm_live_setting(struct tm_session *s, const char *args, int show, int *rc);
+/*
+ * A command that needs a trace, without one: 0 lets it run (run and break
+ * with a program set), else -1 after the error message.
+ */
+int tm_live_need_trace(struct tm_session *s, const struct cmd_entry *c);
+/* 1 where a breakpoint matching no node is made pending (a program or a
+ * live process: nodes may come later). */
+int tm_live_can_pend(const struct tm_session *s);
+/* `run` with a program set: (re)starts it; 1 if handled. */
+int tm_live_run(struct tm_session *s, const char *args, int from_tty, int *rc);
+/* Before (ahead 1) and after (ahead 0) a forward scan: tm_probe_ops.flow. */
+void tm_live_flow(struct tm_session *s, int ahead);
+/*
+ * After a stop at the end of the history (crashed 0) or at a crash record
+ * (1): a program run started is reaped and its end reported; an attached
+ * process's closed connection is reported once.
+ */
+void tm_live_ended(struct tm_session *s, int crashed);
 
 #endif /* TMDB_LIVE_H */

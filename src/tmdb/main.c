@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "tmdb.h"
+#include "live.h"
 
 struct action {
 	int is_file;            /* -x FILE, else -ex CMD */
@@ -28,10 +29,14 @@ struct action {
 static void usage(FILE *fp)
 {
 	fprintf(fp,
-		"Usage: tmdb [OPTIONS] [TRACE.tmrun]\n"
-		"Debug a recorded neural-network run the way GDB debugs a program.\n"
+		"Usage: tmdb [OPTIONS] [TRACE.tmrun | PROGRAM]\n"
+		"       tmdb [OPTIONS] --args PROGRAM [ARGS...]\n"
+		"Debug a recorded neural-network run the way GDB debugs a program,\n"
+		"or a program that loads the tensormorph probe (\"run\" starts it).\n"
 		"\n"
 		"Options:\n"
+		"  --args PROGRAM ARGS... the program to run and its arguments: every\n"
+		"                        word after --args belongs to it\n"
 		"  -q, -quiet, -silent   do not print the introductory message\n"
 		"  -batch                exit after processing options; status 0 if the\n"
 		"                        last command succeeded, 1 if it failed\n"
@@ -77,6 +82,45 @@ static int opt_is(const char *arg, const char *name, const char **value)
 		return 1;
 	}
 	return 0;
+}
+
+/* "tmdb --args PROG A 'B C'": the arguments as one shell string. */
+static char *join_args(int argc, char **argv)
+{
+	size_t l = 1, o = 0;
+	char *out;
+	int i;
+
+	for (i = 0; i < argc; i++)
+		l += 4 * strlen(argv[i]) + 3;
+	out = malloc(l);
+	if (!out)
+		return NULL;
+	out[0] = 0;
+	for (i = 0; i < argc; i++) {
+		const char *w = argv[i];
+
+		if (i)
+			out[o++] = ' ';
+		if (*w && strspn(w, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+				 "0123456789_-+=./:,@%") == strlen(w)) {
+			memcpy(out + o, w, strlen(w));
+			o += strlen(w);
+			continue;
+		}
+		out[o++] = '\'';
+		for (; *w; w++) {
+			if (*w == '\'') {
+				memcpy(out + o, "'\\''", 4);
+				o += 4;
+			} else {
+				out[o++] = *w;
+			}
+		}
+		out[o++] = '\'';
+	}
+	out[o] = 0;
+	return out;
 }
 
 static int do_recover(const char *in, const char *out)
@@ -127,6 +171,8 @@ int main(int argc, char **argv)
 	const char *home = getenv("HOME");
 	char *home_init = NULL;
 	int quiet = 0, batch = 0, nx = 0, nh = 0, is_file, i, rc;
+	char *prog_args = NULL;         /* --args: after the program */
+	int prog_argc = 0;
 	int mi = 0;             /* --interpreter=mi: the MI version, 2 to 4 */
 	size_t nacts = 0;
 
@@ -194,6 +240,31 @@ int main(int argc, char **argv)
 			recover = v;
 		} else if (!strcmp(a, "-o") && recover && i + 1 < argc) {
 			recover_out = argv[++i];
+		} else if (opt_is(a, "args", NULL)) {
+			/* GDB: the program and its arguments end the options. */
+			if (i + 1 >= argc) {
+				fprintf(stderr, "tmdb: option '--args' requires a program\n"
+					"Use `tmdb --help' for a complete list of options.\n");
+				free(acts);
+				return 1;
+			}
+			if (trace) {
+				fprintf(stderr, "tmdb: too many arguments: '%s'\n"
+					"Use `tmdb --help' for a complete list of options.\n",
+					argv[i + 1]);
+				free(acts);
+				return 1;
+			}
+			trace = argv[i + 1];
+			prog_argc = argc - i - 2;
+			if (prog_argc) {
+				prog_args = join_args(prog_argc, argv + i + 2);
+				if (!prog_args) {
+					free(acts);
+					return 1;
+				}
+			}
+			break;
 		} else if (opt_is(a, "version", NULL) || !strcmp(a, "-v")) {
 			printf("tmdb (tensormorph) %s\n", PACKAGE_VERSION);
 			/* For IDE adapters that look for a GDB version here
@@ -223,12 +294,14 @@ int main(int argc, char **argv)
 	}
 	if (recover) {
 		free(acts);
+		free(prog_args);
 		return do_recover(recover, recover_out);
 	}
 
 	s = tm_session_new();
 	if (!s) {
 		free(acts);
+		free(prog_args);
 		return 1;
 	}
 	s->batch = batch;
@@ -257,8 +330,13 @@ int main(int argc, char **argv)
 			tm_source_file(s, home_init, 0);
 		}
 	}
-	if (trace && !s->quit)
+	/* A program (tmdb --args PROG, tmdb PROG) is started by "run";
+	 * a name ending in .tmrun is a trace all the same. */
+	if (trace && !s->quit && tm_live_is_program(trace))
+		s->last_failed = tm_live_set_program(s, trace, prog_args) != 0;
+	else if (trace && !s->quit)
 		s->last_failed = tm_session_load(s, trace) != 0;
+	free(prog_args);
 	if (!nx && !s->quit)
 		local_init(s, home_init);
 	free(home_init);
@@ -284,6 +362,8 @@ int main(int argc, char **argv)
 		rc = s->quit ? s->exit_code : s->last_failed ? 1 : 0;
 	}
 	fflush(stdout);
+	/* A program run started dies with tmdb, as in GDB's batch mode. */
+	tm_live_free(s);
 	tm_mi_done(s);
 	tm_session_free(s);
 	return rc;

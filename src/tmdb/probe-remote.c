@@ -12,6 +12,14 @@
  * the same code that runs over a replay, so a command file prints the same
  * stops live and replayed.
  *
+ * One round trip per event is slow (a few ten thousand events a second),
+ * so `continue` lets the model run ahead (flow()): tmdb's breakpoints are
+ * mirrored to the probe, which evaluates them with the same TQL VM and
+ * pauses the model at every event where one of them could fire, and the
+ * model is resumed with RESUME continue.  tmdb still reads and judges every
+ * event; when it stops where the probe did not (Ctrl-C), it interrupts the
+ * model, which pauses at its next event.
+ *
  * A dead or misbehaving probe ends the history (TM_ERR_END, "End of
  * trace."); what was received stays browsable.
  */
@@ -70,6 +78,29 @@ struct remote {
 	int result_for;         /* request type it answered, -1 none yet */
 	int described;          /* DESCRIBE received */
 	char detail[512];
+
+	/* running ahead (flow()) */
+	int ahead;              /* resume with RESUME continue */
+	int running;            /* resumed with continue, no STOP since */
+	int int_pending;        /* Ctrl-C: INTERRUPT sent, waiting for an event */
+	int end_noted;          /* tm_probe_remote_end_note said why */
+	char end_note[256];
+	struct mirror *mir;     /* breakpoints as the probe has them */
+	size_t nmir;
+};
+
+/* A breakpoint mirrored to the probe: what tmdb asked, what the probe took. */
+struct mirror {
+	int num;
+	char *where;
+	char *cond;             /* as tmdb has it, NULL: none */
+	int state;              /* MIR_* */
+};
+
+enum {
+	MIR_COND = 0,           /* the probe evaluates the condition */
+	MIR_PLAIN,              /* condition refused: it stops at every candidate */
+	MIR_REFUSED             /* not set: the model cannot run ahead */
 };
 
 static struct remote *impl(struct tm_probe *p)
@@ -188,6 +219,7 @@ static void take_msg(struct remote *rp, const struct tm_msg *m)
 		break;
 	case TM_MSG_STOP:
 		rp->stopped = 1;
+		rp->running = 0;
 		break;
 	case TM_MSG_RESULT:
 		rp->last_result = (int)m->u.result.code;
@@ -203,6 +235,9 @@ static void take_msg(struct remote *rp, const struct tm_msg *m)
 		rp->closed = 1;
 		snprintf(rp->detail, sizeof(rp->detail), "the probe closed the "
 			 "connection: %.400s", m->u.result.text);
+		snprintf(rp->end_note, sizeof(rp->end_note), "the probe closed the "
+			 "connection (%.200s)", m->u.result.text[0] ?
+			 m->u.result.text : tm_strerror((int)m->u.result.code));
 		break;
 	default:
 		break;
@@ -211,8 +246,12 @@ static void take_msg(struct remote *rp, const struct tm_msg *m)
 
 static void hang_up(struct remote *rp)
 {
+	if (!rp->end_note[0])
+		snprintf(rp->end_note, sizeof(rp->end_note), "%.200s",
+			 rp->detail[0] ? rp->detail : "the connection closed");
 	rp->closed = 1;
 	rp->stopped = 0;
+	rp->running = 0;
 	if (rp->fd >= 0)
 		close(rp->fd);
 	rp->fd = -1;
@@ -379,21 +418,40 @@ static int remote_next(struct tm_probe *p, int dir, struct tm_record *rec)
 	while (rp->pos == rp->n) {
 		if (rp->closed)
 			return TM_ERR_END;
-		if (tm_interrupted) {
+		if (tm_interrupted && (rp->int_pending || rp->stopped)) {
+			/* A second Ctrl-C: stop waiting for a busy model. */
 			snprintf(rp->detail, sizeof(rp->detail),
 				 "interrupted while waiting for the model");
 			return TM_ERR_AGAIN;
 		}
+		if (tm_interrupted) {
+			/*
+			 * Ctrl-C while the model computes: it pauses at its
+			 * next event, which the scan then stops at (the flag is
+			 * raised again when it arrives).
+			 */
+			memset(m, 0, sizeof(*m));
+			m->type = TM_MSG_INTERRUPT;
+			if (send_msg(rp, m))
+				return TM_ERR_END;
+			rp->int_pending = 1;
+			tm_interrupted = 0;
+		}
 		if (rp->stopped) {
 			memset(m, 0, sizeof(*m));
 			m->type = TM_MSG_RESUME;
-			m->u.resume.mode = TM_RESUME_STEP;
+			m->u.resume.mode = rp->ahead ? TM_RESUME_CONTINUE : TM_RESUME_STEP;
 			m->u.resume.count = 1;
 			rp->stopped = 0;
+			rp->running = rp->ahead;
 			if (send_msg(rp, m))
 				return TM_ERR_END;
 		}
 		pump(rp, POLL_MS);
+	}
+	if (rp->int_pending) {
+		rp->int_pending = 0;
+		tm_interrupted = 1;
 	}
 	to_record(&rp->recs[rp->pos++], rec);
 	return TM_OK;
@@ -534,6 +592,11 @@ static void remote_detach(struct tm_probe *p)
 	for (i = 0; i < rp->n; i++)
 		hrec_free(&rp->recs[i]);
 	free(rp->recs);
+	for (i = 0; i < rp->nmir; i++) {
+		free(rp->mir[i].where);
+		free(rp->mir[i].cond);
+	}
+	free(rp->mir);
 	free_meta(&rp->meta);
 	tm_nodetab_free(rp->nodes);
 	tm_frame_decoder_free(rp->dec);
@@ -541,6 +604,137 @@ static void remote_detach(struct tm_probe *p)
 	free(rp->msg);
 	free(rp->path);
 	free(rp);
+}
+
+/* ------------------------------------------------------------- running ahead */
+
+static int same_str(const char *a, const char *b)
+{
+	return a == b || (a && b && !strcmp(a, b));
+}
+
+/* BREAK_SET num where cond (NULL: none); the probe's answer. */
+static int break_set(struct remote *rp, int num, const char *where,
+		     const char *cond)
+{
+	struct tm_msg *m = rp->msg;
+
+	memset(m, 0, sizeof(*m));
+	m->type = TM_MSG_BREAK_SET;
+	m->u.brk.id = (uint32_t)num;
+	if (strlen(where) >= sizeof(m->u.brk.where) ||
+	    (cond && strlen(cond) >= sizeof(m->u.brk.cond)))
+		return TM_ERR_TOO_LARGE;
+	snprintf(m->u.brk.where, sizeof(m->u.brk.where), "%s", where);
+	snprintf(m->u.brk.cond, sizeof(m->u.brk.cond), "%s", cond ? cond : "");
+	return request(rp, m, CONNECT_TIMEOUT_MS);
+}
+
+static int break_clear(struct remote *rp, int num)
+{
+	struct tm_msg *m = rp->msg;
+
+	memset(m, 0, sizeof(*m));
+	m->type = TM_MSG_BREAK_CLEAR;
+	m->u.brk.id = (uint32_t)num;
+	return request(rp, m, CONNECT_TIMEOUT_MS);
+}
+
+static void mirror_drop(struct remote *rp, size_t i)
+{
+	free(rp->mir[i].where);
+	free(rp->mir[i].cond);
+	rp->mir[i] = rp->mir[--rp->nmir];
+}
+
+/*
+ * Makes the probe's breakpoints those of bps; returns 1 if every one is
+ * set (with or without its condition).  A refused condition (addressed
+ * terms, tmdb's $variables, TQL the probe's VM does not know) is set
+ * without it: the probe then pauses at every candidate event and tmdb's
+ * own evaluation decides, as it does for every event anyway.
+ */
+static int mirror_sync(struct remote *rp, const struct tm_probe_bp *bps, size_t n)
+{
+	size_t i, j;
+	int ok = 1, err;
+
+	for (i = 0; i < rp->nmir;) {
+		for (j = 0; j < n && bps[j].num != rp->mir[i].num; j++)
+			;
+		if (j == n || !same_str(bps[j].where, rp->mir[i].where) ||
+		    !same_str(bps[j].cond, rp->mir[i].cond)) {
+			if (rp->mir[i].state != MIR_REFUSED &&
+			    break_clear(rp, rp->mir[i].num))
+				return 0;
+			mirror_drop(rp, i);
+			continue;
+		}
+		i++;
+	}
+	for (j = 0; j < n; j++) {
+		struct mirror *mi = NULL, *nm;
+
+		for (i = 0; i < rp->nmir; i++)
+			if (rp->mir[i].num == bps[j].num)
+				mi = &rp->mir[i];
+		if (mi) {
+			if (mi->state == MIR_REFUSED)
+				ok = 0;
+			continue;
+		}
+		nm = realloc(rp->mir, (rp->nmir + 1) * sizeof(*nm));
+		if (!nm)
+			return 0;
+		rp->mir = nm;
+		mi = &rp->mir[rp->nmir];
+		mi->num = bps[j].num;
+		mi->where = strdup(bps[j].where);
+		mi->cond = bps[j].cond ? strdup(bps[j].cond) : NULL;
+		if (!mi->where || (bps[j].cond && !mi->cond)) {
+			free(mi->where);
+			free(mi->cond);
+			return 0;
+		}
+		rp->nmir++;
+		err = break_set(rp, mi->num, mi->where, mi->cond);
+		mi->state = MIR_COND;
+		if (err && mi->cond && !rp->closed) {
+			err = break_set(rp, mi->num, mi->where, NULL);
+			mi->state = MIR_PLAIN;
+		}
+		if (err) {
+			mi->state = MIR_REFUSED;
+			ok = 0;
+			if (rp->closed)
+				return 0;
+		}
+	}
+	return ok;
+}
+
+static int remote_flow(struct tm_probe *p, int ahead,
+		       const struct tm_probe_bp *bps, size_t n)
+{
+	struct remote *rp = impl(p);
+
+	if (rp->closed) {
+		rp->ahead = 0;
+		return 0;
+	}
+	if (ahead && !(rp->caps & TM_CAP_PAUSE))
+		ahead = 0;
+	if (ahead)
+		ahead = mirror_sync(rp, bps, n);
+	if (!ahead && rp->running && !rp->closed) {
+		/* Pause a model running ahead; it stops at its next event. */
+		memset(rp->msg, 0, sizeof(*rp->msg));
+		rp->msg->type = TM_MSG_INTERRUPT;
+		send_msg(rp, rp->msg);
+		rp->running = 0;
+	}
+	rp->ahead = ahead;
+	return ahead;
 }
 
 static const struct tm_probe_ops remote_ops = {
@@ -555,7 +749,28 @@ static const struct tm_probe_ops remote_ops = {
 	.clear_breakpoint = remote_clear_bp,
 	.detail = remote_detail,
 	.detach = remote_detach,
+	.flow = remote_flow,
 };
+
+uint32_t tm_probe_remote_pid(struct tm_probe *p)
+{
+	return impl(p)->pid;
+}
+
+int tm_probe_remote_closed(struct tm_probe *p)
+{
+	return impl(p)->closed;
+}
+
+const char *tm_probe_remote_end_note(struct tm_probe *p)
+{
+	struct remote *rp = impl(p);
+
+	if (!rp->closed || rp->end_noted)
+		return NULL;
+	rp->end_noted = 1;
+	return rp->end_note[0] ? rp->end_note : "the connection closed";
+}
 
 const char *tm_probe_remote_describe(struct tm_probe *p)
 {

@@ -40,6 +40,13 @@ struct tm_probe_info {
 
 struct tm_probe;
 
+/* A breakpoint as a live probe is asked to evaluate it (flow()). */
+struct tm_probe_bp {
+	int num;
+	const char *where;              /* canonical address or pattern */
+	const char *cond;               /* TQL, NULL: none */
+};
+
 /* Whether ev carries a tensor for slot (NULL: always), for latest(). */
 int tm_event_holds_slot(const struct tm_event *ev, const struct tm_slot *slot);
 
@@ -77,6 +84,20 @@ struct tm_probe_ops {
 	/* Last error text, never NULL. */
 	const char *(*detail)(struct tm_probe *p);
 	void (*detach)(struct tm_probe *p);
+	/*
+	 * Live probes (NULL for replay): how the model moves when a forward
+	 * read passes the newest record.  ahead 0: one RESUME step per event,
+	 * and a model running ahead is interrupted (it pauses soon after,
+	 * the history then holds the events it sent meanwhile).  ahead 1:
+	 * RESUME continue, the probe pausing the model at the n breakpoints
+	 * bps (mirrored with BREAK_SET/BREAK_CLEAR, only what changed; a
+	 * condition the probe refuses is mirrored without it).  Returns 1
+	 * when the model runs ahead, 0 when it keeps stepping because a
+	 * breakpoint cannot be mirrored.  The session still evaluates every
+	 * event itself, so the stops are those of a replay.
+	 */
+	int (*flow)(struct tm_probe *p, int ahead, const struct tm_probe_bp *bps,
+		    size_t n);
 };
 
 struct tm_probe {

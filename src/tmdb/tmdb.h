@@ -70,6 +70,7 @@ struct bp {
 	uint8_t *kinds;         /* per node id: bit (1 << event kind) */
 	uint32_t nkinds;        /* nodes covered */
 	uint32_t nmatch;        /* nodes matched */
+	int pending;            /* matches no node yet (live): binds as nodes come */
 	uint64_t hits;
 	uint64_t unknown;       /* evaluations that were unknown */
 	uint64_t ignore;
@@ -188,6 +189,7 @@ struct tm_session {
 	struct tm_probe *probe;
 	const tm_nodetab *nodes;
 	char *trace_path;
+	struct tm_live *live;   /* the program run starts (live.h), NULL: none */
 
 	/* playhead */
 	int have_cur;
@@ -416,7 +418,7 @@ TM_CMD(list); TM_CMD(info); TM_CMD(set); TM_CMD(show); TM_CMD(define);
 TM_CMD(document); TM_CMD(if); TM_CMD(while); TM_CMD(source); TM_CMD(help);
 TM_CMD(apropos); TM_CMD(quit); TM_CMD(end); TM_CMD(recover); TM_CMD(capture);
 TM_CMD(heatmap); TM_CMD(plot); TM_CMD(x); TM_CMD(tui); TM_CMD(layout);
-TM_CMD(attach); TM_CMD(detach);
+TM_CMD(attach); TM_CMD(detach); TM_CMD(kill);
 #undef TM_CMD
 
 #endif /* TMDB_H */

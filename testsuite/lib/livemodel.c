@@ -3,11 +3,18 @@
  * it runs the probe-side wire server (tm_server_*) and sends its events
  * through tm_server_event() exactly as a probe's hook path would.
  *
- *   livemodel SOCKET [STEPS [TRACE]]
+ *   livemodel [OPTIONS] SOCKET [STEPS [TRACE]]
+ *   TENSORMORPH_LISTEN=1|PATH livemodel [OPTIONS] [STEPS [TRACE]]
  *
- * It goes to the background once the socket is listening (so that a test
- * can attach right after), waits up to 30 s for a debugger to subscribe,
- * then runs STEPS steps (default 10) of a three-layer model:
+ * In the first form it goes to the background once the socket is listening
+ * (so that a test can attach right after) and waits up to 30 s for a
+ * debugger to subscribe.  In the second, the way `tmdb --args` starts a
+ * program, it stays in the foreground (its output passes through tmdb),
+ * listens on DIR/PID.sock (or PATH) as a probe does, and waits up to
+ * $TENSORMORPH_WAIT seconds for the debugger with tm_server_wait_client
+ * (the model then pauses at its first event).  It prints one line,
+ * "livemodel: N steps", before it listens.  Then it runs STEPS steps
+ * (default 10) of a three-layer model:
  *
  *   model (Net) -> model.fc1 (Linear) -> model.act (ReLU) -> model.fc2 (Linear)
  *
@@ -17,10 +24,16 @@
  * also records every event into that .tmrun, closed before the server says
  * BYE, so that a test can check that a command file prints the same stops
  * live and replayed (ARCHITECTURE 2).  Then it stops the server and exits.
+ *
+ * Options, for tests of how tmdb reports the end of a program:
+ *   --exit=CODE    exit with CODE (after the run, or at --at)
+ *   --signal=N     die of signal N at --at (default: after the run)
+ *   --at=STEP      before the first event of STEP
  */
 #include "config.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +81,30 @@ static void emit(tm_server *srv, tm_writer *w, uint64_t seq)
 	tm_server_event(srv, &ev);
 }
 
+/* The end --exit/--signal asked for; returns only without one. */
+static void finish(tm_server *srv, tm_writer *w, int code, int signo)
+{
+	if (w)
+		tm_writer_close(w);
+	if (signo) {
+		/* Dies with the connection open, as a crashing process does. */
+		signal(signo, SIG_DFL);
+		raise(signo);
+	}
+	tm_server_stop(srv);
+	exit(code);
+}
+
+static int all_digits(const char *p)
+{
+	if (!*p)
+		return 0;
+	for (; *p; p++)
+		if (*p < '0' || *p > '9')
+			return 0;
+	return 1;
+}
+
 int main(int argc, char **argv)
 {
 	struct tm_server_opts o;
@@ -75,14 +112,44 @@ int main(int argc, char **argv)
 	struct tm_run_meta meta;
 	tm_server *srv = NULL;
 	tm_writer *w = NULL;
-	uint64_t steps = argc > 2 ? strtoull(argv[2], NULL, 10) : 10, seq;
-	int ready[2], i, err, fd;
+	const char *listen = getenv("TENSORMORPH_LISTEN"), *wait = getenv("TENSORMORPH_WAIT");
+	const char *pos[3] = { NULL, NULL, NULL }, *sock = NULL, *trace;
+	uint64_t steps = 10, seq, at = UINT64_MAX;
+	int ready[2], i, err, fd, npos = 0, code = 0, signo = 0, fg;
 	char c;
 	pid_t pid;
 
-	if (argc < 2) {
-		fprintf(stderr, "usage: livemodel SOCKET [STEPS]\n");
-		return 2;
+	for (i = 1; i < argc; i++) {
+		if (!strncmp(argv[i], "--exit=", 7))
+			code = atoi(argv[i] + 7);
+		else if (!strncmp(argv[i], "--signal=", 9))
+			signo = atoi(argv[i] + 9);
+		else if (!strncmp(argv[i], "--at=", 5))
+			at = strtoull(argv[i] + 5, NULL, 10);
+		else if (npos < 3)
+			pos[npos++] = argv[i];
+	}
+	fg = listen && *listen;
+	if (fg) {
+		/* A SOCKET argument is still accepted, the environment wins. */
+		i = npos && !all_digits(pos[0]) ? 1 : 0;
+		sock = strcmp(listen, "1") ? listen : NULL;
+	} else {
+		if (!npos) {
+			fprintf(stderr, "usage: livemodel [--exit=N] [--signal=N] "
+				"[--at=STEP] SOCKET [STEPS [TRACE]]\n");
+			return 2;
+		}
+		sock = pos[0];
+		i = 1;
+	}
+	if (i < npos)
+		steps = strtoull(pos[i], NULL, 10);
+	trace = i + 1 < npos ? pos[i + 1] : NULL;
+	if (fg) {
+		printf("livemodel: %llu steps\n", (unsigned long long)steps);
+		fflush(stdout);
+		goto serve;
 	}
 	if (pipe(ready))
 		return 1;
@@ -105,14 +172,19 @@ int main(int argc, char **argv)
 		if (fd > 2)
 			close(fd);
 	}
+serve:
 	tm_server_opts_default(&o);
-	o.path = argv[1];
+	o.path = sock;
 	o.probe_kind = "synthetic";
-	o.trace = argc > 3 ? argv[3] : NULL;
+	o.trace = trace;
 	err = tm_server_start(&o, &srv);
 	if (!err && o.trace)
 		err = tm_writer_open(o.trace, NULL, &w);
 	if (err) {
+		if (fg) {
+			fprintf(stderr, "livemodel: cannot listen: %s\n", tm_strerror(err));
+			return 1;
+		}
 		c = 'n';
 		if (write(ready[1], &c, 1) < 0)
 			return 1;
@@ -139,18 +211,28 @@ int main(int argc, char **argv)
 		if (w)
 			tm_writer_node(w, &n, NULL);
 	}
-	c = 'y';
-	if (write(ready[1], &c, 1) < 0)
-		return 1;
-	close(ready[1]);
-	for (i = 0; i < 3000; i++) {
-		tm_server_get_stats(srv, &st);
-		if (st.subscribed)
-			break;
-		usleep(10000);
+	if (fg) {
+		if (wait && *wait)
+			tm_server_wait_client(srv, atoi(wait) * 1000);
+	} else {
+		c = 'y';
+		if (write(ready[1], &c, 1) < 0)
+			return 1;
+		close(ready[1]);
+		for (i = 0; i < 3000; i++) {
+			tm_server_get_stats(srv, &st);
+			if (st.subscribed)
+				break;
+			usleep(10000);
+		}
 	}
-	for (seq = 0; seq < steps * PER_STEP; seq++)
+	for (seq = 0; seq < steps * PER_STEP; seq++) {
+		if (seq / PER_STEP == at && seq % PER_STEP == 0)
+			finish(srv, w, code, signo);
 		emit(srv, w, seq);
+	}
+	if (code || signo)
+		finish(srv, w, code, signo);
 	if (w)
 		tm_writer_close(w);
 	tm_server_stop(srv);
