@@ -38,5 +38,15 @@ if ldd "$lib" 2>/dev/null | grep -q 'libasan'; then
 fi
 TENSORMORPH_LIB=$lib
 PYTHONPATH=$top_srcdir/probes/pytorch${PYTHONPATH:+:$PYTHONPATH}
-export TENSORMORPH_LIB PYTHONPATH
-exec "$PYTHON" -m pytest -q -p no:cacheprovider "$top_srcdir/testsuite/probes" "$@"
+# the live tests launch this build's tmdb, which finds the probe here
+TMDB=${TMDB:-$(pwd)/../src/tmdb/tmdb}
+TENSORMORPH_PROBE_PATH=$top_srcdir/probes/pytorch
+export TENSORMORPH_LIB PYTHONPATH TMDB TENSORMORPH_PROBE_PATH
+# TM_PYTEST_FILES: the test files to run (run-live.sh); by default all but
+# the live ones, which are a test of their own
+if [ -n "${TM_PYTEST_FILES:-}" ]; then
+	set -- $(for f in $TM_PYTEST_FILES; do echo "$top_srcdir/testsuite/probes/$f"; done) "$@"
+else
+	set -- "$top_srcdir/testsuite/probes" --ignore="$top_srcdir/testsuite/probes/test_live.py" "$@"
+fi
+exec "$PYTHON" -m pytest -q -p no:cacheprovider "$@"

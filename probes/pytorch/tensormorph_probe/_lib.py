@@ -28,6 +28,7 @@ TM_NODE_NONE = 0xFFFFFFFF
 
 TM_OK = 0
 TM_ERR_END = 13
+TM_ERR_AGAIN = 18
 
 # enum tm_event_kind, tm_phase, tm_slot_kind, tm_node_kind, tm_record_type
 EV_ENTER, EV_EXIT, EV_BWD, EV_PARAM = 0, 1, 2, 3
@@ -125,6 +126,48 @@ class RecorderOpts(ctypes.Structure):
         ("lossless", ctypes.c_int),
         ("manual_drain", ctypes.c_int),
         ("drain_interval_ns", ctypes.c_uint64),
+    ]
+
+
+class RecBatch(ctypes.Structure):
+    """struct tm_rec_batch (tm-recorder.h): the producer's pending batch, for
+    the fatal-signal handler."""
+
+    _fields_ = [
+        ("events", ctypes.c_uint64),
+        ("tensors", ctypes.c_uint64),
+        ("nev", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint32),
+    ]
+
+
+class ServerOpts(ctypes.Structure):
+    """struct tm_server_opts (tm-server.h)."""
+
+    _fields_ = [
+        ("path", ctypes.c_char_p),
+        ("probe_kind", ctypes.c_char_p),
+        ("trace", ctypes.c_char_p),
+        ("max_level", ctypes.c_uint8),
+        ("caps", ctypes.c_uint32),
+        ("max_queue", ctypes.c_size_t),
+        ("max_frame", ctypes.c_uint32),
+    ]
+
+
+class ServerStats(ctypes.Structure):
+    """struct tm_server_stats (tm-server.h)."""
+
+    _fields_ = [
+        ("connected", ctypes.c_int),
+        ("subscribed", ctypes.c_int),
+        ("stopped", ctypes.c_int),
+        ("clients", ctypes.c_uint64),
+        ("events_sent", ctypes.c_uint64),
+        ("events_dropped", ctypes.c_uint64),
+        ("stops", ctypes.c_uint64),
+        ("bad_frames", ctypes.c_uint64),
+        ("breakpoints", ctypes.c_uint32),
     ]
 
 
@@ -334,6 +377,20 @@ def _declare(lib: ctypes.CDLL) -> None:
         "tm_recorder_get_stats": (None, [c_vp, ctypes.POINTER(RecorderStats)]),
         "tm_recorder_close": (c_int, [c_vp]),
         "tm_recorder_detail": (c_str, [c_vp]),
+        "tm_recorder_serve": (c_int, [c_vp, c_vp]),
+        "tm_recorder_watch_batch": (c_int, [c_vp, ctypes.POINTER(RecBatch)]),
+        "tm_recorder_crash_install": (c_int, [c_vp]),
+        "tm_crash_uninstall": (None, []),
+        "tm_server_opts_default": (None, [ctypes.POINTER(ServerOpts)]),
+        "tm_server_start": (c_int, [ctypes.POINTER(ServerOpts), ctypes.POINTER(c_vp)]),
+        "tm_server_stop": (None, [c_vp]),
+        "tm_server_path": (c_str, [c_vp]),
+        "tm_server_detail": (c_str, [c_vp]),
+        "tm_server_state": (c_vp, [c_vp]),
+        "tm_server_wait_client": (c_int, [c_vp, c_int]),
+        "tm_server_level": (c_int, [c_vp, c_u32]),
+        "tm_server_wants_capture": (c_int, [c_vp, c_u32]),
+        "tm_server_get_stats": (None, [c_vp, ctypes.POINTER(ServerStats)]),
         "tm_reader_open": (c_int, [c_str, ctypes.c_uint, ctypes.POINTER(c_vp),
                                    ctypes.POINTER(c_vp)]),
         "tm_reader_close": (None, [c_vp]),
@@ -353,6 +410,10 @@ def _declare(lib: ctypes.CDLL) -> None:
     raw = lib._FuncPtr(("tm_recorder_stats", lib))
     raw.restype = c_int
     lib.tm_recorder_stats_raw = raw  # type: ignore[attr-defined]
+    # the per-event submit of a live session, undeclared for the same reason
+    raw = lib._FuncPtr(("tm_recorder_submit", lib))
+    raw.restype = c_int
+    lib.tm_recorder_submit_raw = raw  # type: ignore[attr-defined]
     libc_free = ctypes.CDLL(None).free
     libc_free.argtypes = [c_vp]
     libc_free.restype = None

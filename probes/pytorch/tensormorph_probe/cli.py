@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -38,6 +39,10 @@ def _parser() -> argparse.ArgumentParser:
                      help="observe only these nodes (default model.**)")
     rec.add_argument("--lossless", action="store_true",
                      help="block the program instead of dropping events")
+    rec.add_argument("--listen", action="store_true",
+                     help="also let tmdb attach while it runs (tmdb -ex 'attach PID')")
+    rec.add_argument("--wait", type=float, metavar="SECONDS",
+                     help="with --listen: wait this long for tmdb before running")
     rec.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     return ap
 
@@ -64,8 +69,17 @@ def main(argv: list[str] | None = None) -> int:
         "levels": dict(args.node_level),
         "lossless": args.lossless,
     })
+    if args.listen:
+        env["TENSORMORPH_LISTEN"] = "1"
+        if args.wait is not None:
+            env["TENSORMORPH_WAIT"] = str(args.wait)
     try:
-        return subprocess.call(cmd, env=env)
+        rc = subprocess.call(cmd, env=env)
+        if rc < 0:
+            # died of a signal: so do we, so that the caller sees the same
+            signal.signal(-rc, signal.SIG_DFL)
+            os.kill(os.getpid(), -rc)
+        return rc
     except FileNotFoundError:
         print(f"tensormorph-probe: {cmd[0]}: command not found", file=sys.stderr)
         return 127

@@ -18,6 +18,15 @@ Whether a node is observed, and at what level, is decided once per node.
 
 Hooks run on the thread that runs the model (autograd's CPU backward too);
 a probe is not meant to be fed from several Python threads at once.
+
+Live debugging (listen()): libtensormorph's wire server runs in a thread of
+this process and the recorder forwards every event to it.  While a debugger
+is subscribed -- one bit of a word the server shares, read per event -- each
+event is handed to C as soon as it is packed, so that a breakpoint the
+server evaluates pauses the model inside this very hook (the ctypes call
+releases the GIL while it waits).  Without a debugger the probe batches as
+when it only records.  The rest of that word counts the debugger's level and
+capture requests; when it moves, node levels are looked up again.
 """
 
 from __future__ import annotations
@@ -82,6 +91,8 @@ class _Node:
     observed: bool
     id: int = _lib.TM_NODE_NONE
     is_root: bool = False
+    base: int = 0                   # level the probe was configured with
+    params: bool = False            # parameter nodes registered
     epoch: int = -1                 # step at which `count` was last reset
     count: int = 0                  # calls in the current step
     stack: list[tuple[int, int]] = field(default_factory=list)  # (start_ns, call)
@@ -110,16 +121,17 @@ class Probe:
     """A recording probe attached to one model (or to the first root called)."""
 
     def __init__(self, model: torch.nn.Module | None = None, level: int = 1,
-                 record: str | os.PathLike[str] = "run.tmrun",
+                 record: str | os.PathLike[str] | None = "run.tmrun",
                  nodes: str | Iterable[str] = "model.**",
                  levels: Mapping[str, int] | None = None, lossless: bool = False, *,
                  root_name: str = "model", ring_events: int = 65536,
                  ring_payload_bytes: int = 64 << 20, batch_events: int = 4096,
-                 device_stats_on_cpu: bool = False) -> None:
+                 device_stats_on_cpu: bool = False, crash_handler: bool = True) -> None:
         if not 0 <= level <= 3:
             raise ValueError(f"level must be 0..3, got {level}")
         self._lib = lib = _lib.load()
-        self.path = os.fspath(record)
+        # None: nothing is written (a live session's debugger keeps the history)
+        self.path = os.fspath(record) if record is not None else None
         self.level = level
         self._patterns = [nodes] if isinstance(nodes, str) else list(nodes)
         self._levels = dict(levels or {})
@@ -138,9 +150,11 @@ class Probe:
         opts.ring_payload_bytes = ring_payload_bytes
         opts.lossless = int(lossless)
         handle = ctypes.c_void_p()
-        _check(lib.tm_recorder_open(self.path.encode(), ctypes.byref(opts),
-                                    ctypes.byref(handle)), f"cannot record to {self.path}")
+        _check(lib.tm_recorder_open(self.path.encode() if self.path else None,
+                                    ctypes.byref(opts), ctypes.byref(handle)),
+               f"cannot record to {self.path}")
         self._rec: int | None = handle.value
+        self._recvp = ctypes.c_void_p(self._rec)
         self._t0 = time.monotonic_ns()
         try:
             self._write_meta()
@@ -160,6 +174,23 @@ class Probe:
             self._tbuf))
         self._nev = 0
         self._nt = 0
+        self._evvp = ctypes.c_void_p(self._evaddr)
+        self._tvp = ctypes.c_void_p(self._taddr)
+        # The pending batch as the fatal-signal handler sees it: nev is kept
+        # current per event, so a crash loses none of the events before it.
+        self._batch = _lib.RecBatch(self._evaddr, self._taddr, 0, 0)
+        self._bnev = ctypes.c_uint32.from_buffer(self._batch, _lib.RecBatch.nev.offset)
+        _check(lib.tm_recorder_watch_batch(self._rec, ctypes.byref(self._batch)), "batch")
+        self._crash = False
+        if crash_handler:
+            _check(lib.tm_recorder_crash_install(self._rec), "fatal-signal handler")
+            self._crash = True
+        # live debugging (listen): the server and its state word
+        self._srv: int | None = None
+        self._live: ctypes.c_uint32 | None = None
+        self._gen = 0
+        self.address: str | None = None
+        self._submit_raw = lib.tm_recorder_submit_raw
         self._stats = lib.tm_recorder_stats_raw
         self._vp = ctypes.c_void_p(0)
         self._hold: list[torch.Tensor] = []
@@ -178,7 +209,7 @@ class Probe:
         self._active = 0                # hooked calls in flight
         self._nodes: dict[int, _Node] = {}  # id(module) -> node (observed or not)
         self._addresses: set[str] = set()   # every address given out
-        self._params: list[tuple[int, torch.nn.Parameter, int]] = []
+        self._params: list[tuple[int, torch.nn.Parameter, _Node]] = []
         self._params_step = -1          # step whose PARAM events were written
         self._handles: list[Any] = []
         self.model: torch.nn.Module | None = None
@@ -270,7 +301,7 @@ class Probe:
             for pat, lv in self._levels.items():
                 if self._match(pat, address):
                     level = int(lv)
-            node = _Node(address, mod, level, observed)
+            node = _Node(address, mod, level, observed, base=level)
             self._nodes[id(mod)] = node
             if first is None:
                 first = node
@@ -291,12 +322,7 @@ class Probe:
                                          _lib.NODE_MODULE)
                 ids[address] = node.id
                 if level >= 2:
-                    for pname, p in mod.named_parameters(recurse=False):
-                        paddr = self._address(address, pname)
-                        self._addresses.add(paddr)
-                        pid = self._register(paddr, "Parameter", None, 0,
-                                             node.id, _lib.NODE_PARAM)
-                        self._params.append((pid, p, level))
+                    self._add_params(node)
             self._handles.append(mod.register_forward_pre_hook(
                 functools.partial(self._pre, node), with_kwargs=True))
             self._handles.append(mod.register_forward_hook(
@@ -305,6 +331,15 @@ class Probe:
         if self.model is None:
             self.model = root
         return first
+
+    def _add_params(self, node: _Node) -> None:
+        """Parameter nodes of a level >= 2 module (PARAM events)."""
+        node.params = True
+        for pname, p in node.module.named_parameters(recurse=False):
+            paddr = self._address(node.address, pname)
+            self._addresses.add(paddr)
+            pid = self._register(paddr, "Parameter", None, 0, node.id, _lib.NODE_PARAM)
+            self._params.append((pid, p, node))
 
     def _discover(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
         """Global pre-hook (model=None): the first module called with nothing
@@ -351,7 +386,10 @@ class Probe:
         if need:
             self._stats_now(base, n)
         self._nt = base + n
-        self._nev += 1
+        self._nev = nev = self._nev + 1
+        self._bnev.value = nev
+        if self._live is not None and self._live.value & 1:
+            self._submit_live()
 
     def _event1(self, kind: int, phase: int, node: int, call: int, t: int, start: int,
                 end: int, x: torch.Tensor, slot_kind: int, level: int,
@@ -367,7 +405,10 @@ class Probe:
         if need:
             self._stats_now(idx, 1)
         self._nt = idx + 1
-        self._nev += 1
+        self._nev = nev = self._nev + 1
+        self._bnev.value = nev
+        if self._live is not None and self._live.value & 1:
+            self._submit_live()
 
     def _stats_now(self, base: int, n: int) -> None:
         """CPU stats now: the tensor may be changed in place after the hook.
@@ -481,14 +522,55 @@ class Probe:
             ctypes.c_uint64.from_buffer(self._tbuf, off).value = h.data_ptr()
             ctypes.c_uint8.from_buffer(self._tbuf, off + _lib.OFF_CAPTURE).value = 1
         self._dev_capture.clear()
-        if self._nev and self._rec:
-            err = self._lib.tm_recorder_submit(self._rec, self._evaddr, self._nev,
+        nev, self._nev = self._nev, 0
+        self._bnev.value = 0
+        if nev and self._rec:
+            err = self._lib.tm_recorder_submit(self._rec, self._evaddr, nev,
                                                self._taddr, self._nt, None)
             _check(err, "submitting events")
-        self._nev = 0
         self._nt = 0
         self._keep.clear()
         self._seen.clear()
+        if self._live is not None and self._live.value >> 1 != self._gen:
+            self._refresh()
+
+    def _submit_live(self) -> None:
+        """A debugger is subscribed: the event goes to C now, where the
+        server may pause this thread at it until the debugger resumes."""
+        if self._nev != 1 or self._dev_pending or self._dev_capture or self._nt >= len(_SIZES):
+            self._submit()      # device stats to copy, or what was batched before
+            return
+        err = self._submit_raw(self._recvp, self._evvp, _SIZES[1], self._tvp,
+                               _SIZES[self._nt], None)
+        self._nev = self._nt = 0
+        self._bnev.value = 0
+        if self._keep:
+            self._keep.clear()
+        if self._seen:
+            self._seen.clear()      # summaries are reused within a batch only
+        if err:
+            _check(err, "submitting events")
+        if self._live is not None and self._live.value >> 1 != self._gen:
+            self._refresh()
+
+    def _refresh(self) -> None:
+        """The debugger changed its level or capture requests: look up each
+        observed node's level again (a capture is a level-3 call)."""
+        live, srv, lib = self._live, self._srv, self._lib
+        if live is None or not srv:
+            return
+        self._gen = live.value >> 1
+        for node in self._nodes.values():
+            if not node.observed or node.id == _lib.TM_NODE_NONE:
+                continue
+            level = lib.tm_server_level(srv, node.id)
+            if level < 0:
+                level = node.base
+            if lib.tm_server_wants_capture(srv, node.id):
+                level = 3
+            if level >= 2 and not node.params:
+                self._add_params(node)
+            node.level = level
 
     # ------------------------------------------------------------ hooks
 
@@ -514,7 +596,10 @@ class Probe:
                 self._submit()
             _EVENT_PACK(self._evbuf, self._nev * 48, step, t, t, 0, node.id, call, 0,
                         _EV_ENTER, _FWD, level, 0)
-            self._nev += 1
+            self._nev = nev = self._nev + 1
+            self._bnev.value = nev
+            if self._live is not None and self._live.value & 1:
+                self._submit_live()
             return
         if not kwargs and len(args) == 1 and type(args[0]) is _Tensor:
             x = args[0]         # one positional tensor: no flattening
@@ -591,7 +676,10 @@ class Probe:
             return
         self._params_step = self.step_count
         t = _now() - self._t0
-        for pid, p, level in self._params:
+        for pid, p, node in self._params:
+            level = node.level
+            if level < 2:
+                continue
             self._event1(_EV_PARAM, _BWD, pid, 1, t, t, t, p, _lib.SLOT_DATA, level, 0)
             g = p.grad
             if g is not None:
@@ -615,6 +703,52 @@ class Probe:
         if self._rec:
             _check(self._lib.tm_recorder_flush(self._rec), "flush")
 
+    def listen(self, path: str | os.PathLike[str] | None = None, wait: float | None = None,
+               quiet: bool = False) -> str:
+        """Lets tmdb attach to this process (`tmdb -ex "attach PID"`): starts
+        libtensormorph's wire server on a Unix socket (default: PID.sock in
+        $XDG_RUNTIME_DIR/tensormorph or /tmp/tensormorph-UID, a 0700
+        directory).  With wait, blocks up to that many seconds until a
+        debugger subscribes; the model then pauses at its next module event
+        so that the debugger's breakpoints apply from the start.  Returns the
+        socket path; calling it again returns the same one."""
+        if self._closed:
+            raise ProbeError("listen: the probe is closed")
+        if self._srv:
+            assert self.address is not None
+            return self.address
+        lib = self._lib
+        opts = _lib.ServerOpts()
+        lib.tm_server_opts_default(ctypes.byref(opts))
+        if path is not None:
+            opts.path = os.fsencode(path)
+        opts.probe_kind = b"pytorch"
+        opts.trace = self.path.encode() if self.path else None
+        handle = ctypes.c_void_p()
+        err = lib.tm_server_start(ctypes.byref(opts), ctypes.byref(handle))
+        if err:
+            where = os.fspath(path) if path is not None else "the default socket"
+            raise ProbeError(f"cannot listen on {where}: {_lib.strerror(err)}")
+        self._srv = handle.value
+        err = lib.tm_recorder_serve(self._rec, self._srv)
+        if err:
+            lib.tm_server_stop(self._srv)
+            self._srv = None
+            _check(err, "serving the debugger")
+        self.address = lib.tm_server_path(self._srv).decode()
+        self._live = ctypes.c_uint32.from_address(lib.tm_server_state(self._srv))
+        self._gen = self._live.value >> 1
+        if not quiet:
+            print(f"tensormorph-probe: listening on {self.address} "
+                  f"(tmdb -ex 'attach {os.getpid()}')", file=sys.stderr, flush=True)
+        if wait is not None and wait != 0:
+            ms = -1 if wait < 0 else max(1, int(wait * 1000))
+            err = lib.tm_server_wait_client(self._srv, ms)
+            if err == _lib.TM_ERR_AGAIN:
+                print(f"tensormorph-probe: no debugger attached within {wait:g} s; "
+                      "running on", file=sys.stderr, flush=True)
+        return self.address
+
     def stats(self) -> dict[str, int]:
         s = _lib.RecorderStats()
         if self._rec:
@@ -636,8 +770,15 @@ class Probe:
             self._closed = True
             rec, self._rec = self._rec, None
             atexit.unregister(self._atexit)
+            if self._srv:
+                # every event went out; the debugger gets BYE and the model
+                # is not paused again
+                self._lib.tm_recorder_serve(rec, None)
+                self._live = None
+                self._lib.tm_server_stop(self._srv)
+                self._srv = None
             err = self._lib.tm_recorder_close(rec)
-            _check(err, f"closing {self.path}")
+            _check(err, f"closing {self.path or 'the probe'}")
 
     def __enter__(self) -> Probe:
         return self
@@ -652,11 +793,60 @@ def _close_ref(ref: weakref.ref[Probe]) -> None:
         p.close()
 
 
+_active: weakref.ref[Probe] | None = None
+
+
+def active() -> Probe | None:
+    """The probe attached last in this process, if it is still open."""
+    p = _active() if _active is not None else None
+    return None if p is None or p._closed else p
+
+
+def _env_listen() -> tuple[str | None, float | None]:
+    """TENSORMORPH_LISTEN (1 or a socket path) and TENSORMORPH_WAIT (seconds)."""
+    listen = os.environ.get("TENSORMORPH_LISTEN", "")
+    if not listen or listen == "0":
+        return None, None
+    wait = os.environ.get("TENSORMORPH_WAIT")
+    try:
+        seconds = float(wait) if wait else None
+    except ValueError:
+        raise ValueError(f"TENSORMORPH_WAIT must be a number of seconds, got {wait!r}") from None
+    return listen, seconds
+
+
 def attach(model: torch.nn.Module | None = None, level: int = 1,
-           record: str | os.PathLike[str] = "run.tmrun",
+           record: str | os.PathLike[str] | None = "run.tmrun",
            nodes: str | Iterable[str] = "model.**", levels: Mapping[str, int] | None = None,
            lossless: bool = False, **options: Any) -> Probe:
-    """Starts recording.  With model=None the first root module called
-    becomes `model` (torch's global module hooks), so an unmodified script
-    can be recorded.  Returns the probe; also usable as a context manager."""
-    return Probe(model, level, record, nodes, levels, lossless, **options)
+    """Starts recording (record=None: observe without a file, for a live
+    debugger).  With model=None the first root module called becomes
+    `model` (torch's global module hooks), so an unmodified script can be
+    recorded.  With TENSORMORPH_LISTEN=1 in the environment the probe also
+    listens for tmdb (see Probe.listen; TENSORMORPH_WAIT=S waits for it).
+    Returns the probe; also usable as a context manager."""
+    global _active
+    probe = Probe(model, level, record, nodes, levels, lossless, **options)
+    _active = weakref.ref(probe)
+    where, wait = _env_listen()
+    if where is not None:
+        try:
+            # a debugger that launched us waits for the socket: no banner
+            probe.listen(None if where == "1" else where, wait, quiet=wait is not None)
+        except BaseException:
+            probe.close()
+            raise
+    return probe
+
+
+def listen(model: torch.nn.Module | None = None, path: str | os.PathLike[str] | None = None,
+           wait: float | None = None, **options: Any) -> Probe:
+    """Makes this process debuggable by tmdb: serves the active probe, or
+    attaches a new one (record=None unless given) and serves it.  Returns
+    the probe."""
+    probe = active()
+    if probe is None:
+        options.setdefault("record", None)
+        probe = attach(model, **options)
+    probe.listen(path, wait)
+    return probe

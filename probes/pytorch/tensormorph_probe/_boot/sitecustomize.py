@@ -1,9 +1,14 @@
-"""Attaches the probe inside a program started by `tensormorph-probe record`.
+"""Attaches the probe inside a program started by `tensormorph-probe record`
+or by tmdb (`tmdb --args python train.py`, then `run`).
 
 Python imports sitecustomize at start-up; this one reads the options the CLI
-put in TENSORMORPH_PROBE_CONFIG, attaches with model=None (the first root
-module called becomes `model`) and lets the probe's atexit handler close the
-trace.  A sitecustomize of the user's further down sys.path still runs.
+put in TENSORMORPH_PROBE_CONFIG, or, from tmdb, TENSORMORPH_LISTEN (serve a
+debugger), TENSORMORPH_WAIT (seconds to wait for it before the model runs),
+TENSORMORPH_LEVEL and TENSORMORPH_RECORD (a .tmrun to write as well).  It
+attaches with model=None (the first root module called becomes `model`) and
+lets the probe's atexit handler close the trace.  The variables are removed
+from the environment so that the program's own Python subprocesses do not
+attach too.  A sitecustomize of the user's further down sys.path still runs.
 """
 
 import importlib.util
@@ -11,18 +16,39 @@ import json
 import os
 import sys
 
+_VARS = ("TENSORMORPH_PROBE_CONFIG", "TENSORMORPH_LISTEN", "TENSORMORPH_WAIT",
+         "TENSORMORPH_LEVEL", "TENSORMORPH_RECORD")
+
 
 def _attach() -> None:
-    cfg = os.environ.pop("TENSORMORPH_PROBE_CONFIG", None)
-    if not cfg:
+    env = os.environ
+    cfg = env.get("TENSORMORPH_PROBE_CONFIG")
+    if cfg:
+        opts = json.loads(cfg)
+    elif env.get("TENSORMORPH_LISTEN", "0") != "0":
+        level = env.get("TENSORMORPH_LEVEL", "1")
+        if level not in ("0", "1", "2", "3"):
+            sys.exit(f"tensormorph-probe: TENSORMORPH_LEVEL must be 0..3, got {level!r}")
+        opts = {"record": env.get("TENSORMORPH_RECORD") or None, "level": int(level),
+                "nodes": ["model.**"], "levels": {}, "lossless": False}
+    else:
         return
-    opts = json.loads(cfg)
-    import tensormorph_probe
+    try:
+        import tensormorph_probe
 
-    probe = tensormorph_probe.attach(None, level=opts["level"], record=opts["record"],
-                                     nodes=opts["nodes"], levels=opts["levels"],
-                                     lossless=opts["lossless"])
-    sys.modules["tensormorph_probe"].active = probe  # type: ignore[attr-defined]
+        # attach() reads TENSORMORPH_LISTEN/WAIT itself
+        tensormorph_probe.attach(None, level=opts["level"], record=opts["record"],
+                                 nodes=opts["nodes"], levels=opts["levels"],
+                                 lossless=opts["lossless"])
+    except Exception as exc:
+        # Asked to record or to be debugged: running on without the probe
+        # would look like success and leave no trace.
+        sys.stderr.write(f"tensormorph-probe: {exc}\n")
+        sys.stderr.flush()
+        os._exit(1)
+    finally:
+        for name in _VARS:
+            env.pop(name, None)
 
 
 def _chain() -> None:

@@ -1,0 +1,242 @@
+"""Live debugging of real PyTorch programs (issue: live debugging; the
+contract of ARCHITECTURE 2).
+
+Conformance: tmdb launches a real model (`tmdb --args python live_models.py
+NAME`), the probe records the same run to a .tmrun meanwhile, and one
+command file is run against the live process and against that recording:
+the stops and values printed must be identical.  Failure tests: a debugger
+that dies while the model is paused, a model that dies under the debugger,
+garbage on the probe's socket, and a segfault inside a module's forward.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import read
+
+HERE = Path(__file__).resolve().parent
+MODELS = HERE / "live_models.py"
+TMDB = os.environ.get("TMDB", "")
+
+pytestmark = pytest.mark.skipif(not TMDB or not os.path.exists(TMDB),
+                                reason="TMDB (the tmdb binary of this build) is not set")
+
+# Lines that differ between a live run and its replay by design: how the
+# program starts and ends, how the trace is opened, and how a breakpoint
+# set before the program has nodes is announced ("pending" live).
+_SETTING = re.compile(r"^(Starting program: |\[Process \d+ |Reading trace |Attaching to |"
+                      r"\d+ events in |End of trace\.|Program not running|"
+                      r"(Temporary b|B)reakpoint \d+ (at |\()|tensormorph-probe: )")
+
+
+def _tmdb(args, env=None, timeout=240, **kw):
+    return subprocess.run([TMDB, "-batch", "-nx", *args], capture_output=True, text=True,
+                          env=env, timeout=timeout, **kw)
+
+
+def _comparable(text):
+    return [ln for ln in text.splitlines() if not _SETTING.match(ln)]
+
+
+CASES = {
+    # level 2: gradients and parameters too
+    "diverge": ("2", ["Breakpoint 1, model.layers.1.norm (out) at step 3", "$1 = 2048",
+                      "Run till exit", "Temporary breakpoint 4, ", "Old value", "New value"]),
+    "gpt2": ("1", ["Breakpoint 1, ", "Run till exit", "Temporary breakpoint"]),
+    "cnn": ("2", ["Breakpoint 1, ", "grad_out", "Temporary breakpoint"]),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_live_equals_replay(tmp_path, name):
+    level, expected = CASES[name]
+    cmds = HERE / "live" / f"{name}.cmds"
+    trace = tmp_path / f"{name}.tmrun"
+    env = dict(os.environ, TENSORMORPH_RECORD=str(trace), TENSORMORPH_LEVEL=level)
+    live = _tmdb(["-x", str(cmds), "--args", sys.executable, str(MODELS), name], env=env)
+    assert trace.exists(), live.stdout + live.stderr
+    replay = _tmdb(["-x", str(cmds), str(trace)])
+    a, b = _comparable(live.stdout), _comparable(replay.stdout)
+    assert a == b, "live and replayed sessions differ:\n" + "\n".join(
+        f"live:   {x}\nreplay: {y}" for x, y in zip(a, b, strict=False) if x != y)
+    for what in expected:
+        assert what in live.stdout, f"{what!r} not in the live session:\n{live.stdout}"
+    assert re.search(r"^\[Process \d+ exited normally\]$", live.stdout, re.M), live.stdout
+    assert "Error" not in live.stderr, live.stderr
+
+
+# ------------------------------------------------------------ failure tests
+
+_SCRIPT = r'''
+import os, sys, time, torch
+import tensormorph_probe as tp
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+probe = tp.attach(model, level=1, record=sys.argv[1])
+probe.listen(sys.argv[2], wait=float(sys.argv[3]), quiet=True)
+print("ready", flush=True)
+x = torch.randn(4, 8)
+for step in range(int(sys.argv[4])):
+    model(x)
+    probe.step()
+    time.sleep(float(sys.argv[5]))
+probe.close()
+print("done", flush=True)
+'''
+
+
+def _model(tmp_path, steps=50, sleep=0.0, wait=30):
+    script = tmp_path / "model.py"
+    script.write_text(_SCRIPT)
+    trace, sock = tmp_path / "run.tmrun", tmp_path / "probe.sock"
+    proc = subprocess.Popen([sys.executable, str(script), str(trace), str(sock), str(wait),
+                             str(steps), str(sleep)], stdout=subprocess.PIPE, text=True)
+    for _ in range(300):
+        if sock.exists():
+            break
+        time.sleep(0.05)
+    assert sock.exists(), "the probe did not listen"
+    return proc, trace, sock
+
+
+def test_debugger_killed_while_paused(tmp_path):
+    """The model is paused at a breakpoint when tmdb dies: it runs on within
+    a second and the recording holds every event of the run."""
+    proc, trace, sock = _model(tmp_path, steps=20)
+    tm = subprocess.Popen([TMDB, "-nx", "-q"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+    tm.stdin.write(f"attach {sock}\nbreak model.2 if tensor.numel > 0\ncontinue\n"
+                   "continue\nprint tensor.numel\n")
+    tm.stdin.flush()
+    # the model is paused at its second hit once tmdb printed the value
+    deadline = time.monotonic() + 60
+    out = ""
+    while "$1 = 16" not in out and time.monotonic() < deadline:
+        line = tm.stdout.readline()
+        if not line:
+            break
+        out += line
+    assert "$1 = 16" in out, out
+    assert proc.poll() is None
+    t0 = time.monotonic()
+    tm.kill()
+    tm.wait()
+    proc.wait(timeout=10)
+    assert time.monotonic() - t0 < 5
+    assert proc.returncode == 0
+    _, events, gaps = read(str(trace))
+    assert not gaps
+    assert len(events) == 20 * 8        # 4 modules, ENTER and EXIT, 20 steps
+
+
+def test_model_killed_under_debugger(tmp_path):
+    """The probed process dies while tmdb waits on it: tmdb says so at once
+    and what was received stays browsable."""
+    proc, _, sock = _model(tmp_path, steps=1000, sleep=0.01)
+    tm = subprocess.Popen([TMDB, "-nx", "-q"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+    tm.stdin.write(f"attach {sock}\nbreak model.2\ncontinue\nprint tensor.numel\n")
+    tm.stdin.flush()
+    out = ""
+    while "$1 = 16" not in out:
+        line = tm.stdout.readline()
+        assert line, out
+        out += line
+    proc.kill()
+    proc.wait()
+    t0 = time.monotonic()
+    rest, _ = tm.communicate("delete\ncontinue\nprint tensor.numel\nquit\n", timeout=20)
+    assert time.monotonic() - t0 < 10
+    assert "$2 = 16" in rest, rest
+    assert re.search(r"went away|exited|killed|closed", rest), rest
+
+
+@pytest.mark.parametrize("junk", [
+    b"\x00" * 64,                                  # not a frame
+    b"TM" + b"\xff" * 10,                           # a header with a bad checksum
+    os.urandom(4096),
+], ids=["zeros", "bad-header", "random"])
+def test_garbage_on_the_socket(tmp_path, junk):
+    """Whatever arrives on the socket, the probe drops that connection and
+    the model runs on; a real debugger can attach afterwards."""
+    proc, trace, sock = _model(tmp_path, steps=40, sleep=0.02, wait=0)
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(str(sock))
+        s.sendall(junk)
+        s.settimeout(5)
+        try:
+            while s.recv(4096):
+                pass
+        except (TimeoutError, ConnectionResetError):
+            pass
+    tm = _tmdb(["-ex", f"attach {sock}", "-ex", "break model.0", "-ex", "continue",
+                "-ex", "print tensor.numel", "-ex", "detach"], timeout=60)
+    assert "$1 = 64" in tm.stdout, tm.stdout + tm.stderr
+    assert proc.wait(timeout=60) == 0
+    _, events, gaps = read(str(trace))
+    assert not gaps and len(events) == 40 * 8
+
+
+def test_half_a_frame_then_silence(tmp_path):
+    """A client that sends half a frame and hangs never blocks the model."""
+    proc, _, sock = _model(tmp_path, steps=30, sleep=0.01, wait=0)
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(str(sock))
+        s.sendall(b"TM\x40\x00\x10\x00")
+        assert proc.wait(timeout=60) == 0
+
+
+_CRASH = r'''
+import ctypes, sys, torch
+class Bad(torch.nn.Module):
+    def forward(self, x):
+        if self.calls == 3:
+            ctypes.string_at(0)         # SIGSEGV inside a module's forward
+        self.calls += 1
+        return x * 2
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 8), Bad())
+model[1].calls = 0
+x = torch.randn(2, 8)
+for step in range(10):
+    model(x)
+'''
+
+
+def test_segfault_in_forward_recorded(tmp_path):
+    """The fatal-signal handler writes the events before the crash and a
+    crash record; the process still dies of its signal."""
+    script = tmp_path / "crash.py"
+    script.write_text(_CRASH)
+    trace = tmp_path / "crash.tmrun"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent.parent / "probes" / "pytorch"),
+                                         env.get("PYTHONPATH", "")])
+    r = subprocess.run([sys.executable, "-m", "tensormorph_probe", "record", "-o", str(trace),
+                        "--", sys.executable, str(script)], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode in (-signal.SIGSEGV, 128 + signal.SIGSEGV), r
+    _, events, _ = read(str(trace))
+    # steps 0-2 complete (6 events each), then step 3 up to Bad's ENTER
+    assert [(e.node, e.kind) for e in events[-4:]] == [
+        ("model", "enter"), ("model.0", "enter"), ("model.0", "exit"), ("model.1", "enter")]
+    assert len(events) == 3 * 6 + 4
+    tm = _tmdb(["-ex", "run", "-ex", "bt", str(trace)])
+    assert "Program received signal SIGSEGV at step 3 in model.1" in tm.stdout, tm.stdout
+
+
+def test_segfault_in_forward_live(tmp_path):
+    script = tmp_path / "crash.py"
+    script.write_text(_CRASH)
+    tm = _tmdb(["-ex", "run", "--args", sys.executable, str(script)], timeout=120)
+    assert "Program received signal SIGSEGV at step 3 in model.1" in tm.stdout, tm.stdout
+    assert "Program terminated with signal SIGSEGV" in tm.stdout, tm.stdout
