@@ -585,20 +585,130 @@ static int cmd_capture_exec(struct tm_session *s, const char *args, int from_tty
 {
 	struct tm_probe_info pi;
 
+	const char *emsg = NULL;
+	tm_address *a = NULL;
+	uint8_t *kinds = NULL;
+	uint32_t hits = 0, i, n, node = TM_NODE_NONE;
+	struct tm_slot slot = { TM_SLOT_OUT, 0 };
+	char sb[32];
+	int col = 0, any = 0, err;
+
+	(void)from_tty;
 	s->probe->ops->describe(s->probe, &pi);
 	if (!pi.can_capture) {
 		tm_error(s, "The %s probe cannot capture tensors: a recording holds "
 			 "only what it captured (level 3 nodes).", pi.kind);
 		return -1;
 	}
-	tm_error(s, "capture: not implemented for this probe.");
-	return -1;
+	if (!*args) {
+		tm_error(s, "Argument required (NODE:SLOT to capture).");
+		return -1;
+	}
+	if (tm_address_parse(args, &a, &col, &emsg)) {
+		tm_error(s, "Malformed address \"%s\": %s at column %d.", args,
+			 emsg ? emsg : "syntax error", col + 1);
+		return -1;
+	}
+	if (tm_address_has_slot(a))
+		slot = tm_address_slot(a, &any);
+	if (tm_address_bind(a, s->nodes, &kinds, &hits) != TM_OK || !hits) {
+		tm_address_free(a);
+		free(kinds);
+		return tm_address_error(s, args);
+	}
+	n = tm_nodetab_count(s->nodes);
+	for (i = 0; i < n; i++)
+		if (kinds[i]) {
+			node = i;
+			break;
+		}
+	tm_address_free(a);
+	free(kinds);
+	if (hits > 1 || any) {
+		tm_error(s, "capture takes one node and one slot; \"%s\" matches %s.",
+			 args, any ? "every index of the slot" : "several nodes");
+		return -1;
+	}
+	err = s->probe->ops->capture(s->probe, node, slot);
+	if (err) {
+		tm_error(s, "Cannot capture %s: %s.", args,
+			 s->probe->ops->detail(s->probe)[0] ?
+			 s->probe->ops->detail(s->probe) : tm_strerror(err));
+		return -1;
+	}
+	tm_slot_format(slot, sb, sizeof(sb));
+	tm_out(s, "Will capture %s:%s at its next call.\n", tm_node_name(s, node), sb);
+	return 0;
 }
 
 const struct cmd_entry cmd_capture_entry = {
-	.name = "capture", .usage = "capture NODE:SLOT",
-	.help = "Take one full tensor at the next occurrence of NODE:SLOT (live probes).",
+	.name = "capture", .usage = "capture NODE[:SLOT]",
+	.help = "Take one full tensor at the next occurrence of NODE:SLOT (live probes;\n"
+		"SLOT defaults to out).  The probe copies that call's tensors, which\n"
+		"heatmap and x then show.",
 	.exec = cmd_capture_exec, .flags = CMD_NEEDS_TRACE, .klass = "data",
+};
+
+/* ------------------------------------------------------------- level */
+
+static int cmd_level_exec(struct tm_session *s, const char *args, int from_tty)
+{
+	char pattern[TM_ADDRESS_MAX + 1];
+	const char *sp, *emsg = NULL;
+	tm_address *a = NULL;
+	size_t plen;
+	int level, col = 0, err;
+
+	(void)from_tty;
+	if (!s->probe->ops->set_level) {
+		tm_error(s, "The probe levels of a recording were fixed when it was "
+			 "recorded.");
+		return -1;
+	}
+	/* [PATTERN] N: the level is the last word */
+	sp = strrchr(args, ' ');
+	sp = sp ? sp + 1 : args;
+	if (!*args || strlen(sp) != 1 || *sp < '0' || *sp > '3') {
+		tm_error(s, "Usage: level [PATTERN] N, with N a probe level 0..3.");
+		return -1;
+	}
+	level = *sp - '0';
+	plen = (size_t)(sp - args);
+	while (plen && args[plen - 1] == ' ')
+		plen--;
+	if (plen >= sizeof(pattern)) {
+		tm_error(s, "Pattern too long.");
+		return -1;
+	}
+	memcpy(pattern, args, plen);
+	pattern[plen] = 0;
+	if (plen) {
+		if (tm_address_parse(pattern, &a, &col, &emsg)) {
+			tm_error(s, "Malformed pattern \"%s\": %s at column %d.", pattern,
+				 emsg ? emsg : "syntax error", col + 1);
+			return -1;
+		}
+		tm_address_free(a);
+	}
+	err = s->probe->ops->set_level(s->probe, pattern, level);
+	if (err) {
+		tm_error(s, "Cannot set the level: %s.",
+			 s->probe->ops->detail(s->probe)[0] ?
+			 s->probe->ops->detail(s->probe) : tm_strerror(err));
+		return -1;
+	}
+	tm_out(s, "Probe level %d for %s, from their next call.\n", level,
+	       plen ? pattern : "every node");
+	return 0;
+}
+
+const struct cmd_entry cmd_level_entry = {
+	.name = "level", .usage = "level [PATTERN] N",
+	.help = "Set the probe level (0-3) of the nodes matching PATTERN in the live\n"
+		"process (every node without PATTERN), from their next call on: 0\n"
+		"shapes only, 1 stats, 2 histograms, inputs and gradients, 3 full\n"
+		"tensors.",
+	.exec = cmd_level_exec, .flags = CMD_NEEDS_TRACE, .klass = "running",
 };
 
 /* ------------------------------------------------------------- file */

@@ -68,6 +68,7 @@ const struct cmd_entry *const tm_cmd_table[] = {
 	&cmd_quit_entry,
 	&cmd_end_entry,
 	&cmd_capture_entry,
+	&cmd_level_entry,
 	&cmd_heatmap_entry,
 	&cmd_plot_entry,
 	&cmd_x_entry,

@@ -535,6 +535,18 @@ static int remote_latest(struct tm_probe *p, uint32_t node, int evkind,
 	return TM_ERR_NOT_FOUND;
 }
 
+static int remote_set_level(struct tm_probe *p, const char *pattern, int level)
+{
+	struct remote *rp = impl(p);
+	struct tm_msg *m = rp->msg;
+
+	memset(m, 0, sizeof(*m));
+	m->type = TM_MSG_SET_LEVEL;
+	m->u.level.level = (uint8_t)level;
+	snprintf(m->u.level.pattern, sizeof(m->u.level.pattern), "%s", pattern);
+	return request(rp, m, CONNECT_TIMEOUT_MS);
+}
+
 static int remote_capture(struct tm_probe *p, uint32_t node, struct tm_slot slot)
 {
 	struct remote *rp = impl(p);
@@ -750,6 +762,7 @@ static const struct tm_probe_ops remote_ops = {
 	.detail = remote_detail,
 	.detach = remote_detach,
 	.flow = remote_flow,
+	.set_level = remote_set_level,
 };
 
 uint32_t tm_probe_remote_pid(struct tm_probe *p)

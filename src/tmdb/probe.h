@@ -98,6 +98,12 @@ struct tm_probe_ops {
 	 */
 	int (*flow)(struct tm_probe *p, int ahead, const struct tm_probe_bp *bps,
 		    size_t n);
+	/*
+	 * The probe level of the nodes matching pattern ("": every node's
+	 * default), from their next call on (live only; NULL for a replay,
+	 * whose levels were fixed when it was recorded).
+	 */
+	int (*set_level)(struct tm_probe *p, const char *pattern, int level);
 };
 
 struct tm_probe {

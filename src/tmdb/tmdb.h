@@ -183,6 +183,12 @@ struct tm_session {
 	/* structured stops and breakpoint changes (MI; NULL for the CLI) */
 	void (*on_stop)(struct tm_session *s, const struct tm_stop *st);
 	void (*on_bp_event)(struct tm_session *s, int what, struct bp *b);
+	/* a forward scan is about to wait on a live process (MI: ^running
+	 * goes out now, and -exec-interrupt is listened for) */
+	void (*on_resume)(struct tm_session *s);
+	/* the program or process came or went (MI: =thread-group-*):
+	 * enum tm_inferior_event, status a wait status for TM_INF_EXITED */
+	void (*on_inferior)(struct tm_session *s, int what, long pid, int status);
 	void *ui;               /* the front end's own state (mi.c) */
 
 	/* the trace */
@@ -388,6 +394,14 @@ struct tm_stop {
 	char where[TM_ADDRESS_MAX + 1];
 	const struct tm_val *old, *new_;
 	int signo;              /* STOP_CRASH */
+	const struct tm_crash *crash;   /* STOP_CRASH: the crash record */
+};
+
+/* what on_inferior reports (inferior.c, cmd-live.c) */
+enum tm_inferior_event {
+	TM_INF_STARTED = 0,     /* run started it, or attach */
+	TM_INF_EXITED,          /* it ended; status says how */
+	TM_INF_GONE             /* killed or detached: no exit status */
 };
 
 /* names for completion: NULL past the end (cmd-info.c, cmd-lang.c) */
@@ -417,6 +431,7 @@ TM_CMD(undisplay); TM_CMD(backtrace); TM_CMD(frame); TM_CMD(up); TM_CMD(down);
 TM_CMD(list); TM_CMD(info); TM_CMD(set); TM_CMD(show); TM_CMD(define);
 TM_CMD(document); TM_CMD(if); TM_CMD(while); TM_CMD(source); TM_CMD(help);
 TM_CMD(apropos); TM_CMD(quit); TM_CMD(end); TM_CMD(recover); TM_CMD(capture);
+TM_CMD(level);
 TM_CMD(heatmap); TM_CMD(plot); TM_CMD(x); TM_CMD(tui); TM_CMD(layout);
 TM_CMD(attach); TM_CMD(detach); TM_CMD(kill);
 #undef TM_CMD

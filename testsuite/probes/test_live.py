@@ -240,3 +240,35 @@ def test_segfault_in_forward_live(tmp_path):
     tm = _tmdb(["-ex", "run", "--args", sys.executable, str(script)], timeout=120)
     assert "Program received signal SIGSEGV at step 3 in model.1" in tm.stdout, tm.stdout
     assert "Program terminated with signal SIGSEGV" in tm.stdout, tm.stdout
+
+
+_TRAIN = r'''
+import torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+x = torch.randn(4, 8)
+for step in range(6):
+    model(x).sum().backward()
+'''
+
+
+def test_capture_and_level_live(tmp_path):
+    """`capture` takes a full tensor at the node's next call and `level`
+    deepens a node from its next call: both act on the running model."""
+    script = tmp_path / "train.py"
+    script.write_text(_TRAIN)
+    tm = _tmdb(["-ex", "break model.2", "-ex", "run", "-ex", "capture model.2:out",
+                "-ex", "level model.0 2", "-ex", "continue", "-ex", "x/4f model.2:out",
+                "-ex", "info stats model.0:out", "-ex", "break model.0:grad_out",
+                "-ex", "continue", "-ex", "print tensor.numel", "-ex", "level 7",
+                "--args", sys.executable, str(script)], timeout=120)
+    out = tm.stdout
+    assert "Will capture model.2:out at its next call." in out, out
+    assert "Probe level 2 for model.0, from their next call." in out, out
+    # the second call of model.2 carries its contents: four floats of row 0
+    assert re.search(r"^model\.2:out\[0,0\]:(\s+-?\d+\.\d+){4}$", out, re.MULTILINE), out
+    # model.0 at level 2: histogram and gradients, which level 1 has not
+    assert re.search(r"^  histogram +\[.*\] 32 bins", out, re.MULTILINE), out
+    assert "Breakpoint 2, model.0 (grad_out) at step 1, bwd" in out, out
+    assert "$1 = 64" in out, out
+    assert "Usage: level [PATTERN] N" in tm.stderr + out
