@@ -59,6 +59,8 @@
  */
 #define FLUSH_BYTES (64u << 10)
 #define FLUSH_MS 2
+/* At shutdown the debugger gets this long to read the end of the run. */
+#define DRAIN_MS 2000
 
 /* A debugger's breakpoint, bound to the node table like tmdb's (cmd-break.c). */
 struct sbp {
@@ -937,6 +939,34 @@ static void refuse(int fd)
 	close(fd);
 }
 
+/*
+ * Waits (lock held, released while polling) until the debugger has taken
+ * what is queued or ms have passed: at shutdown the queue is the end of
+ * the run, which a non-blocking send into a full socket would lose.
+ */
+static void drain_out(tm_server *srv, int ms)
+{
+	struct timespec t0, t;
+	struct pollfd pf;
+	long left;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	flush_out(srv);
+	while (srv->cfd >= 0 && queued(srv)) {
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		left = ms - ((t.tv_sec - t0.tv_sec) * 1000L +
+			     (t.tv_nsec - t0.tv_nsec) / 1000000L);
+		if (left <= 0)
+			break;
+		pf.fd = srv->cfd;
+		pf.events = POLLOUT;
+		pthread_mutex_unlock(&srv->lock);
+		poll(&pf, 1, (int)left);
+		pthread_mutex_lock(&srv->lock);
+		flush_out(srv);
+	}
+}
+
 static void *server_main(void *arg)
 {
 	tm_server *srv = arg;
@@ -995,7 +1025,10 @@ static void *server_main(void *arg)
 	if (srv->cfd >= 0) {
 		/* The seqs filtered or dropped last are still owed a gap. */
 		flush_gap(srv);
-		bye(srv, TM_OK, "the probe is shutting down", 0);
+		drain_out(srv, DRAIN_MS);
+		send_result(srv, TM_MSG_BYE, 0, 0, TM_OK, "the probe is shutting down");
+		drain_out(srv, DRAIN_MS / 4);
+		drop_client(srv, 0);
 	}
 	pthread_mutex_unlock(&srv->lock);
 	return NULL;
@@ -1463,7 +1496,16 @@ int tm_server_crash(tm_server *srv, const struct tm_crash *c)
 		srv->scratch.len = 0;
 		if (tm_encode_crash(&srv->scratch, c) == TM_OK)
 			queue_record(srv, TM_REC_CRASH, 1);
-		flush_out(srv);
+		/* Streamed events may still be queued in front of it: give the
+		 * debugger up to a second to take them (poll is signal-safe). */
+		for (tries = 0; tries < 100 && srv->cfd >= 0; tries++) {
+			struct pollfd pf = { .fd = srv->cfd, .events = POLLOUT };
+
+			flush_out(srv);
+			if (srv->cfd < 0 || !queued(srv))
+				break;
+			poll(&pf, 1, 10);
+		}
 	}
 	pthread_mutex_unlock(&srv->lock);
 	return TM_OK;
