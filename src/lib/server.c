@@ -59,7 +59,7 @@
  */
 #define FLUSH_BYTES (64u << 10)
 #define FLUSH_MS 2
-/* At shutdown the debugger gets this long to read the end of the run. */
+/* At shutdown a debugger that takes nothing for this long is given up. */
 #define DRAIN_MS 2000
 
 /* A debugger's breakpoint, bound to the node table like tmdb's (cmd-break.c). */
@@ -941,21 +941,25 @@ static void refuse(int fd)
 
 /*
  * Waits (lock held, released while polling) until the debugger has taken
- * what is queued or ms have passed: at shutdown the queue is the end of
- * the run, which a non-blocking send into a full socket would lose.
+ * what is queued: at shutdown the queue is the end of the run, which a
+ * non-blocking send into a full socket would lose.  A debugger that reads
+ * is waited for (a slow one on a loaded machine too); one that has taken
+ * nothing for idle_ms is given up.
  */
-static void drain_out(tm_server *srv, int ms)
+static void drain_out(tm_server *srv, int idle_ms)
 {
 	struct timespec t0, t;
 	struct pollfd pf;
+	size_t left_bytes;
 	long left;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	flush_out(srv);
 	while (srv->cfd >= 0 && queued(srv)) {
+		left_bytes = srv->out.len - srv->out_off;
 		clock_gettime(CLOCK_MONOTONIC, &t);
-		left = ms - ((t.tv_sec - t0.tv_sec) * 1000L +
-			     (t.tv_nsec - t0.tv_nsec) / 1000000L);
+		left = idle_ms - ((t.tv_sec - t0.tv_sec) * 1000L +
+				  (t.tv_nsec - t0.tv_nsec) / 1000000L);
 		if (left <= 0)
 			break;
 		pf.fd = srv->cfd;
@@ -964,6 +968,8 @@ static void drain_out(tm_server *srv, int ms)
 		poll(&pf, 1, (int)left);
 		pthread_mutex_lock(&srv->lock);
 		flush_out(srv);
+		if (srv->out.len - srv->out_off < left_bytes)
+			clock_gettime(CLOCK_MONOTONIC, &t0);    /* progress */
 	}
 }
 
