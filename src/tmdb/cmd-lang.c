@@ -649,6 +649,63 @@ const struct cmd_entry cmd_capture_entry = {
 	.exec = cmd_capture_exec, .flags = CMD_NEEDS_TRACE, .klass = "data",
 };
 
+/* ------------------------------------------------------------- record */
+
+static int cmd_record_exec(struct tm_session *s, const char *args, int from_tty)
+{
+	const char *path, *note;
+	uint64_t events;
+	int err;
+
+	(void)from_tty;
+	if (!s->probe->ops->record) {
+		tm_error(s, "The trace is a recording already (%s).",
+			 s->trace_path ? s->trace_path : "?");
+		return -1;
+	}
+	path = tm_probe_remote_recording(s->probe, &events, &note);
+	if (!*args) {
+		if (note)
+			tm_out(s, "%s\n", note);
+		if (path)
+			tm_out(s, "Recording to %s: %" PRIu64 " events so far.\n", path, events);
+		else if (!note)
+			tm_out(s, "Not recording.\n");
+		return 0;
+	}
+	if (!strcmp(args, "stop")) {
+		if (!path) {
+			tm_error(s, "Not recording.");
+			return -1;
+		}
+		err = s->probe->ops->record(s->probe, NULL);
+		if (err) {
+			tm_error(s, "Recording to %s ended badly: %s.", path, tm_strerror(err));
+			return -1;
+		}
+		tm_out(s, "Recording stopped: %s, %" PRIu64 " events.\n",
+		       s->probe->ops->detail(s->probe), events);
+		return 0;
+	}
+	err = s->probe->ops->record(s->probe, args);
+	if (err) {
+		tm_error(s, "Cannot record: %s.", s->probe->ops->detail(s->probe));
+		return -1;
+	}
+	tm_probe_remote_recording(s->probe, &events, &note);
+	tm_out(s, "Recording to %s: the %" PRIu64 " events received so far, and what comes "
+	       "next.\n", args, events);
+	return 0;
+}
+
+const struct cmd_entry cmd_record_entry = {
+	.name = "record", .usage = "record FILE | record stop | record",
+	.help = "Save what the live process sent so far as a .tmrun, and keep adding\n"
+		"what it sends until \"record stop\" or the end of the session; without\n"
+		"argument, say whether and where it records.",
+	.exec = cmd_record_exec, .flags = CMD_NEEDS_TRACE, .klass = "running",
+};
+
 /* ------------------------------------------------------------- level */
 
 static int cmd_level_exec(struct tm_session *s, const char *args, int from_tty)

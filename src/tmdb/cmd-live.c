@@ -26,6 +26,13 @@ static int is_live(const struct tm_session *s)
 	return s->probe && !strcmp(s->probe->ops->name, "remote");
 }
 
+/* The front end's record of the process coming and going (MI). */
+static void notify(struct tm_session *s, int what, long pid)
+{
+	if (s->on_inferior)
+		s->on_inferior(s, what, pid, 0);
+}
+
 static int cmd_attach_exec(struct tm_session *s, const char *args, int from_tty)
 {
 	struct tm_probe *p = NULL;
@@ -53,6 +60,7 @@ static int cmd_attach_exec(struct tm_session *s, const char *args, int from_tty)
 		tm_inferior_kill(s, 1);
 	} else if (is_live(s)) {
 		tm_out(s, "Detaching from %s.\n", tm_probe_remote_describe(s->probe));
+		notify(s, TM_INF_GONE, (long)tm_probe_remote_pid(s->probe));
 	}
 	tm_session_unload(s);
 	s->probe = p;
@@ -60,6 +68,7 @@ static int cmd_attach_exec(struct tm_session *s, const char *args, int from_tty)
 	s->trace_path = target;
 	tm_out(s, "Attaching to %s, %u nodes.\n", tm_probe_remote_describe(p),
 	       tm_nodetab_count(s->nodes));
+	notify(s, TM_INF_STARTED, (long)tm_probe_remote_pid(p));
 	tm_bp_rebind_all(s);
 	return 0;
 }
@@ -85,6 +94,7 @@ static int cmd_detach_exec(struct tm_session *s, const char *args, int from_tty)
 		return -1;
 	}
 	tm_out(s, "Detaching from %s.\n", tm_probe_remote_describe(s->probe));
+	notify(s, TM_INF_GONE, (long)tm_probe_remote_pid(s->probe));
 	if (s->live && s->live->probe == s->probe) {
 		/* It runs on without us: quitting no longer kills it. */
 		s->live->pid = 0;
@@ -338,6 +348,8 @@ void tm_live_ended(struct tm_session *s, int crashed)
 	}
 	note = tm_probe_remote_closed(s->probe) ?
 	       tm_probe_remote_end_note(s->probe) : NULL;
-	if (note)
+	if (note) {
 		tm_out(s, "[%s: %s]\n", tm_probe_remote_describe(s->probe), note);
+		notify(s, TM_INF_GONE, (long)tm_probe_remote_pid(s->probe));
+	}
 }

@@ -29,6 +29,8 @@ struct stop {
 	uint32_t focus;
 	struct tm_val old, new_;   /* watchpoints */
 	int signo;                 /* STOP_CRASH */
+	struct tm_crash crash;     /* STOP_CRASH: the record (MI), its */
+	char frames[16][160];      /* first frames copied: seeking reuses them */
 	int finish;                /* finish reached the call's EXIT */
 };
 
@@ -189,7 +191,7 @@ static int scan(struct tm_session *s, int dir, stop_fn fn, void *arg,
 {
 	struct tm_record rec;
 	unsigned gaps = 0, tick = 0;
-	int err;
+	int err, first_intr = 0;
 
 	memset(st, 0, sizeof(*st));
 	st->focus = UINT32_MAX;
@@ -197,6 +199,8 @@ static int scan(struct tm_session *s, int dir, stop_fn fn, void *arg,
 		tm_lookup_invalidate(s);
 	/* A live model may run ahead between breakpoints (probe.h flow). */
 	tm_live_flow(s, dir == TM_DIR_FWD && use_bps && !fn);
+	if (dir == TM_DIR_FWD && s->on_resume)
+		s->on_resume(s);
 	for (;;) {
 		err = move(s, dir, &rec);
 		if (err == TM_ERR_END) {
@@ -211,6 +215,14 @@ static int scan(struct tm_session *s, int dir, stop_fn fn, void *arg,
 			seek_playhead(s, s->cur.seq);
 			st->why = STOP_INTERRUPT;
 			break;
+		}
+		if (err == TM_ERR_AGAIN && !first_intr) {
+			/* Interrupted before the first event (MI's -exec-run
+			 * then -exec-interrupt): there is nowhere to stay, so
+			 * stop at the first event. */
+			tm_interrupted = 0;
+			first_intr = 1;
+			continue;
 		}
 		if (err != TM_OK) {
 			uint64_t back = s->have_cur ? s->cur.seq : 0;
@@ -256,9 +268,19 @@ static int scan(struct tm_session *s, int dir, stop_fn fn, void *arg,
 			for (k = 0; k < c.nframes && k < TM_MAX_FRAMES; k++)
 				if (c.frames[k])
 					tm_out(s, "  #%u %s\n", k, c.frames[k]);
-			seek_playhead(s, c.seq);
 			st->why = STOP_CRASH;
 			st->signo = c.signo;
+			st->crash = c;
+			for (k = 0; k < TM_MAX_FRAMES; k++) {
+				st->crash.frames[k] = NULL;
+				if (k < 16 && k < c.nframes && c.frames[k]) {
+					snprintf(st->frames[k], sizeof(st->frames[k]),
+						 "%s", c.frames[k]);
+					st->crash.frames[k] = st->frames[k];
+				}
+			}
+			st->crash.nframes = c.nframes < 16 ? c.nframes : 16;
+			seek_playhead(s, c.seq);
 			break;
 		}
 		if (rec.type != TM_REC_EVENT)
@@ -278,7 +300,7 @@ static int scan(struct tm_session *s, int dir, stop_fn fn, void *arg,
 			tm_playhead_set(s, &rec.u.event);
 			break;
 		}
-		if (tm_interrupted) {
+		if (tm_interrupted || first_intr) {
 			s->scan_ev = NULL;
 			st->why = STOP_INTERRUPT;
 			tm_playhead_set(s, &rec.u.event);
@@ -358,6 +380,7 @@ static void report(struct tm_session *s, struct stop *st)
 	ev.why = st->why;
 	ev.finish = st->finish;
 	ev.signo = st->signo;
+	ev.crash = st->why == STOP_CRASH ? &st->crash : NULL;
 	ev.old = &st->old;
 	ev.new_ = &st->new_;
 	if (b) {

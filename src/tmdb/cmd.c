@@ -69,6 +69,7 @@ const struct cmd_entry *const tm_cmd_table[] = {
 	&cmd_end_entry,
 	&cmd_capture_entry,
 	&cmd_level_entry,
+	&cmd_record_entry,
 	&cmd_heatmap_entry,
 	&cmd_plot_entry,
 	&cmd_x_entry,

@@ -16,6 +16,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -120,6 +121,13 @@ int tm_live_set_program(struct tm_session *s, const char *prog, const char *args
 
 /* ------------------------------------------------------------- exit status */
 
+/* The front end's record of the program coming and going (MI). */
+static void notify(struct tm_session *s, int what, long pid, int status)
+{
+	if (s->on_inferior)
+		s->on_inferior(s, what, pid, status);
+}
+
 static void say_signal(int signo, const char **name, const char **meaning,
 		       char *buf, size_t len)
 {
@@ -208,6 +216,7 @@ void tm_inferior_kill(struct tm_session *s, int verbose)
 	lv->pid = 0;
 	if (verbose)
 		tm_out(s, "[Process %ld killed]\n", pid);
+	notify(s, TM_INF_GONE, pid, 0);
 }
 
 void tm_inferior_reap(struct tm_session *s, int ms, int quiet)
@@ -225,6 +234,7 @@ void tm_inferior_reap(struct tm_session *s, int ms, int quiet)
 		return;
 	}
 	say_status(s, lv->pid, status, 0);
+	notify(s, TM_INF_EXITED, lv->pid, status);
 	lv->pid = 0;
 	/* The history stays browsable, as a replay: no process behind it. */
 	lv->probe = NULL;
@@ -241,6 +251,7 @@ void tm_live_free(struct tm_session *s)
 		tm_inferior_kill(s, 0);
 	free(lv->prog);
 	free(lv->args);
+	free(lv->tty);
 	free(lv);
 	s->live = NULL;
 }
@@ -306,6 +317,23 @@ static void child_exec(const struct tm_live *lv, const char *cmd, const char *pr
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	signal(SIGINT, SIG_DFL);
 	signal(SIGPIPE, SIG_DFL);
+	/* -inferior-tty-set: the program's terminal (or file); under MI
+	 * without one its stdin is not the front end's command stream. */
+	if (lv->tty || lv->stdin_null) {
+		int fd = open(lv->tty ? lv->tty : "/dev/null",
+			      lv->tty ? O_RDWR | O_NOCTTY | O_CREAT | O_APPEND :
+			      O_RDONLY, 0600);
+
+		if (fd < 0)
+			_exit(127);
+		dup2(fd, 0);
+		if (lv->tty) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		if (fd > 2)
+			close(fd);
+	}
 	setenv("TENSORMORPH_LISTEN", "1", 1);
 	setenv("TENSORMORPH_WAIT", "30", 1);
 	if (lv->level >= 0) {
@@ -332,6 +360,7 @@ static int wait_socket(struct tm_session *s, long pid, struct tm_probe **out)
 			s->live->pid = 0;
 			free(detail);
 			say_status(s, pid, status, 1);
+			notify(s, TM_INF_EXITED, pid, status);
 			return -1;
 		}
 		if (tm_server_socket_path((pid_t)pid, sock, sizeof(sock)) == TM_OK &&
@@ -408,5 +437,6 @@ int tm_inferior_start(struct tm_session *s, struct tm_probe **out)
 	free(cmd);
 	setpgid(pid, pid);      /* as the child does: whoever runs first */
 	lv->pid = pid;
+	notify(s, TM_INF_STARTED, pid, 0);
 	return wait_socket(s, pid, out);
 }

@@ -25,6 +25,10 @@ int tm_probe_remote_open(const char *target, struct tm_probe **out,
 
 /* "process 4242 (pytorch)": what the probe said it is; the probe must be remote. */
 const char *tm_probe_remote_describe(struct tm_probe *p);
+/* The file `record` writes (NULL: none), its events so far, and why an
+ * earlier recording stopped on its own (NULL: it did not). */
+const char *tm_probe_remote_recording(struct tm_probe *p, uint64_t *events,
+				      const char **note);
 /* The pid the probe reported in DESCRIBE. */
 uint32_t tm_probe_remote_pid(struct tm_probe *p);
 /* 1 once the probe said BYE or the connection broke. */
@@ -47,6 +51,8 @@ struct tm_live {
 	struct tm_probe *probe; /* the probe run attached to it, while loaded */
 	int lockstep;           /* set lockstep on: no running ahead */
 	int level;              /* set probe-level N, -1: the probe's own */
+	char *tty;              /* -inferior-tty-set: its stdin/out/err, NULL: ours */
+	int stdin_null;         /* stdin from /dev/null (MI reads ours) */
 };
 
 struct tm_live *tm_live_get(struct tm_session *s);

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "tmdb.h"
+#include "live.h"
 #include "mi.h"
 
 struct mi_cmd {
@@ -145,6 +146,9 @@ static size_t tensor_fields(const struct tm_tensor *t, const char **names,
 static int mi_gdb_exit(struct mi *m, struct mi_parse *c)
 {
 	(void)c;
+	/* GDB kills the program it started; the records come before ^exit */
+	if (m->s->live && m->s->live->pid)
+		tm_inferior_kill(m->s, 0);
 	m->s->quit = 1;
 	m->s->exit_code = 0;
 	m->klass = "exit";
@@ -216,7 +220,9 @@ static int tmdb_setting(const char *word)
 	for (i = 0; (n = tm_setting_name(i)); i++)
 		if (!strcmp(n, word))
 			return 1;
-	return 0;
+	/* the live settings (cmd-live.c) */
+	return !strcmp(word, "args") || !strcmp(word, "run-ahead") ||
+	       !strcmp(word, "probe-level");
 }
 
 static struct mi_setting *setting_find(struct mi *m, const char *name)
@@ -303,6 +309,13 @@ static int mi_gdb_show(struct mi *m, struct mi_parse *c)
 		free(name);
 		return 0;
 	}
+	if (!strcmp(name, "args")) {
+		/* the value alone, as GDB's -gdb-show args */
+		mi_kv(&m->res, "value", m->s->live && m->s->live->args ?
+		      m->s->live->args : "");
+		free(name);
+		return 0;
+	}
 	if ((st = setting_find(m, name))) {
 		mi_kv(&m->res, "value", st->value);
 		free(name);
@@ -361,20 +374,80 @@ static int mi_file_exec_and_symbols(struct mi *m, struct mi_parse *c)
 	f = join(c, 0);
 	if (!f)
 		return mi_error(m, "Out of memory.");
+	/* a trace, or a program for -exec-run (as the CLI's file) */
 	rc = mi_cli(m, NULL, "file %s", f);
-	if (rc && access(f, X_OK) == 0 && !strstr(f, ".tmrun"))
-		mi_error(m, "\"%s\" looks like a program: tmdb replays .tmrun "
-			 "traces; debugging a live program comes with a later "
-			 "version.", f);
 	free(f);
 	return rc;
 }
 
+/* -exec-arguments ARGS: "set args ARGS", the text as written (shell words:
+ * the program runs through /bin/sh). */
 static int mi_exec_arguments(struct mi *m, struct mi_parse *c)
 {
+	int rc;
+
 	free(m->exec_args);
-	m->exec_args = join(c, 0);
+	/* as written, quotes and redirections included (GDB's way) */
+	m->exec_args = m->raw ? strdup(m->raw) : join(c, 0);
+	if (!m->exec_args)
+		return mi_error(m, "Out of memory.");
+	rc = mi_cli(m, NULL, "set args %s", m->exec_args);
+	return rc;
+}
+
+/* -inferior-tty-set [TTY]: the program's stdin, stdout and stderr (a
+ * terminal, or any file: IDEs give a pty of their own). */
+static int mi_inferior_tty_set(struct mi *m, struct mi_parse *c)
+{
+	struct tm_live *lv = tm_live_get(m->s);
+	char *t = NULL;
+
+	if (!lv)
+		return mi_error(m, "Out of memory.");
+	if (c->argc && !(t = strdup(c->argv[0])))
+		return mi_error(m, "Out of memory.");
+	free(lv->tty);
+	lv->tty = t;
 	return 0;
+}
+
+static int mi_inferior_tty_show(struct mi *m, struct mi_parse *c)
+{
+	(void)c;
+	if (m->s->live && m->s->live->tty)
+		mi_kv(&m->res, "inferior_tty_terminal", m->s->live->tty);
+	return 0;
+}
+
+/* -target-attach PID|SOCKET: the CLI's attach; the paused model is a stop. */
+static int mi_target_attach(struct mi *m, struct mi_parse *c)
+{
+	char *t;
+	int rc;
+
+	if (need_args(m, c, 1, "-target-attach PID|SOCKET"))
+		return -1;
+	t = join(c, 0);
+	if (!t)
+		return mi_error(m, "Out of memory.");
+	rc = mi_cli(m, NULL, "attach %s", t);
+	free(t);
+	if (rc == 0)
+		mi_attached(m);
+	return rc;
+}
+
+static int mi_target_detach(struct mi *m, struct mi_parse *c)
+{
+	(void)c;
+	return mi_cli(m, NULL, "detach");
+}
+
+/* -exec-abort (documented, not in GDB): kill the program. */
+static int mi_exec_abort(struct mi *m, struct mi_parse *c)
+{
+	(void)c;
+	return mi_cli(m, NULL, "kill");
 }
 
 static int mi_noop(struct mi *m, struct mi_parse *c)
@@ -854,10 +927,11 @@ static int exec_cli(struct mi *m, struct mi_parse *c, const char *fwd,
 static int mi_exec_run(struct mi *m, struct mi_parse *c)
 {
 	size_t i;
+	int live = m->s->live && m->s->live->prog;
 
 	for (i = 0; i < c->argc; i++)
 		if (!strcmp(c->argv[i], "--start"))
-			return mi_cli(m, NULL, "goto start");
+			return live ? mi_cli(m, NULL, "run") : mi_cli(m, NULL, "goto start");
 	return mi_cli(m, NULL, "run");
 }
 
@@ -887,7 +961,8 @@ static int mi_exec_until(struct mi *m, struct mi_parse *c)
 }
 
 /* Replay runs within the command: by the time -exec-interrupt is read
- * nothing runs any more (a long scan is stopped by SIGINT). */
+ * nothing runs any more (a long scan is stopped by SIGINT).  One read
+ * while a live model runs is taken by mi.c's input thread instead. */
 static int mi_exec_interrupt(struct mi *m, struct mi_parse *c)
 {
 	(void)c;
@@ -1456,7 +1531,12 @@ static int mi_list_thread_groups(struct mi *m, struct mi_parse *c)
 	mi_open(&m->res, NULL, '{');
 	mi_kv(&m->res, "id", "i1");
 	mi_kv(&m->res, "type", "process");
-	if (m->s->trace_path)
+	/* a live process: its pid (GDB lists one for a running inferior) */
+	if (mi_is_live(m) && !tm_probe_remote_closed(m->s->probe))
+		mi_kvf(&m->res, "pid", "%" PRIu32, tm_probe_remote_pid(m->s->probe));
+	if (m->s->live && m->s->live->prog)
+		mi_kv(&m->res, "executable", m->s->live->prog);
+	else if (m->s->trace_path)
 		mi_kv(&m->res, "executable", m->s->trace_path);
 	mi_close(&m->res, '}');
 	mi_close(&m->res, ']');
@@ -1508,6 +1588,7 @@ static const struct mi_cmd mi_cmds[] = {
 	{ "environment-cd", mi_environment_cd },
 	{ "environment-directory", mi_noop },
 	{ "environment-pwd", mi_environment_pwd },
+	{ "exec-abort", mi_exec_abort },
 	{ "exec-arguments", mi_exec_arguments },
 	{ "exec-continue", mi_exec_continue },
 	{ "exec-finish", mi_exec_finish },
@@ -1526,7 +1607,8 @@ static const struct mi_cmd mi_cmds[] = {
 	{ "gdb-set", mi_gdb_set },
 	{ "gdb-show", mi_gdb_show },
 	{ "gdb-version", mi_gdb_version },
-	{ "inferior-tty-set", mi_noop },
+	{ "inferior-tty-set", mi_inferior_tty_set },
+	{ "inferior-tty-show", mi_inferior_tty_show },
 	{ "info-gdb-mi-command", mi_info_gdb_mi_command },
 	{ "interpreter-exec", mi_interpreter_exec },
 	{ "list-features", mi_list_features },
@@ -1539,6 +1621,8 @@ static const struct mi_cmd mi_cmds[] = {
 	{ "stack-list-locals", mi_stack_list_locals },
 	{ "stack-list-variables", mi_stack_list_variables },
 	{ "stack-select-frame", mi_stack_select_frame },
+	{ "target-attach", mi_target_attach },
+	{ "target-detach", mi_target_detach },
 	{ "thread-info", mi_thread_info },
 	{ "thread-list-ids", mi_thread_list_ids },
 	{ "thread-select", mi_thread_select },

@@ -21,22 +21,264 @@
  * s->on_bp_event, which cmd-run.c and cmd-break.c call for the CLI code
  * the MI commands share.  Replay is synchronous: a resume has finished
  * (stopped) by the time the command returns.
+ *
+ * A live process is not: the model may run for minutes before the next
+ * stop.  So when a forward scan is about to wait on one (s->on_resume),
+ * ^running, *running and the prompt go out at once, and *stopped follows
+ * when the scan ends, as GDB does.  Meanwhile a thread reads stdin: an
+ * -exec-interrupt that arrives while the model runs (the next command in
+ * line) is answered ^done at the stop and raises SIGINT in the main
+ * thread, which makes the probe pause the model at its next event (every
+ * wait on the probe ends at Ctrl-C), so the stop is signal-received
+ * SIGINT.  Other commands wait for the stop, in order.  The program's
+ * coming and going (inferior.c, cmd-live.c: s->on_inferior) becomes
+ * =thread-group-started/exited, and the end of a program tmdb started is
+ * exited-normally, exited with its exit code or exited-signalled.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "tmdb.h"
+#include "live.h"
 #include "mi.h"
 
 static struct mi *mi_of(struct tm_session *s)
 {
 	return s->ui;
+}
+
+int mi_is_live(struct mi *m)
+{
+	return m->s->probe && !strcmp(m->s->probe->ops->name, "remote");
+}
+
+/* ------------------------------------------------------------- input */
+
+/*
+ * stdin, read by a thread of its own so that -exec-interrupt can be seen
+ * while the main thread waits on a live model.  Lines wait in buf; the
+ * main thread takes them one by one.  The reader never writes output.
+ */
+#define INPUT_MAX (MI_LINE_MAX + 8192)
+
+struct mi_input {
+	pthread_t thread, main;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int wake[2];            /* a byte here ends the reader (input_stop) */
+	char buf[INPUT_MAX];
+	size_t len;
+	int eof;
+	int stop;               /* input_stop: the reader ends */
+	int skipping;           /* dropping the rest of an over-long line */
+	int running;            /* a live resume waits: take an -exec-interrupt */
+	int taken;              /* one was taken; its token: */
+	char token[MI_TOKEN_MAX + 1];
+};
+
+/*
+ * With the lock held: if a live resume waits and the next line is
+ * [TOKEN]-exec-interrupt [OPTIONS], takes it and interrupts the main
+ * thread (SIGINT: tm_interrupted, and its poll() returns).
+ */
+static void take_interrupt(struct mi_input *in)
+{
+	static const char op[] = "-exec-interrupt";
+	const char *nl, *p = in->buf;
+	size_t t;
+
+	if (!in->running || in->taken || in->skipping)
+		return;
+	nl = memchr(in->buf, '\n', in->len);
+	if (!nl)
+		return;
+	t = strspn(p, "0123456789");
+	if (t > MI_TOKEN_MAX || (size_t)(nl - p) < t + sizeof(op) - 1 ||
+	    memcmp(p + t, op, sizeof(op) - 1))
+		return;
+	p += t + sizeof(op) - 1;
+	if (p != nl && *p != ' ' && *p != '\t' && *p != '\r')
+		return;
+	memcpy(in->token, in->buf, t);
+	in->token[t] = 0;
+	in->taken = 1;
+	in->running = 0;
+	t = (size_t)(nl + 1 - in->buf);
+	memmove(in->buf, in->buf + t, in->len - t);
+	in->len -= t;
+	pthread_kill(in->main, SIGINT);
+}
+
+static void *reader_main(void *arg)
+{
+	struct mi_input *in = arg;
+	char chunk[4096];
+	ssize_t n;
+
+	for (;;) {
+		struct pollfd pf[2];
+
+		pf[0].fd = 0;
+		pf[0].events = POLLIN;
+		pf[1].fd = in->wake[0];
+		pf[1].events = POLLIN;
+		if (poll(pf, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			n = -1;
+		} else if (pf[1].revents) {
+			return NULL;    /* tmdb is done with its input */
+		} else {
+			n = read(0, chunk, sizeof(chunk));
+			if (n < 0 && (errno == EINTR || errno == EAGAIN))
+				continue;
+		}
+		pthread_mutex_lock(&in->lock);
+		if (n <= 0) {
+			in->eof = 1;
+			pthread_cond_broadcast(&in->cond);
+			pthread_mutex_unlock(&in->lock);
+			return NULL;
+		}
+		while (in->len + (size_t)n > sizeof(in->buf) && !in->stop)
+			pthread_cond_wait(&in->cond, &in->lock);
+		if (in->stop) {
+			pthread_mutex_unlock(&in->lock);
+			return NULL;
+		}
+		memcpy(in->buf + in->len, chunk, (size_t)n);
+		in->len += (size_t)n;
+		take_interrupt(in);
+		pthread_cond_broadcast(&in->cond);
+		pthread_mutex_unlock(&in->lock);
+	}
+}
+
+/* Starts the reader with SIGINT blocked in it: SIGINT is the main thread's. */
+static struct mi_input *input_start(void)
+{
+	struct mi_input *in = calloc(1, sizeof(*in));
+	sigset_t block, old;
+
+	if (!in)
+		return NULL;
+	in->main = pthread_self();
+	if (pipe(in->wake)) {
+		free(in);
+		return NULL;
+	}
+	/* not the program's (inferior.c forks) */
+	fcntl(in->wake[0], F_SETFD, FD_CLOEXEC);
+	fcntl(in->wake[1], F_SETFD, FD_CLOEXEC);
+	pthread_mutex_init(&in->lock, NULL);
+	pthread_cond_init(&in->cond, NULL);
+	sigemptyset(&block);
+	sigaddset(&block, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &block, &old);
+	if (pthread_create(&in->thread, NULL, reader_main, in)) {
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		close(in->wake[0]);
+		close(in->wake[1]);
+		pthread_mutex_destroy(&in->lock);
+		pthread_cond_destroy(&in->cond);
+		free(in);
+		return NULL;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return in;
+}
+
+static void input_stop(struct mi_input *in)
+{
+	if (!in)
+		return;
+	pthread_mutex_lock(&in->lock);
+	in->stop = 1;
+	pthread_cond_broadcast(&in->cond);
+	pthread_mutex_unlock(&in->lock);
+	while (write(in->wake[1], "x", 1) < 0 && errno == EINTR)
+		;
+	pthread_join(in->thread, NULL);
+	close(in->wake[0]);
+	close(in->wake[1]);
+	pthread_mutex_destroy(&in->lock);
+	pthread_cond_destroy(&in->cond);
+	free(in);
+}
+
+/*
+ * The next line into *line (NUL-terminated, newline stripped; *cap grows),
+ * its length in *len.
+ * Returns 1, 0 at the end of input, or 2 for a line longer than
+ * MI_LINE_MAX (dropped).
+ */
+static int input_line(struct mi_input *in, char **line, size_t *cap,
+		      size_t *len)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&in->lock);
+	for (;;) {
+		char *nl = memchr(in->buf, '\n', in->len);
+		size_t n;
+
+		if (nl || (in->eof && in->len && !in->skipping)) {
+			n = nl ? (size_t)(nl - in->buf) : in->len;
+			if (in->skipping || n > MI_LINE_MAX) {
+				in->skipping = 0;
+				n += nl ? 1 : 0;
+				memmove(in->buf, in->buf + n, in->len - n);
+				in->len -= n;
+				rc = 2;
+				break;
+			}
+			if (n + 1 > *cap) {
+				char *p = realloc(*line, n + 1);
+
+				if (!p) {
+					rc = 0;
+					break;
+				}
+				*line = p;
+				*cap = n + 1;
+			}
+			memcpy(*line, in->buf, n);
+			(*line)[n] = 0;
+			*len = n;
+			n += nl ? 1 : 0;
+			memmove(in->buf, in->buf + n, in->len - n);
+			in->len -= n;
+			rc = 1;
+			break;
+		}
+		if (in->len > MI_LINE_MAX) {
+			in->skipping = 1;
+			in->len = 0;
+			pthread_cond_broadcast(&in->cond);
+			continue;
+		}
+		if (in->eof) {
+			rc = in->skipping ? 2 : 0;
+			in->skipping = 0;
+			in->len = 0;
+			break;
+		}
+		pthread_cond_wait(&in->cond, &in->lock);
+	}
+	pthread_cond_broadcast(&in->cond);
+	pthread_mutex_unlock(&in->lock);
+	return rc;
 }
 
 /* Writes and empties a buffer of whole records. */
@@ -307,6 +549,10 @@ void mi_bkpt(struct mi *m, struct mi_buf *b, const char *key, struct bp *bp)
 	mi_kv(b, "enabled", bp->enabled ? "y" : "n");
 	if (bp->type == BP_WATCH) {
 		mi_kv(b, "what", bp->where);
+	} else if (bp->pending) {
+		/* GDB's pending breakpoint: no location until nodes come */
+		mi_kv(b, "addr", "<PENDING>");
+		mi_kv(b, "pending", bp->where);
 	} else {
 		for (i = 0; i < bp->nkinds; i++) {
 			if (bp->kinds && bp->kinds[i]) {
@@ -362,6 +608,130 @@ static void mi_on_bp_event(struct tm_session *s, int what, struct bp *b)
 		emit(&m->oob);
 }
 
+/*
+ * Pending breakpoints that bound since the last look (the program
+ * announced their nodes): =breakpoint-modified, as GDB says when a
+ * pending breakpoint resolves.  skip: a breakpoint whose stop reports it.
+ */
+static void pending_sync(struct mi *m, int skip)
+{
+	struct bp *b;
+	size_t i, o;
+
+	for (i = o = 0; i < m->npend; i++) {
+		b = tm_bp_find(m->s, m->pend[i]);
+		if (b && b->pending) {
+			m->pend[o++] = m->pend[i];
+			continue;
+		}
+		if (!b || b->num == skip)
+			continue;
+		mi_flush_console(m, 0);
+		mi_buf_puts(&m->oob, "=breakpoint-modified,");
+		mi_bkpt(m, &m->oob, "bkpt", b);
+		mi_buf_puts(&m->oob, "\n");
+	}
+	m->npend = o;
+	for (b = m->s->bps; b; b = b->next) {
+		if (!b->pending)
+			continue;
+		for (i = 0; i < m->npend && m->pend[i] != b->num; i++)
+			;
+		if (i < m->npend)
+			continue;
+		if (m->npend == m->cappend) {
+			size_t cap = m->cappend ? 2 * m->cappend : 8;
+			int *np = realloc(m->pend, cap * sizeof(*np));
+
+			if (!np)
+				return;
+			m->pend = np;
+			m->cappend = cap;
+		}
+		m->pend[m->npend++] = b->num;
+	}
+}
+
+/*
+ * A forward scan is about to wait on a live model: the command's result is
+ * ^running now (with what it printed so far), and an -exec-interrupt read
+ * meanwhile is taken.
+ */
+static void mi_on_resume(struct tm_session *s)
+{
+	struct mi *m = mi_of(s);
+
+	if (!m->in_cmd || !mi_is_live(m) || m->quiet_stop)
+		return;
+	if (!m->running_sent) {
+		pending_sync(m, 0);
+		mi_flush_console(m, 0);
+		emit(&m->oob);
+		printf("%s^running\n*running,thread-id=\"all\"\n(gdb) \n", m->token);
+		fflush(stdout);
+		m->running_sent = 1;
+	}
+	if (m->in) {
+		pthread_mutex_lock(&m->in->lock);
+		m->in->running = 1;
+		take_interrupt(m->in);
+		pthread_mutex_unlock(&m->in->lock);
+	}
+}
+
+/* The model stopped: an -exec-interrupt taken meanwhile gets its ^done. */
+static void resume_over(struct mi *m)
+{
+	int taken = 0;
+	char tok[MI_TOKEN_MAX + 1];
+
+	if (!m->in)
+		return;
+	pthread_mutex_lock(&m->in->lock);
+	m->in->running = 0;
+	if (m->in->taken) {
+		taken = 1;
+		memcpy(tok, m->in->token, sizeof(tok));
+		m->in->taken = 0;
+	}
+	pthread_mutex_unlock(&m->in->lock);
+	if (taken) {
+		emit(&m->oob);
+		printf("%s^done\n(gdb) \n", tok);
+		fflush(stdout);
+	}
+}
+
+/* =thread-group-started/exited as GDB writes them (with thread 1). */
+static void mi_on_inferior(struct tm_session *s, int what, long pid, int status)
+{
+	struct mi *m = mi_of(s);
+	struct mi_buf *b = &m->oob;
+
+	if ((s->quit || m->ended) && !m->in_cmd)
+		return;         /* tmdb quits: nothing may follow ^exit */
+	mi_flush_console(m, 0);
+	if (what == TM_INF_STARTED) {
+		m->exit_known = 0;
+		mi_buf_printf(b, "=thread-group-started,id=\"i1\",pid=\"%ld\"\n", pid);
+		mi_buf_puts(b, "=thread-created,id=\"1\",group-id=\"i1\"\n");
+	} else {
+		mi_buf_puts(b, "=thread-exited,id=\"1\",group-id=\"i1\"\n");
+		mi_buf_puts(b, "=thread-group-exited,id=\"i1\"");
+		if (what == TM_INF_EXITED) {
+			m->exit_known = 1;
+			m->exit_status = status;
+			if (WIFEXITED(status) && WEXITSTATUS(status))
+				mi_kvf(b, "exit-code", "0%o", (unsigned)WEXITSTATUS(status));
+			else if (WIFEXITED(status))
+				mi_kv(b, "exit-code", "0");
+		}
+		mi_buf_puts(b, "\n");
+	}
+	if (!m->in_cmd || m->running_sent)
+		emit(b);
+}
+
 static void signal_keys(struct mi_buf *b, int signo)
 {
 	const char *meaning = NULL;
@@ -399,7 +769,11 @@ static void mi_on_stop(struct tm_session *s, const struct tm_stop *st)
 	char ob[1024], nb[1024];
 	int where = 1;
 
+	if (m->quiet_stop)
+		return;
 	mi_flush_console(m, 0);
+	resume_over(m);
+	pending_sync(m, st->why == STOP_BREAK ? st->bpnum : 0);
 	/* A second stop in one command: breakpoint commands resumed. */
 	if (m->stopped)
 		mi_buf_puts(b, "*running,thread-id=\"all\"\n");
@@ -456,7 +830,20 @@ static void mi_on_stop(struct tm_session *s, const struct tm_stop *st)
 
 		memset(&pi, 0, sizeof(pi));
 		s->probe->ops->describe(s->probe, &pi);
-		if (pi.summary && (pi.summary->damaged || !pi.summary->complete)) {
+		int ended = m->exit_known && mi_is_live(m);
+
+		if (ended && WIFSIGNALED(m->exit_status)) {
+			/* a program tmdb started died: GDB's exited-signalled */
+			mi_kv(b, "reason", "exited-signalled");
+			signal_keys(b, WTERMSIG(m->exit_status));
+		} else if (ended && WIFEXITED(m->exit_status) &&
+			   WEXITSTATUS(m->exit_status)) {
+			mi_kv(b, "reason", "exited");
+			mi_kvf(b, "exit-code", "0%o",
+			       (unsigned)WEXITSTATUS(m->exit_status));
+		} else if (mi_is_live(m)) {
+			mi_kv(b, "reason", "exited-normally");
+		} else if (pi.summary && (pi.summary->damaged || !pi.summary->complete)) {
 			mi_kv(b, "reason", "exited");
 			mi_kv(b, "exit-code", "01");
 		} else {
@@ -478,13 +865,62 @@ static void mi_on_stop(struct tm_session *s, const struct tm_stop *st)
 		mi_kvf(b, "step", "%" PRIu64, s->cur.step);
 		mi_kvf(b, "seq", "%" PRIu64, s->cur.seq);
 		mi_tensor(m, b, "tensor");
+	}
+	if (st->why == STOP_CRASH && st->crash) {
+		uint32_t k;
+
+		/* where the probe's handler saw the process die */
+		mi_open(b, "crash", '{');
+		if (st->crash->node != TM_NODE_NONE)
+			mi_kv(b, "node", tm_node_name(s, st->crash->node));
+		mi_kvf(b, "step", "%" PRIu64, st->crash->step);
+		mi_kvf(b, "seq", "%" PRIu64, st->crash->seq);
+		mi_open(b, "frames", '[');
+		for (k = 0; k < st->crash->nframes && k < TM_MAX_FRAMES; k++)
+			if (st->crash->frames[k])
+				mi_val(b, st->crash->frames[k]);
+		mi_close(b, ']');
+		mi_close(b, '}');
+	}
+	if (where && s->have_cur) {
 		mi_kv(b, "thread-id", "1");
 		mi_kv(b, "stopped-threads", "all");
 	}
 	mi_buf_puts(b, "\n");
 	m->stopped = 1;
-	if (!m->in_cmd)
+	if (!m->in_cmd || m->running_sent)
 		emit(b);
+}
+
+/* -target-attach: the model is paused; GDB reports the attach as a stop. */
+void mi_attached(struct mi *m)
+{
+	struct mi_buf sink = { 0 };
+
+	/*
+	 * The model is paused before its next event; taking that event gives
+	 * the stop a frame, which front ends want (GDB's has one).
+	 */
+	m->quiet_stop = 1;
+	if (!m->s->have_cur)
+		(void)mi_cli(m, &sink, "step");
+	m->quiet_stop = 0;
+	mi_buf_free(&sink);
+	mi_buf_reset(&m->err);
+	mi_buf_puts(&m->post, "*stopped");
+	if (m->s->have_cur) {
+		mi_frame(m, &m->post, "frame", 0);
+		mi_kvf(&m->post, "step", "%" PRIu64, m->s->cur.step);
+		mi_kvf(&m->post, "seq", "%" PRIu64, m->s->cur.seq);
+	} else {
+		/* what GDB said before its stops had frames */
+		mi_kv(&m->post, "reason", "signal-received");
+		mi_kv(&m->post, "signal-name", "0");
+		mi_kv(&m->post, "signal-meaning", "Signal 0");
+	}
+	mi_kv(&m->post, "thread-id", "1");
+	mi_kv(&m->post, "stopped-threads", "all");
+	mi_buf_puts(&m->post, "\n");
 }
 
 /* ------------------------------------------------------------- the loop */
@@ -517,6 +953,9 @@ static void mi_handle(struct mi *m, const char *line, size_t len)
 	mi_buf_reset(&m->oob);
 	mi_buf_reset(&m->err);
 	mi_buf_reset(&m->res);
+	mi_buf_reset(&m->post);
+	m->running_sent = 0;
+	m->token[0] = 0;
 	m->stopped = 0;
 	m->undefined = 0;
 	m->klass = NULL;
@@ -524,7 +963,7 @@ static void mi_handle(struct mi *m, const char *line, size_t len)
 	if (mi_parse(line, len, &c, perr, sizeof(perr))) {
 		mi_error(m, "%s", perr);
 		rc = -1;
-	} else if (c.is_cli) {
+	} else if ((memcpy(m->token, c.token, sizeof(m->token)), c.is_cli)) {
 		/* GDB echoes a CLI command given to MI as a log record. */
 		struct mi_buf echo = { 0 };
 
@@ -538,11 +977,33 @@ static void mi_handle(struct mi *m, const char *line, size_t len)
 		if (m->s->quit)
 			m->klass = "exit";
 	} else {
+		/* the parameters' text: GDB hands -exec-arguments' to set args */
+		const char *p = line + strspn(line, "0123456789");
+
+		p += 1 + strcspn(p + 1, " \t");
+		m->raw = p + strspn(p, " \t");
 		rc = mi_dispatch(m, &c);
+		m->raw = NULL;
 	}
 	mi_flush_console(m, 1);
+	pending_sync(m, 0);
+	resume_over(m);
 	m->in_cmd = 0;
-	if (m->stopped) {
+	if (m->running_sent) {
+		/* ^running went out when the live model started: the rest
+		 * (and its errors) follow, and a stop the front end waits for */
+		if (m->err.len)
+			mi_stream(&m->oob, '&', m->err.p, m->err.len);
+		if (!m->stopped) {
+			mi_buf_puts(&m->oob, "*stopped");
+			if (m->s->have_cur)
+				mi_frame(m, &m->oob, "frame", 0);
+			mi_kv(&m->oob, "thread-id", "1");
+			mi_kv(&m->oob, "stopped-threads", "all");
+			mi_buf_puts(&m->oob, "\n");
+		}
+		emit(&m->oob);
+	} else if (m->stopped) {
 		mi_buf_printf(&out, "%s^running\n*running,thread-id=\"all\"\n(gdb) \n",
 			      c.token);
 		emit(&out);
@@ -571,6 +1032,10 @@ static void mi_handle(struct mi *m, const char *line, size_t len)
 	}
 	if (!m->s->quit)
 		fputs("(gdb) \n", stdout);
+	if (m->post.len && !m->s->quit) {
+		emit(&m->post);
+		fputs("(gdb) \n", stdout);
+	}
 	fflush(stdout);
 	mi_buf_free(&out);
 	mi_parse_free(&c);
@@ -590,6 +1055,11 @@ int tm_mi_init(struct tm_session *s, int version)
 	s->out_fn = mi_out_fn;
 	s->on_stop = mi_on_stop;
 	s->on_bp_event = mi_on_bp_event;
+	s->on_resume = mi_on_resume;
+	s->on_inferior = mi_on_inferior;
+	/* The program tmdb starts must not read the front end's commands. */
+	if (tm_live_get(s))
+		s->live->stdin_null = 1;
 	s->set.confirm = 0;
 	s->set.pagination = 0;
 	/* Front ends interrupt with SIGINT (or -exec-interrupt): a long scan
@@ -605,35 +1075,34 @@ int tm_mi_run(struct tm_session *s)
 {
 	struct mi *m = mi_of(s);
 	char *line = NULL;
-	size_t cap = 0;
-	ssize_t n;
+	size_t cap = 0, n;
+	int got;
 
 	if (!m)
 		return 1;
 	mi_flush_console(m, 1);
 	fputs("(gdb) \n", stdout);
 	fflush(stdout);
+	m->in = input_start();
+	if (!m->in) {
+		fputs("&\"Cannot start the input thread.\\n\"\n", stdout);
+		return 1;
+	}
 	while (!s->quit) {
-		errno = 0;
-		n = getline(&line, &cap, stdin);
-		if (n < 0) {
-			if (errno == EINTR && !feof(stdin)) {
-				clearerr(stdin);
-				tm_interrupted = 0;
-				continue;
-			}
+		got = input_line(m->in, &line, &cap, &n);
+		if (got == 0)
 			break;
-		}
-		while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
-			line[--n] = 0;
 		tm_interrupted = 0;
-		if ((size_t)n > MI_LINE_MAX) {
+		if (got == 2) {
 			fputs("^error,msg=\"Command line too long.\"\n(gdb) \n", stdout);
 			fflush(stdout);
 			continue;
 		}
-		mi_handle(m, line, (size_t)n);
+		while (n > 0 && line[n - 1] == '\r')
+			line[--n] = 0;
+		mi_handle(m, line, n);
 	}
+	m->ended = 1;
 	free(line);
 	return s->quit ? s->exit_code : 0;
 }
@@ -648,6 +1117,9 @@ void tm_mi_done(struct tm_session *s)
 	mi_flush_console(m, 1);
 	emit(&m->oob);
 	fflush(stdout);
+	input_stop(m->in);
+	free(m->pend);
+	mi_buf_free(&m->post);
 	mi_vars_free(m);
 	while ((st = m->sets)) {
 		m->sets = st->next;
@@ -665,4 +1137,6 @@ void tm_mi_done(struct tm_session *s)
 	s->out_fn = NULL;
 	s->on_stop = NULL;
 	s->on_bp_event = NULL;
+	s->on_resume = NULL;
+	s->on_inferior = NULL;
 }

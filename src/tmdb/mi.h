@@ -77,6 +77,7 @@ void mi_stream(struct mi_buf *b, char kind, const char *text, size_t n);
 
 struct tm_session;
 struct bp;
+struct mi_input;
 
 /* A variable object (-var-create): re-evaluated on every read. */
 struct mi_var {
@@ -109,6 +110,19 @@ struct mi {
 	unsigned next_var;
 	struct mi_setting *sets;
 	char *exec_args;
+
+	/* live processes (mi.c) */
+	char token[MI_TOKEN_MAX + 1];   /* the running command's */
+	const char *raw;        /* its parameters as written (-exec-arguments) */
+	int quiet_stop;         /* a stop that is not the front end's (attach) */
+	int ended;              /* the command loop is over: no more records */
+	int running_sent;       /* ^running went out before the stop (live) */
+	int exit_known;         /* exit_status is how the program last ended */
+	int exit_status;        /* a wait status */
+	int *pend;              /* numbers of pending breakpoints, to announce */
+	size_t npend, cappend;  /* their resolution with =breakpoint-modified */
+	struct mi_input *in;    /* the stdin reader thread */
+	struct mi_buf post;     /* records after the result and its prompt */
 };
 
 /* mi.c: helpers for the commands */
@@ -120,6 +134,10 @@ int mi_frame(struct mi *m, struct mi_buf *b, const char *key, size_t level);
 void mi_bkpt(struct mi *m, struct mi_buf *b, const char *key, struct bp *bp);
 void mi_tensor(struct mi *m, struct mi_buf *b, const char *key);
 void mi_flush_console(struct mi *m, int all);
+/* 1 when the session's probe is a live process */
+int mi_is_live(struct mi *m);
+/* A record for after the result: *stopped once attached (-target-attach). */
+void mi_attached(struct mi *m);
 
 /* mi-cmds.c */
 int mi_dispatch(struct mi *m, struct mi_parse *c);

@@ -87,6 +87,12 @@ struct remote {
 	char end_note[256];
 	struct mirror *mir;     /* breakpoints as the probe has them */
 	size_t nmir;
+
+	/* record FILE: the history so far, then each record as it comes */
+	tm_writer *rec;
+	char *rec_path;
+	uint64_t rec_events;
+	char rec_note[512];     /* why recording stopped on its own */
 };
 
 /* A breakpoint mirrored to the probe: what tmdb asked, what the probe took. */
@@ -154,6 +160,28 @@ static struct hrec *hrec_new(struct remote *rp)
 	return &rp->recs[rp->n];
 }
 
+/* ------------------------------------------------------------- record FILE */
+
+static int rec_write(tm_writer *w, const struct hrec *h)
+{
+	if (h->type == TM_REC_EVENT)
+		return tm_writer_event(w, &h->u.event);
+	if (h->type == TM_REC_GAP)
+		return tm_writer_gap(w, &h->u.gap);
+	return tm_writer_crash(w, &h->u.crash);
+}
+
+/* A write failed (disk full): stop recording, keep debugging. */
+static void rec_fail(struct remote *rp, int err)
+{
+	snprintf(rp->rec_note, sizeof(rp->rec_note), "Recording to %.400s stopped: %s.",
+		 rp->rec_path, tm_strerror(err));
+	tm_writer_abandon(rp->rec);
+	rp->rec = NULL;
+	free(rp->rec_path);
+	rp->rec_path = NULL;
+}
+
 /* Keeps one record frame: nodes into the table, the rest into the history. */
 static int take_record(struct remote *rp, const struct tm_frame *f)
 {
@@ -181,7 +209,15 @@ static int take_record(struct remote *rp, const struct tm_frame *f)
 		rp->have_meta = 1;
 		return TM_OK;
 	case TM_REC_NODE:
-		return tm_nodetab_put(rp->nodes, &rec.u.node);
+		err = tm_nodetab_put(rp->nodes, &rec.u.node);
+		if (!err && rp->rec) {
+			uint32_t id;
+			int werr = tm_writer_node(rp->rec, &rec.u.node, &id);
+
+			if (werr)
+				rec_fail(rp, werr);
+		}
+		return err;
 	case TM_REC_EVENT:
 	case TM_REC_GAP:
 	case TM_REC_CRASH:
@@ -205,6 +241,13 @@ static int take_record(struct remote *rp, const struct tm_frame *f)
 			h->u.crash.frames[i] = dup0(rec.u.crash.frames[i]);
 	}
 	rp->n++;
+	if (rp->rec) {
+		err = rec_write(rp->rec, h);
+		if (err)
+			rec_fail(rp, err);
+		else if (h->type == TM_REC_EVENT)
+			rp->rec_events++;
+	}
 	return TM_OK;
 }
 
@@ -547,6 +590,77 @@ static int remote_set_level(struct tm_probe *p, const char *pattern, int level)
 	return request(rp, m, CONNECT_TIMEOUT_MS);
 }
 
+/*
+ * record FILE: writes the metadata, the nodes and the history received so
+ * far into a new .tmrun, then every record as it arrives, until record
+ * stop (path NULL) or the end of the session.
+ */
+static int remote_record(struct tm_probe *p, const char *path)
+{
+	struct remote *rp = impl(p);
+	tm_writer *w = NULL;
+	uint32_t i, n, id;
+	size_t k;
+	int err;
+
+	if (!path) {
+		if (!rp->rec)
+			return TM_ERR_INVALID_ARG;
+		err = tm_writer_close(rp->rec);
+		rp->rec = NULL;
+		snprintf(rp->detail, sizeof(rp->detail), "%.400s", rp->rec_path);
+		free(rp->rec_path);
+		rp->rec_path = NULL;
+		return err;
+	}
+	if (rp->rec) {
+		snprintf(rp->detail, sizeof(rp->detail), "already recording to %.400s",
+			 rp->rec_path);
+		return TM_ERR_INVALID_ARG;
+	}
+	err = tm_writer_open(path, NULL, &w);
+	if (err) {
+		snprintf(rp->detail, sizeof(rp->detail), "%.400s: %s", path,
+			 w ? tm_writer_detail(w) : tm_strerror(err));
+		tm_writer_abandon(w);
+		return err;
+	}
+	if (rp->have_meta)
+		err = tm_writer_meta(w, &rp->meta);
+	n = tm_nodetab_count(rp->nodes);
+	for (i = 0; !err && i < n; i++)
+		err = tm_writer_node(w, tm_nodetab_get(rp->nodes, i), &id);
+	rp->rec_events = 0;
+	for (k = 0; !err && k < rp->n; k++) {
+		err = rec_write(w, &rp->recs[k]);
+		if (rp->recs[k].type == TM_REC_EVENT)
+			rp->rec_events++;
+	}
+	if (!err)
+		err = tm_writer_flush(w);
+	if (err) {
+		snprintf(rp->detail, sizeof(rp->detail), "%.400s: %s", path,
+			 tm_strerror(err));
+		tm_writer_abandon(w);
+		return err;
+	}
+	rp->rec = w;
+	rp->rec_path = strdup(path);
+	rp->rec_note[0] = 0;
+	return TM_OK;
+}
+
+/* What record is doing, for the record command's messages. */
+const char *tm_probe_remote_recording(struct tm_probe *p, uint64_t *events,
+				      const char **note)
+{
+	struct remote *rp = impl(p);
+
+	*events = rp->rec_events;
+	*note = rp->rec_note[0] ? rp->rec_note : NULL;
+	return rp->rec ? rp->rec_path : NULL;
+}
+
 static int remote_capture(struct tm_probe *p, uint32_t node, struct tm_slot slot)
 {
 	struct remote *rp = impl(p);
@@ -601,6 +715,11 @@ static void remote_detach(struct tm_probe *p)
 	}
 	if (rp->fd >= 0)
 		close(rp->fd);
+	if (rp->rec) {
+		/* the end of the session ends the recording: a whole file */
+		tm_writer_close(rp->rec);
+		free(rp->rec_path);
+	}
 	for (i = 0; i < rp->n; i++)
 		hrec_free(&rp->recs[i]);
 	free(rp->recs);
@@ -763,6 +882,7 @@ static const struct tm_probe_ops remote_ops = {
 	.detach = remote_detach,
 	.flow = remote_flow,
 	.set_level = remote_set_level,
+	.record = remote_record,
 };
 
 uint32_t tm_probe_remote_pid(struct tm_probe *p)

@@ -104,6 +104,12 @@ struct tm_probe_ops {
 	 * whose levels were fixed when it was recorded).
 	 */
 	int (*set_level)(struct tm_probe *p, const char *pattern, int level);
+	/*
+	 * Saves what a live probe sent so far as a .tmrun, and then each
+	 * record as it arrives; path NULL stops (live only, NULL for a
+	 * replay).
+	 */
+	int (*record)(struct tm_probe *p, const char *path);
 };
 
 struct tm_probe {

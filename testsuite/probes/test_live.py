@@ -272,3 +272,30 @@ def test_capture_and_level_live(tmp_path):
     assert "Breakpoint 2, model.0 (grad_out) at step 1, bwd" in out, out
     assert "$1 = 64" in out, out
     assert "Usage: level [PATTERN] N" in tm.stderr + out
+
+
+def test_record_live_history(tmp_path):
+    """`record FILE` saves what the live process sent so far and what it
+    sends next: the file equals the probe's own recording of the run."""
+    script = tmp_path / "train.py"
+    script.write_text(_TRAIN)
+    saved, probe_trace = tmp_path / "saved.tmrun", tmp_path / "probe.tmrun"
+    env = dict(os.environ, TENSORMORPH_RECORD=str(probe_trace))
+    tm = _tmdb(["-ex", "break model.2", "-ex", "run", "-ex", "record", "-ex", f"record {saved}",
+                "-ex", "delete", "-ex", "continue", "-ex", "record", "-ex", "record stop",
+                "-ex", "record stop", "--args", sys.executable, str(script)], env=env,
+               timeout=120)
+    out = tm.stdout + tm.stderr
+    assert "Not recording." in out, out
+    assert re.search(rf"Recording to {re.escape(str(saved))}: the 7 events received so far",
+                     out), out
+    assert re.search(r"Recording stopped: .*saved\.tmrun, 48 events\.", out), out
+    _, ev_saved, gaps = read(str(saved))
+    _, ev_probe, _ = read(str(probe_trace))
+    assert not gaps
+    assert [(e.seq, e.node, e.kind) for e in ev_saved] == [
+        (e.seq, e.node, e.kind) for e in ev_probe]
+    assert [t.stats for e in ev_saved for t in e.tensors] == [
+        t.stats for e in ev_probe for t in e.tensors]
+    replay = _tmdb(["-ex", "record foo.tmrun", str(saved)])
+    assert "The trace is a recording already" in replay.stderr + replay.stdout

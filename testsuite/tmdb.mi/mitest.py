@@ -14,6 +14,11 @@ directory:
                # ARGS: ARGS    tmdb arguments (default: -nx -q
                                --interpreter=mi %t)
                # EXIT: N       expected exit status (default 0)
+               # SH: CMD       a shell command run in the work directory
+                               before tmdb starts (a live model to attach
+                               to: ../../lib/livemodel SOCKET)
+           Live tests start lib/livemodel as ../../lib/livemodel (the work
+           directory is tmdb.mi/NAME.work in the testsuite build tree).
 *.pygdbmi  Python scripts run with --tmdb TMDB --trace TRACE --work DIR
            (a second, independent MI client: pygdbmi).  77 means skipped.
 """
@@ -49,12 +54,15 @@ def make_trace(mktrace: str, model: str, work: str, args: str) -> str:
 def run_mi(test: str, tmdb: str, mktrace: str, model: str, work: str) -> int:
     trace_args, tmdb_args, want_exit = "", "-nx -q --interpreter=mi %t", 0
     inputs: list[str] = []
+    setup: list[str] = []
     with open(test, encoding="utf-8") as fp:
         for line in fp:
             line = line.rstrip("\n")
-            m = re.match(r"^#\s*(TRACE|ARGS|EXIT):(.*)$", line)
+            m = re.match(r"^#\s*(TRACE|ARGS|EXIT|SH):(.*)$", line)
             if m:
-                if m.group(1) == "TRACE":
+                if m.group(1) == "SH":
+                    setup.append(m.group(2).strip())
+                elif m.group(1) == "TRACE":
                     trace_args = m.group(2).strip()
                 elif m.group(1) == "ARGS":
                     tmdb_args = m.group(2).strip()
@@ -67,6 +75,11 @@ def run_mi(test: str, tmdb: str, mktrace: str, model: str, work: str) -> int:
     inputs = [i.replace("%t", trace).replace("%w", work) for i in inputs]
     args = shlex.split(tmdb_args.replace("%t", trace).replace("%w", work))
     env = dict(os.environ, HOME=work, LC_ALL="C")
+    for cmd in setup:
+        r = subprocess.run(cmd, shell=True, cwd=work, env=env, timeout=60)
+        if r.returncode != 0:
+            print(f"{test}: setup command failed ({r.returncode}): {cmd}")
+            return 1
     try:
         r = subprocess.run([tmdb, *args], input="".join(i + "\n" for i in inputs).encode(),
                            cwd=work, env=env, stdout=subprocess.PIPE,
