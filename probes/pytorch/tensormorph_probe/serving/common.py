@@ -1,0 +1,468 @@
+"""What the vLLM and SGLang plugins share: one tensormorph_probe.Probe per
+worker (tensor-parallel rank), its socket, its run metadata, the eager-mode
+check, the request ids of each step and the pause policy (doc/serving.md).
+
+A server is not a training script: it runs for days, answers other people's
+requests, and its model is compiled and replayed through CUDA graphs unless
+told otherwise.  So a serving probe
+  - is started only on request (TENSORMORPH_LISTEN or TENSORMORPH_RECORD),
+    once per process whatever the number of plugin loads;
+  - says loudly, at attach and again after the first forward, when the
+    model does not run eagerly: module hooks then record nothing;
+  - keeps one step per model forward (a batch of requests), and the ids of
+    the requests of each step, since requests are the time axis of a server;
+  - does not let a debugger pause the server unless the user asked for it
+    (TENSORMORPH_SERVING_PAUSE=SECONDS), and then for at most that long per
+    stop: libtensormorph has no "record and notify" breakpoints yet, so a
+    breakpoint always blocks the model thread until the debugger resumes.
+
+Everything that observes the model is tensormorph_probe.Probe; this module
+only decides when and how to start it.
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import functools
+import json
+import os
+import socket
+import stat
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .. import _lib
+from .._flatten import FLATTEN_RULE
+from ..probe import Probe, ProbeError
+
+ENV_LISTEN = "TENSORMORPH_LISTEN"
+ENV_WAIT = "TENSORMORPH_WAIT"
+ENV_LEVEL = "TENSORMORPH_LEVEL"
+ENV_RECORD = "TENSORMORPH_RECORD"
+ENV_PAUSE = "TENSORMORPH_SERVING_PAUSE"
+ENV_STRICT = "TENSORMORPH_SERVING_STRICT"
+
+MAX_REQUESTS_PER_STEP = 1024        # ids kept per step; more are counted, not kept
+MAX_REQUEST_ID = 256                # characters kept of one id
+REQUEST_HISTORY = 4096              # steps kept in memory for requests_at()
+
+
+def _say(msg: str) -> None:
+    print(f"tensormorph-probe: {msg}", file=sys.stderr, flush=True)
+
+
+def requested(env: Mapping[str, str] | None = None) -> bool:
+    """Whether the environment asks for a serving probe at all."""
+    env = os.environ if env is None else env
+    return env.get(ENV_LISTEN, "0") not in ("", "0") or bool(env.get(ENV_RECORD))
+
+
+def pause_timeout(env: Mapping[str, str] | None = None) -> float | None:
+    """TENSORMORPH_SERVING_PAUSE: None when real pauses were not asked for,
+    else the most seconds one stop may hold the server (> 0)."""
+    env = os.environ if env is None else env
+    v = env.get(ENV_PAUSE, "")
+    if v in ("", "0"):
+        return None
+    try:
+        t = float(v)
+    except ValueError:
+        raise ValueError(f"{ENV_PAUSE} must be a number of seconds, got {v!r}") from None
+    if not t > 0 or t != t or t == float("inf"):
+        raise ValueError(f"{ENV_PAUSE} must be a finite number of seconds > 0, got {v!r}")
+    return t
+
+
+@dataclass
+class Worker:
+    """What a plugin found out about the worker it runs in."""
+    framework: str                   # "vllm" | "sglang"
+    model: torch.nn.Module
+    rank: int                        # global rank of this worker
+    world_size: int                  # workers in the server (tp * pp * dp)
+    tp_rank: int = 0
+    tp_size: int = 1
+    # reasons the model does not run eagerly (empty: eager)
+    not_eager: list[str] = field(default_factory=list)
+    # the request ids of the batch about to run, from the root forward's
+    # arguments; None where the framework does not expose them
+    request_ids: Callable[[tuple[Any, ...], dict[str, Any]], Sequence[str] | None] | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+class ServingProbe(Probe):
+    """A tensormorph_probe.Probe whose run metadata names the serving
+    framework and the worker's rank (tmdb's `info probe`: "Recorded by: vllm
+    probe, ..., rank 1 of 2"; the pairs `serving.*` say the rest)."""
+
+    def __init__(self, worker: Worker, pairs: Sequence[tuple[str, str]], *args: Any,
+                 **kwargs: Any) -> None:
+        self._worker = worker
+        self._serving_pairs = list(pairs)
+        super().__init__(worker.model, *args, **kwargs)
+
+    def _write_meta(self) -> None:
+        # Probe._write_meta takes kind and rank from the environment (RANK,
+        # WORLD_SIZE), which servers do not set for their workers.
+        w = self._worker
+        meta = _lib.RunMeta()
+        meta.probe_kind = w.framework.encode()
+        meta.default_level = self.level
+        meta.torch_version = torch.__version__.encode()
+        meta.host = socket.gethostname().encode()
+        meta.start_unix_ns = time.time_ns()
+        meta.rank = w.rank
+        meta.world_size = w.world_size
+        meta.command = " ".join(sys.argv).encode()
+        pairs = [("nodes", ",".join(self._patterns)), ("flatten", FLATTEN_RULE)]
+        pairs += [(f"level:{p}", str(lv)) for p, lv in self._levels.items()]
+        pairs += self._serving_pairs
+        pairs = pairs[: _lib.TM_META_MAX_PAIRS]
+        keep = [(k.encode(), v.encode()) for k, v in pairs]     # alive until the call returns
+        meta.npairs = len(keep)
+        for i, (k, v) in enumerate(keep):
+            meta.keys[i] = k
+            meta.values[i] = v
+        err = self._lib.tm_recorder_meta(self._rec, ctypes.byref(meta))
+        if err:
+            raise ProbeError(f"run metadata: {_lib.strerror(err)}")
+
+
+def _clip(rid: Any) -> str:
+    s = rid if isinstance(rid, str) else str(rid)
+    return s[:MAX_REQUEST_ID]
+
+
+class Session:
+    """The serving probe of one worker: the Probe, its socket, the request
+    log and the pause watchdog."""
+
+    def __init__(self, worker: Worker, probe: Probe, requests_path: str | None,
+                 pause: float | None) -> None:
+        self.worker = worker
+        self.probe = probe
+        self.address: str | None = None
+        self.requests_path = requests_path
+        self.pause = pause
+        self.forwards = 0
+        self._history: collections.deque[tuple[int, list[str], int]] = collections.deque(
+            maxlen=REQUEST_HISTORY)
+        self._log = None
+        self._in_forward = 0
+        self._inner_calls = 0
+        self._warned_hooks = False
+        self._stop = threading.Event()
+        self._watchdog: threading.Thread | None = None
+        self.released = 0               # stops ended by the pause timeout
+        m = worker.model
+        # _enter runs before the probe's hooks (a stop at the root's own
+        # ENTER event is inside the forward for the watchdog), _root_pre
+        # after them (the probe has moved step_count to this forward's step)
+        self._handles = [
+            m.register_forward_pre_hook(self._enter, prepend=True),
+            m.register_forward_pre_hook(self._root_pre, with_kwargs=True),
+            # always_call: a forward that raises still leaves the forward
+            m.register_forward_hook(self._root_post, always_call=True),
+        ]
+        leaf = _first_leaf(worker.model)
+        if leaf is not None:
+            self._handles.append(leaf.register_forward_pre_hook(self._leaf_pre))
+
+    # --------------------------------------------------------- per forward
+
+    def _enter(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
+        self._in_forward += 1
+
+    def _root_pre(self, module: torch.nn.Module, args: tuple[Any, ...],
+                  kwargs: dict[str, Any]) -> None:
+        ids: Sequence[str] | None = None
+        fn = self.worker.request_ids
+        if fn is not None:
+            try:
+                ids = fn(args, kwargs)
+            except Exception as exc:         # never break the server for a log line
+                ids = None
+                if self.forwards == 0:
+                    _say(f"rank {self.worker.rank}: cannot read request ids: {exc}")
+        if ids is not None:
+            n = len(ids)
+            kept = [_clip(r) for r in list(ids)[:MAX_REQUESTS_PER_STEP]]
+            step = self.probe.step_count
+            self._history.append((step, kept, n))
+            if self._log is None and self.requests_path:
+                self._log = open(self.requests_path, "a", encoding="utf-8")  # noqa: SIM115
+            if self._log is not None:
+                self._log.write(json.dumps({"step": step, "requests": kept, "count": n}) + "\n")
+                self._log.flush()
+
+    def _leaf_pre(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
+        self._inner_calls += 1
+
+    def _root_post(self, module: torch.nn.Module, args: tuple[Any, ...], out: Any) -> None:
+        self._in_forward = max(0, self._in_forward - 1)
+        self.forwards += 1
+        if not self._warned_hooks and self._inner_calls == 0:
+            # The root was called but none of its modules: the body ran as a
+            # compiled graph.  Recording root calls only is not what anyone asked.
+            self._warned_hooks = True
+            _say(f"WARNING: rank {self.worker.rank}: the model's forward ran but none of "
+                 "its modules was called: it runs compiled (torch.compile / CUDA graphs), "
+                 "so module breakpoints and traces see nothing.  Restart the server in "
+                 "eager mode (see doc/serving.md).")
+
+    def requests_at(self, step: int) -> list[str] | None:
+        """The request ids of step (one model forward), while still kept."""
+        for s, ids, _ in reversed(self._history):
+            if s == step:
+                return list(ids)
+        return None
+
+    # --------------------------------------------------------- pauses
+
+    def _debugger_subscribed(self) -> bool:
+        live = getattr(self.probe, "_live", None)
+        return bool(live is not None and live.value & 1)
+
+    def _next_seq(self) -> int:
+        return int(self.probe.stats()["next_seq"])
+
+    def start_watchdog(self) -> None:
+        """A stop that holds the model longer than self.pause seconds is
+        ended by cutting the debugger's connection: the server then takes
+        the path of a debugger that died (the model resumes, recording goes
+        on, tmdb says the probe went away)."""
+        if self.pause is None or self._watchdog is not None:
+            return
+        t = threading.Thread(target=self._watch, name="tensormorph-pause-watchdog",
+                             daemon=True)
+        self._watchdog = t
+        t.start()
+
+    def _watch(self) -> None:
+        assert self.pause is not None
+        tick = min(0.25, self.pause / 4)
+        last, since = -1, time.monotonic()
+        while not self._stop.wait(tick):
+            try:
+                seq = self._next_seq()
+            except Exception:
+                return
+            now = time.monotonic()
+            stalled = self._in_forward and self._debugger_subscribed()
+            if seq != last or not stalled:
+                last, since = seq, now
+                continue
+            if now - since >= self.pause:
+                if self.address and cut_debugger(self.address):
+                    self.released += 1
+                    _say(f"rank {self.worker.rank}: a debugger stop held the server for "
+                         f"{self.pause:g} s ({ENV_PAUSE}); the debugger was disconnected "
+                         "and the server runs on")
+                last, since = -1, now
+
+    # --------------------------------------------------------- end
+
+    def close(self) -> None:
+        self._stop.set()
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+        try:
+            self.probe.close()
+        finally:
+            if self._log is not None:
+                self._log.close()
+                self._log = None
+
+
+def route_forward_through_hooks(model: torch.nn.Module) -> None:
+    """Makes model.forward(...) called from outside (SGLang's runners do
+    that, bypassing Module.__call__) run as model(...), so that the root's
+    hooks fire: the probe's ENTER/EXIT of `model`, its step counting (one
+    step per root call) and the session's request ids.  Inside the call,
+    forward is the class's own; inspect.signature still sees it."""
+    if getattr(model.forward, "_tensormorph", False):
+        return
+    orig = model.forward
+    inside = threading.local()
+
+    @functools.wraps(orig)
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        if getattr(inside, "on", False):
+            return orig(*args, **kwargs)
+        inside.on = True
+        try:
+            return model(*args, **kwargs)
+        finally:
+            inside.on = False
+
+    forward._tensormorph = True             # type: ignore[attr-defined]
+    model.forward = forward                 # type: ignore[method-assign]
+
+
+def _first_leaf(model: torch.nn.Module) -> torch.nn.Module | None:
+    """The first module without children inside model (not model itself)."""
+    for _, m in model.named_modules():
+        if m is not model and next(iter(m.children()), None) is None:
+            return m
+    return None
+
+
+def cut_debugger(address: str) -> bool:
+    """Shuts down this process's accepted connection on the probe socket at
+    address (the debugger's), found among our own file descriptors.  Only
+    the connection is shut down: the listening socket stays, so a debugger
+    can attach again."""
+    done = False
+    try:
+        fds = os.listdir("/proc/self/fd")
+    except OSError:
+        return False
+    for name in fds:
+        try:
+            fd = int(name)
+            if not os.readlink(f"/proc/self/fd/{fd}").startswith("socket:"):
+                continue
+            if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+                continue
+            s = socket.socket(fileno=os.dup(fd))
+        except (OSError, ValueError):
+            continue
+        try:
+            if (s.family == socket.AF_UNIX and s.getsockname() == address and
+                    not s.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)):
+                s.shutdown(socket.SHUT_RDWR)
+                done = True
+        except OSError:
+            pass
+        finally:
+            s.close()
+    return done
+
+
+def _listen_path(value: str, worker: Worker) -> str | None:
+    """TENSORMORPH_LISTEN: "1" is the default socket (PID.sock in the
+    private socket directory, one per worker process); an existing directory
+    gets FRAMEWORK-rankR-PID.sock in it; a path is used as is by a server of
+    one worker and gets .rankR appended otherwise."""
+    if value == "1":
+        return None
+    if os.path.isdir(value):
+        return os.path.join(value, f"{worker.framework}-rank{worker.rank}-{os.getpid()}.sock")
+    if worker.world_size > 1:
+        return f"{value}.rank{worker.rank}"
+    return value
+
+
+def _record_path(value: str, worker: Worker) -> str:
+    if worker.world_size <= 1:
+        return value
+    stem, ext = os.path.splitext(value)
+    return f"{stem}.rank{worker.rank}{ext or '.tmrun'}"
+
+
+_sessions: dict[int, Session] = {}
+_lock = threading.Lock()
+
+
+def session_of(model: torch.nn.Module) -> Session | None:
+    return _sessions.get(id(model))
+
+
+def start(worker: Worker, env: Mapping[str, str] | None = None, *,
+          level: int | None = None, record: str | None = None, listen: str | None = None,
+          pause: float | None = None) -> Session | None:
+    """Starts the serving probe of this worker as the environment (or the
+    arguments, which win) asks; returns None when nothing was asked.  A
+    second call for the same model returns the first session."""
+    env = os.environ if env is None else env
+    with _lock:
+        old = _sessions.get(id(worker.model))
+        if old is not None:
+            return old
+        listen = listen if listen is not None else env.get(ENV_LISTEN, "0")
+        if listen in ("", "0"):
+            listen = None
+        record = record if record is not None else (env.get(ENV_RECORD) or None)
+        if listen is None and record is None:
+            return None
+        if level is None:
+            lv = env.get(ENV_LEVEL, "1")
+            if lv not in ("0", "1", "2", "3"):
+                raise ValueError(f"{ENV_LEVEL} must be 0..3, got {lv!r}")
+            level = int(lv)
+        if pause is None:
+            pause = pause_timeout(env)
+        who = f"{worker.framework} rank {worker.rank} of {worker.world_size}"
+
+        if worker.not_eager:
+            msg = (f"WARNING: {who}: the model does not run eagerly ("
+                   + "; ".join(worker.not_eager) + "): forward hooks do not fire inside "
+                   "torch.compile'd code or CUDA graph replays, so breakpoints and traces "
+                   "would see nothing.  Restart in eager mode (doc/serving.md).")
+            if env.get(ENV_STRICT, "0") not in ("", "0"):
+                raise ProbeError(msg.replace("WARNING: ", "") + f" ({ENV_STRICT} is set)")
+            _say(msg)
+
+        if listen is not None and pause is None:
+            _say(f"{who}: not listening for a debugger: a breakpoint would pause the "
+                 "whole server until the debugger resumes it (libtensormorph has no "
+                 f"record-and-notify breakpoints yet).  Set {ENV_PAUSE}=SECONDS to allow "
+                 "real pauses of at most that long each.")
+            listen = None
+            if record is None:
+                return None
+
+        pairs = [("serving", worker.framework), ("serving.rank", str(worker.rank)),
+                 ("serving.world_size", str(worker.world_size)),
+                 ("serving.tp_rank", str(worker.tp_rank)),
+                 ("serving.tp_size", str(worker.tp_size)),
+                 ("serving.pid", str(os.getpid())),
+                 ("serving.eager", "yes" if not worker.not_eager
+                  else "no: " + "; ".join(worker.not_eager)),
+                 ("serving.pause", "off" if pause is None else f"{pause:g} s"),
+                 ("serving.step", "one model forward")]
+        pairs += [(f"serving.{k}", v) for k, v in worker.extra.items()]
+        rec = _record_path(record, worker) if record else None
+        probe = ServingProbe(worker, pairs, level, rec)
+        requests_path = None
+        try:
+            if rec:
+                requests_path = os.path.splitext(rec)[0] + ".requests.jsonl"
+            s = Session(worker, probe, None, pause)
+            if listen is not None:
+                wait = env.get(ENV_WAIT)
+                try:
+                    seconds = float(wait) if wait else None
+                except ValueError:
+                    raise ValueError(f"{ENV_WAIT} must be a number of seconds, "
+                                     f"got {wait!r}") from None
+                _say(f"{who}: breakpoints will pause the server for at most {pause:g} s "
+                     "each")
+                s.start_watchdog()
+                # the probe's banner names the socket before any wait
+                s.address = probe.listen(_listen_path(listen, worker), seconds)
+                if requests_path is None:
+                    requests_path = os.path.splitext(s.address)[0] + ".requests.jsonl"
+            s.requests_path = requests_path if worker.request_ids is not None else None
+        except BaseException:
+            probe.close()
+            raise
+        _sessions[id(worker.model)] = s
+        return s
+
+
+def stop(model: torch.nn.Module) -> bool:
+    with _lock:
+        s = _sessions.pop(id(model), None)
+    if s is None:
+        return False
+    s.close()
+    return True
