@@ -581,6 +581,16 @@ const struct cmd_entry cmd_quit_entry = {
 	.exec = cmd_quit_exec, .klass = "support",
 };
 
+/* "WHAT [ARG]: why." from the probe's own words, or the code's. */
+static int probe_refused(struct tm_session *s, const char *what, const char *arg, int err)
+{
+	const char *why = s->probe->ops->detail(s->probe);
+
+	tm_error(s, "%s%s%s: %s.", what, arg ? " " : "", arg ? arg : "",
+		 why[0] ? why : tm_strerror(err));
+	return -1;
+}
+
 static int cmd_capture_exec(struct tm_session *s, const char *args, int from_tty)
 {
 	struct tm_probe_info pi;
@@ -630,12 +640,8 @@ static int cmd_capture_exec(struct tm_session *s, const char *args, int from_tty
 		return -1;
 	}
 	err = s->probe->ops->capture(s->probe, node, slot);
-	if (err) {
-		tm_error(s, "Cannot capture %s: %s.", args,
-			 s->probe->ops->detail(s->probe)[0] ?
-			 s->probe->ops->detail(s->probe) : tm_strerror(err));
-		return -1;
-	}
+	if (err)
+		return probe_refused(s, "Cannot capture", args, err);
 	tm_slot_format(slot, sb, sizeof(sb));
 	tm_out(s, "Will capture %s:%s at its next call.\n", tm_node_name(s, node), sb);
 	return 0;
@@ -688,10 +694,8 @@ static int cmd_record_exec(struct tm_session *s, const char *args, int from_tty)
 		return 0;
 	}
 	err = s->probe->ops->record(s->probe, args);
-	if (err) {
-		tm_error(s, "Cannot record: %s.", s->probe->ops->detail(s->probe));
-		return -1;
-	}
+	if (err)
+		return probe_refused(s, "Cannot record", NULL, err);
 	tm_probe_remote_recording(s->probe, &events, &note);
 	tm_out(s, "Recording to %s: the %" PRIu64 " events received so far, and what comes "
 	       "next.\n", args, events);
@@ -748,12 +752,8 @@ static int cmd_level_exec(struct tm_session *s, const char *args, int from_tty)
 		tm_address_free(a);
 	}
 	err = s->probe->ops->set_level(s->probe, pattern, level);
-	if (err) {
-		tm_error(s, "Cannot set the level: %s.",
-			 s->probe->ops->detail(s->probe)[0] ?
-			 s->probe->ops->detail(s->probe) : tm_strerror(err));
-		return -1;
-	}
+	if (err)
+		return probe_refused(s, "Cannot set the level", NULL, err);
 	tm_out(s, "Probe level %d for %s, from their next call.\n", level,
 	       plen ? pattern : "every node");
 	return 0;
