@@ -347,3 +347,26 @@ def test_module_names_that_are_not_address_segments(trace_path):
             "model.blocks.conv_1.weight", "model.blocks.conv_1_2.weight"} <= set(nodes)
     exits = [e.node for e in events if e.kind == "exit"]
     assert exits == ["model.blocks.conv_1", "model.blocks.conv_1_2", "model.blocks.b_c", "model"]
+
+
+def test_forked_child_records_nothing(trace_path):
+    """A fork() child (a DataLoader worker) that calls the model records
+    nothing into the parent's trace and leaves it whole."""
+    model = MLP()
+    x = torch.randn(2, 8)
+    probe = tp.attach(model, level=1, record=trace_path)
+    model(x)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            model(x)
+            model(x)
+        finally:
+            os._exit(0 if not model.fc1._forward_hooks else 3)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    model(x)
+    probe.close()
+    _, events, gaps = read(trace_path)
+    assert not gaps
+    assert len(events) == 2 * 10        # two parent calls: 5 modules, ENTER and EXIT

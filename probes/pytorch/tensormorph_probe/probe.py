@@ -60,7 +60,10 @@ _EVENT_PACK = _lib.EVENT_STRUCT.pack_into
 _TENSOR_PACK = [p.pack_into for p in _lib.TENSOR_PACK]
 _STRIDED = torch.strided
 _SLOT_PACK = struct.Struct("<H").pack_into
-_REUSE_MIN = 2048                   # elements: below this, reading is cheaper than looking up
+# elements, by level: below this, reading the data again is cheaper than
+# looking the tensor up (level 1 reads about 0.5 ns an element, level 2 four
+# times that; a lookup that misses costs about half a microsecond)
+_REUSE_MIN = (1 << 62, 4096, 1024, 1024)
 _now = time.monotonic_ns
 _Tensor = torch.Tensor
 _TSIZE = _lib.TENSOR_SIZE
@@ -198,8 +201,8 @@ class Probe:
         self._dev_capture: list[tuple[int, torch.Tensor]] = []
         self._keep: list[torch.Tensor] = []
         self._dtypes: dict[torch.dtype, int] = {}
-        self._seen: dict[tuple[Any, ...],
-                         tuple[int, weakref.ref[torch.Tensor], tuple[int, ...]]] = {}
+        # id(tensor) -> (index, weak ref, version, address, shape, dtype, level, strides)
+        self._seen: dict[int, tuple[Any, ...]] = {}
         self.reused = 0                 # tensor summaries copied, not recomputed
 
         self.step_count = 0
@@ -226,6 +229,7 @@ class Probe:
         ref = weakref.ref(self)
         self._atexit = functools.partial(_close_ref, ref)
         atexit.register(self._atexit)
+        os.register_at_fork(after_in_child=functools.partial(_forked_ref, ref))
 
     # ------------------------------------------------------------ setup
 
@@ -440,8 +444,8 @@ class Probe:
                 # a large tensor seen before in this batch (an input that is
                 # the last output, a container's output that is its last
                 # child's): copy its summary rather than read it again
-                if numel >= _REUSE_MIN and self._reuse(idx, x, shape, dt, slot_kind,
-                                                       slot_index, level):
+                if numel >= _REUSE_MIN[level] and self._reuse(
+                        idx, x, x.data_ptr(), shape, dt, slot_kind, slot_index, level):
                     return 0
                 # no detach: only the address is read, and only now
                 if x.is_contiguous():
@@ -470,22 +474,27 @@ class Probe:
                            0, 0, *shape)
         return 1 if data else 0
 
-    def _reuse(self, idx: int, x: torch.Tensor, shape: Any, dt: torch.dtype, slot_kind: int,
-               slot_index: int, level: int) -> bool:
+    def _reuse(self, idx: int, x: torch.Tensor, data: int, shape: Any, dt: torch.dtype,
+               slot_kind: int, slot_index: int, level: int) -> bool:
         """At level >= 2 most inputs are the previous call's output and most
         grad_in are the next call's grad_out; at any level a container's
-        output is its last child's: the same tensor, unchanged (same version
-        counter).  Their summary is copied within the batch
-        instead of reading the data again.  The weak reference makes sure the
-        address was not freed and reused by another tensor; the strides are
-        compared only on a hit (most lookups miss)."""
+        output is its last child's: the same tensor object, unchanged (same
+        version counter).  Their summary is copied within the batch instead
+        of reading the data again.  Tensors are looked up by id(): the weak
+        reference makes sure it is still the same object, and address,
+        shape, strides, dtype and level are compared on a hit (`x.data = y`
+        keeps the object and its version); a view of the same data is
+        another object and is read again, with the same result."""
         if x.is_inference():
             return False    # no version counter: an in-place change is invisible
-        key = (x.data_ptr(), x._version, shape, dt, level)
         seen = self._seen
+        key = id(x)
         hit = seen.get(key)
-        if hit is None or hit[1]() is None or hit[2] != x.stride():
-            seen[key] = (idx, _wref(x), x.stride())
+        version = x._version
+        if (hit is None or hit[1]() is not x or hit[2] != version or hit[3] != data
+                or hit[4] != shape or hit[5] is not dt or hit[6] != level
+                or hit[7] != x.stride()):
+            seen[key] = (idx, _wref(x), version, data, shape, dt, level, x.stride())
             return False
         tbuf = self._tbuf
         off = idx * _TSIZE
@@ -791,6 +800,24 @@ def _close_ref(ref: weakref.ref[Probe]) -> None:
     p = ref()
     if p is not None:
         p.close()
+
+
+def _forked_ref(ref: weakref.ref[Probe]) -> None:
+    """In a child of fork() (DataLoader workers): the recorder, its writer
+    thread, the trace file and the debugger's socket are the parent's.  The
+    child's copy of the probe lets go of all of them without a C call: its
+    hooks come off and it records nothing."""
+    p = ref()
+    if p is None or p._closed:
+        return
+    for h in p._handles:
+        h.remove()
+    p._handles.clear()
+    p._closed = True
+    p._rec = None
+    p._srv = None
+    p._live = None
+    atexit.unregister(p._atexit)
 
 
 _active: weakref.ref[Probe] | None = None
