@@ -1115,13 +1115,25 @@ int tm_server_start(const struct tm_server_opts *opts, tm_server **out)
 		err = TM_ERR_IO;
 		goto fail;
 	}
+	/*
+	 * Bound under a temporary name and renamed once listening: debuggers
+	 * (tmdb run) wait for the socket file to appear, and one that
+	 * connected between bind() and listen() would be refused.
+	 */
 	memset(&sa, 0, sizeof(sa));
 	sa.sun_family = AF_UNIX;
-	memcpy(sa.sun_path, srv->path, strlen(srv->path) + 1);
+	if ((size_t)snprintf(sa.sun_path, sizeof(sa.sun_path), "%s.tmp", srv->path) >=
+	    sizeof(sa.sun_path)) {
+		err = TM_ERR_TOO_LARGE;
+		goto fail;
+	}
 	/* A socket left by a dead process with our pid is stale. */
+	unlink(sa.sun_path);
 	unlink(srv->path);
 	if (bind(srv->lfd, (struct sockaddr *)&sa, sizeof(sa)) ||
-	    chmod(srv->path, 0600) || listen(srv->lfd, 4)) {
+	    chmod(sa.sun_path, 0600) || listen(srv->lfd, 4) ||
+	    rename(sa.sun_path, srv->path)) {
+		unlink(sa.sun_path);
 		err = TM_ERR_IO;
 		goto fail;
 	}
