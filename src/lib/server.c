@@ -1197,6 +1197,18 @@ void tm_server_stop(tm_server *srv)
 	free(srv);
 }
 
+void tm_server_drop(tm_server *srv)
+{
+	if (!srv)
+		return;
+	pthread_mutex_lock(&srv->lock);
+	if (srv->cfd >= 0) {
+		shutdown(srv->cfd, SHUT_RDWR);
+		drop_client(srv, 0);
+	}
+	pthread_mutex_unlock(&srv->lock);
+}
+
 const char *tm_server_path(const tm_server *srv)
 {
 	return srv ? srv->path : "";

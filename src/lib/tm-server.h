@@ -64,6 +64,12 @@ int tm_server_start(const struct tm_server_opts *opts, tm_server **out);
  */
 void tm_server_stop(tm_server *srv);
 const char *tm_server_path(const tm_server *srv);
+/*
+ * Drops the attached debugger as if it had gone away: its breakpoints and
+ * requests are forgotten and a paused model resumes; the socket stays open
+ * for the next one (a serving probe's pause timeout).  NULL-safe.
+ */
+void tm_server_drop(tm_server *srv);
 /* Last error text (for a failed start, use the code). */
 const char *tm_server_detail(const tm_server *srv);
 

@@ -384,6 +384,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "tm_server_opts_default": (None, [ctypes.POINTER(ServerOpts)]),
         "tm_server_start": (c_int, [ctypes.POINTER(ServerOpts), ctypes.POINTER(c_vp)]),
         "tm_server_stop": (None, [c_vp]),
+        "tm_server_drop": (None, [c_vp]),
         "tm_server_path": (c_str, [c_vp]),
         "tm_server_detail": (c_str, [c_vp]),
         "tm_server_state": (c_vp, [c_vp]),

@@ -758,6 +758,14 @@ class Probe:
                       "running on", file=sys.stderr, flush=True)
         return self.address
 
+    def drop_debugger(self) -> bool:
+        """Disconnects the attached debugger, if any, as if it had gone
+        away: a paused model resumes and a debugger may attach again."""
+        if not self._srv or self._live is None or not self._live.value & 1:
+            return False
+        self._lib.tm_server_drop(self._srv)
+        return True
+
     def stats(self) -> dict[str, int]:
         s = _lib.RecorderStats()
         if self._rec:

@@ -28,7 +28,6 @@ import functools
 import json
 import os
 import socket
-import stat
 import sys
 import threading
 import time
@@ -260,7 +259,7 @@ class Session:
                 last, since = seq, now
                 continue
             if now - since >= self.pause:
-                if self.address and cut_debugger(self.address):
+                if self.probe.drop_debugger():
                     self.released += 1
                     _say(f"rank {self.worker.rank}: a debugger stop held the server for "
                          f"{self.pause:g} s ({ENV_PAUSE}); the debugger was disconnected "
@@ -313,38 +312,6 @@ def _first_leaf(model: torch.nn.Module) -> torch.nn.Module | None:
         if m is not model and next(iter(m.children()), None) is None:
             return m
     return None
-
-
-def cut_debugger(address: str) -> bool:
-    """Shuts down this process's accepted connection on the probe socket at
-    address (the debugger's), found among our own file descriptors.  Only
-    the connection is shut down: the listening socket stays, so a debugger
-    can attach again."""
-    done = False
-    try:
-        fds = os.listdir("/proc/self/fd")
-    except OSError:
-        return False
-    for name in fds:
-        try:
-            fd = int(name)
-            if not os.readlink(f"/proc/self/fd/{fd}").startswith("socket:"):
-                continue
-            if not stat.S_ISSOCK(os.fstat(fd).st_mode):
-                continue
-            s = socket.socket(fileno=os.dup(fd))
-        except (OSError, ValueError):
-            continue
-        try:
-            if (s.family == socket.AF_UNIX and s.getsockname() == address and
-                    not s.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)):
-                s.shutdown(socket.SHUT_RDWR)
-                done = True
-        except OSError:
-            pass
-        finally:
-            s.close()
-    return done
 
 
 def _listen_path(value: str, worker: Worker) -> str | None:
