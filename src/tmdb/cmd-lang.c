@@ -16,6 +16,7 @@
 
 #include "tmdb.h"
 #include "live.h"
+#include "view.h"
 
 enum set_kind { SET_BOOL, SET_INT, SET_STR, SET_IGNORE };
 
@@ -594,14 +595,10 @@ static int probe_refused(struct tm_session *s, const char *what, const char *arg
 static int cmd_capture_exec(struct tm_session *s, const char *args, int from_tty)
 {
 	struct tm_probe_info pi;
-
-	const char *emsg = NULL;
-	tm_address *a = NULL;
-	uint8_t *kinds = NULL;
-	uint32_t hits = 0, i, n, node = TM_NODE_NONE;
-	struct tm_slot slot = { TM_SLOT_OUT, 0 };
+	struct tm_slot slot;
+	uint32_t node;
 	char sb[32];
-	int col = 0, any = 0, err;
+	int err;
 
 	(void)from_tty;
 	s->probe->ops->describe(s->probe, &pi);
@@ -610,35 +607,8 @@ static int cmd_capture_exec(struct tm_session *s, const char *args, int from_tty
 			 "only what it captured (level 3 nodes).", pi.kind);
 		return -1;
 	}
-	if (!*args) {
-		tm_error(s, "Argument required (NODE:SLOT to capture).");
+	if (tm_view_tensor_ref(s, args, &node, &slot))
 		return -1;
-	}
-	if (tm_address_parse(args, &a, &col, &emsg)) {
-		tm_error(s, "Malformed address \"%s\": %s at column %d.", args,
-			 emsg ? emsg : "syntax error", col + 1);
-		return -1;
-	}
-	if (tm_address_has_slot(a))
-		slot = tm_address_slot(a, &any);
-	if (tm_address_bind(a, s->nodes, &kinds, &hits) != TM_OK || !hits) {
-		tm_address_free(a);
-		free(kinds);
-		return tm_address_error(s, args);
-	}
-	n = tm_nodetab_count(s->nodes);
-	for (i = 0; i < n; i++)
-		if (kinds[i]) {
-			node = i;
-			break;
-		}
-	tm_address_free(a);
-	free(kinds);
-	if (hits > 1 || any) {
-		tm_error(s, "capture takes one node and one slot; \"%s\" matches %s.",
-			 args, any ? "every index of the slot" : "several nodes");
-		return -1;
-	}
 	err = s->probe->ops->capture(s->probe, node, slot);
 	if (err)
 		return probe_refused(s, "Cannot capture", args, err);
@@ -648,10 +618,10 @@ static int cmd_capture_exec(struct tm_session *s, const char *args, int from_tty
 }
 
 const struct cmd_entry cmd_capture_entry = {
-	.name = "capture", .usage = "capture NODE[:SLOT]",
-	.help = "Take one full tensor at the next occurrence of NODE:SLOT (live probes;\n"
-		"SLOT defaults to out).  The probe copies that call's tensors, which\n"
-		"heatmap and x then show.",
+	.name = "capture", .usage = "capture ADDRESS:SLOT",
+	.help = "Take one full tensor at the next occurrence of ADDRESS:SLOT (live\n"
+		"probes).  The probe copies that call's tensors, which heatmap and x\n"
+		"then show.",
 	.exec = cmd_capture_exec, .flags = CMD_NEEDS_TRACE, .klass = "data",
 };
 

@@ -281,6 +281,23 @@ static int parse_tref(struct tm_session *s, const char *text, struct tref *r)
 	return 0;
 }
 
+int tm_view_tensor_ref(struct tm_session *s, const char *text, uint32_t *node,
+		       struct tm_slot *slot)
+{
+	struct tref r;
+
+	if (parse_tref(s, text, &r))
+		return -1;
+	if (r.focus || r.nslice) {
+		tm_error(s, "\"%s\": name one node's tensor, ADDRESS:SLOT, without slices.",
+			 tm_skip_ws(text));
+		return -1;
+	}
+	*node = r.node;
+	*slot = r.slot;
+	return 0;
+}
+
 /* The tensor at the playhead (the latest one, as print shows it). */
 static const struct tm_tensor *get_tensor(struct tm_session *s,
 					  const struct tref *r,

@@ -19,4 +19,12 @@ int tm_view_is_display(const char *expr);
  */
 int tm_view_display(struct tm_session *s, int num, const char *expr);
 
+struct tm_slot;
+/*
+ * ADDRESS:SLOT of one node (as heatmap and x take it, without slices or
+ * "tensor") as a node id and slot, for capture; -1 after an error message.
+ */
+int tm_view_tensor_ref(struct tm_session *s, const char *text, uint32_t *node,
+		       struct tm_slot *slot);
+
 #endif /* TMDB_VIEW_H */

@@ -261,6 +261,7 @@ def test_capture_and_level_live(tmp_path):
                 "-ex", "level model.0 2", "-ex", "continue", "-ex", "x/4f model.2:out",
                 "-ex", "info stats model.0:out", "-ex", "break model.0:grad_out",
                 "-ex", "continue", "-ex", "print tensor.numel", "-ex", "level 7",
+                "-ex", "capture model.*:out", "-ex", "capture model.9:out",
                 "--args", sys.executable, str(script)], timeout=120)
     out = tm.stdout
     assert "Will capture model.2:out at its next call." in out, out
@@ -272,6 +273,9 @@ def test_capture_and_level_live(tmp_path):
     assert "Breakpoint 2, model.0 (grad_out) at step 1, bwd" in out, out
     assert "$1 = 64" in out, out
     assert "Usage: level [PATTERN] N" in tm.stderr + out
+    # one tensor of one node, or a clear error
+    assert '"model.*:out" is not a tensor' in tm.stderr + out
+    assert 'No node named "model.9".' in tm.stderr + out
 
 
 def test_record_live_history(tmp_path):
