@@ -12,6 +12,13 @@
  * Unknown addresses are answered with suggestions (tm_address_suggest), by
  * edit distance plus a bonus for a missing root ("layers.3.mlp" ->
  * "model.layers.3.mlp"), the way git and GDB say "did you mean".
+ *
+ * A multi-rank session (torch.distributed) has one node table for every
+ * rank, its addresses prefixed "@R:" ("@1:model.fc").  An address may name
+ * the rank the same way ("@1:model.fc:out", "@*:model.**"); written without
+ * one it applies to every rank, as GDB's `break foo` applies to every
+ * inferior.  The prefix is kept beside the path, never inside it, so the
+ * path matching below is the same for both kinds of table.
  */
 #include "config.h"
 
@@ -36,8 +43,9 @@ struct seg {
 };
 
 struct tm_address {
-	char *path;             /* canonical path, NUL-terminated */
+	char *path;             /* canonical path, NUL-terminated, no "@R:" */
 	size_t pathlen;
+	int32_t rank;           /* TM_RANK_NONE, TM_RANK_ANY or 0..TM_RANK_MAX */
 	uint32_t call;          /* #N, 0 = any */
 	struct tm_slot slot;
 	uint8_t has_slot;
@@ -76,11 +84,41 @@ static int slot_kind_lookup(const char *s, size_t len)
 	return -1;
 }
 
+/*
+ * The length of a canonical rank prefix at s ("@0:", "@12:": no sign, no
+ * leading zero, at most TM_RANK_MAX), 0 when there is none; *rank gets R.
+ * Node tables hold rank-prefixed addresses only in this spelling, so exact
+ * lookups (tm_nodetab_find) agree with tm_address_format.
+ */
+static size_t rank_prefix(const char *s, size_t len, int32_t *rank)
+{
+	size_t i = 1;
+	int32_t v = 0;
+
+	if (len < 3 || s[0] != '@')
+		return 0;
+	while (i < len && i <= 6 && s[i] >= '0' && s[i] <= '9') {
+		v = v * 10 + (s[i] - '0');
+		i++;
+	}
+	if (i == 1 || i == len || s[i] != ':' || v > TM_RANK_MAX ||
+	    (s[1] == '0' && i > 2))
+		return 0;
+	if (rank)
+		*rank = v;
+	return i + 1;
+}
+
 int tm_path_valid(const char *s, size_t len)
 {
 	size_t i, seglen = 0, nsegs = 1;
 
 	if (!s || len == 0 || len >= TM_ADDRESS_MAX)
+		return 0;
+	i = rank_prefix(s, len, NULL);
+	s += i;
+	len -= i;
+	if (len == 0)
 		return 0;
 	for (i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)s[i];
@@ -306,7 +344,33 @@ static int parse_slot(struct parser *p, tm_address *a)
 }
 
 /*
- * address := ws path [ '#' digit+ ] [ ':' slot ] ws
+ * rank := '@' ( digit+ | '*' ) ':'
+ * "@1:" names rank 1 of a distributed run, "@*:" every rank.
+ */
+static int parse_rank(struct parser *p, tm_address *a)
+{
+	size_t start = ++p->pos;        /* '@' */
+	uint64_t v;
+	int overflow;
+
+	if (p->pos < p->end && p->text[p->pos] == '*') {
+		p->pos++;
+		a->rank = TM_RANK_ANY;
+	} else {
+		if (!parse_number(p, TM_RANK_MAX + 1, &v, &overflow))
+			return fail(p, start, "expected a rank number or '*' after '@'");
+		if (v > TM_RANK_MAX)
+			return fail(p, start, "rank too large (ranks are 0..65535)");
+		a->rank = (int32_t)v;
+	}
+	if (p->pos >= p->end || p->text[p->pos] != ':')
+		return fail(p, p->pos, "expected ':' after the rank (\"@1:model.fc\")");
+	p->pos++;
+	return TM_OK;
+}
+
+/*
+ * address := ws [ rank ] path [ '#' digit+ ] [ ':' slot ] ws
  * path    := segment index* ( '.' segment index* )*
  */
 static int parse(struct parser *p, tm_address *a)
@@ -316,6 +380,13 @@ static int parse(struct parser *p, tm_address *a)
 
 	if (p->pos == p->end)
 		return fail(p, p->pos, "empty address");
+	if (p->text[p->pos] == '@') {
+		err = parse_rank(p, a);
+		if (err)
+			return err;
+		if (p->pos == p->end)
+			return fail(p, p->pos, "missing node path after the rank");
+	}
 	if (p->text[p->pos] == ':' || p->text[p->pos] == '#')
 		return fail(p, p->pos, "missing node path");
 	for (;;) {
@@ -393,6 +464,7 @@ int tm_address_parse(const char *text, tm_address **out, int *errcol,
 	while (p->end > p->pos && is_space((unsigned char)text[p->end - 1]))
 		p->end--;
 	memset(&a0, 0, sizeof(a0));
+	a0.rank = TM_RANK_NONE;
 	err = parse(p, &a0);
 	if (err) {
 		if (errcol)
@@ -430,7 +502,7 @@ void tm_address_free(tm_address *a)
 
 int tm_address_format(const tm_address *a, char *buf, size_t len)
 {
-	char slot[32] = "";
+	char slot[32] = "", rank[16] = "";
 	int n;
 
 	if (!a || !buf || len == 0)
@@ -444,16 +516,37 @@ int tm_address_format(const tm_address *a, char *buf, size_t len)
 		else
 			snprintf(slot, sizeof(slot), ":%s", slot_names[a->slot.kind]);
 	}
+	if (a->rank == TM_RANK_ANY)
+		snprintf(rank, sizeof(rank), "@*:");
+	else if (a->rank >= 0)
+		snprintf(rank, sizeof(rank), "@%d:", (int)a->rank);
 	if (a->call)
-		n = snprintf(buf, len, "%s#%u%s", a->path, a->call, slot);
+		n = snprintf(buf, len, "%s%s#%u%s", rank, a->path, a->call, slot);
 	else
-		n = snprintf(buf, len, "%s%s", a->path, slot);
+		n = snprintf(buf, len, "%s%s%s", rank, a->path, slot);
 	return n < 0 || (size_t)n >= len ? TM_ERR_INVALID_ARG : TM_OK;
 }
 
 const char *tm_address_path(const tm_address *a)
 {
 	return a ? a->path : NULL;
+}
+
+int tm_address_rank(const tm_address *a)
+{
+	return a ? a->rank : TM_RANK_NONE;
+}
+
+int tm_address_node_rank(const char *node_address, const char **rest)
+{
+	int32_t r = TM_RANK_NONE;
+	size_t n = 0;
+
+	if (node_address)
+		n = rank_prefix(node_address, strnlen(node_address, 8), &r);
+	if (rest)
+		*rest = node_address ? node_address + n : NULL;
+	return n ? r : TM_RANK_NONE;
 }
 
 int tm_address_is_pattern(const tm_address *a)
@@ -563,13 +656,21 @@ static int match_segments(const tm_address *a, const char *path)
 	return pi == a->nsegs;
 }
 
+/* The rank rule first (an unqualified or "@*:" address takes every rank,
+ * "@R:" only nodes prefixed "@R:"), then the path without its prefix. */
 int tm_address_match_path(const tm_address *a, const char *node_address)
 {
+	const char *path;
+	int r;
+
 	if (!a || !node_address)
 		return 0;
+	r = tm_address_node_rank(node_address, &path);
+	if (a->rank >= 0 && r != a->rank)
+		return 0;
 	if (!a->wild_path)
-		return !strcmp(a->path, node_address);
-	return match_segments(a, node_address);
+		return !strcmp(a->path, path);
+	return match_segments(a, path);
 }
 
 int tm_address_match(const tm_address *a, const char *node_address,
@@ -746,19 +847,32 @@ static const char *last_seg(const char *s, size_t len, size_t *seglen)
 size_t tm_address_suggest(const tm_nodetab *t, const char *text,
 			  const char **out, size_t max)
 {
-	char q[TM_ADDRESS_MAX];
+	char q[TM_ADDRESS_MAX + 16];
 	size_t qlen, limit, qlast_len, n = 0, k;
 	const char *qlast;
 	struct cand *best;
 	uint32_t id, count;
 	tm_address *a;
+	int qualified = 0;
 
 	if (!t || !text || !out || max == 0)
 		return 0;
-	/* Compare canonical paths when the text parses, else the trimmed text. */
+	/* Compare canonical paths when the text parses, else the trimmed text.
+	 * A query that names a rank is compared with whole node addresses; one
+	 * that does not, with their paths, so that "model.fc" finds
+	 * "@0:model.fc" in a multi-rank table as it finds "model.fc" in a
+	 * single-process one. */
 	if (!tm_address_parse(text, &a, NULL, NULL)) {
-		qlen = a->pathlen;
-		memcpy(q, a->path, qlen);
+		qlen = 0;
+		if (a->rank == TM_RANK_ANY) {
+			memcpy(q, "@*:", 3);
+			qlen = 3;
+		} else if (a->rank >= 0) {
+			qlen = (size_t)snprintf(q, sizeof(q), "@%d:", (int)a->rank);
+		}
+		qualified = qlen > 0;
+		memcpy(q + qlen, a->path, a->pathlen);
+		qlen += a->pathlen;
 		tm_address_free(a);
 	} else {
 		const char *s = text, *e;
@@ -790,8 +904,12 @@ size_t tm_address_suggest(const tm_nodetab *t, const char *text,
 	for (id = 0; id < count; id++) {
 		const struct tm_node *node = tm_nodetab_get(t, id);
 		const char *s = node->address;
-		size_t len = strlen(s), score, d, llen;
+		size_t len, score, d, llen;
 		const char *last;
+
+		if (!qualified)
+			tm_address_node_rank(s, &s);
+		len = strlen(s);
 
 		if (len == qlen && !memcmp(s, q, qlen)) {
 			score = 0;

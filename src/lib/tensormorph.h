@@ -16,5 +16,6 @@
 #include "tm-tql.h"
 #include "tm-recorder.h"
 #include "tm-server.h"
+#include "tm-manifest.h"
 
 #endif /* TENSORMORPH_H */

@@ -6,6 +6,8 @@
  *   model.layers.3.mlp.fc1.weight:grad  a parameter slot
  *   model.shared#2:out                the second call of a node in a step
  *   model.layers.*.mlp, model.**      patterns: * one segment, ** any depth
+ *   @1:model.layers.3.mlp:out         rank 1 of a distributed run
+ *   @*:model.**                       every rank (as without "@R:")
  *
  * Parsing normalises (whitespace trimmed, "layers[3]" -> "layers.3"), so that
  * tm_address_format(tm_address_parse(x)) is the canonical spelling of x.
@@ -24,6 +26,11 @@ extern "C" {
 #define TM_ADDRESS_MAX 1024      /* bytes in a normalised address */
 #define TM_ADDRESS_MAX_SEGMENTS 128
 
+/* The rank of an address (tm_address_rank, tm_address_node_rank). */
+#define TM_RANK_NONE (-1)        /* written without "@R:" */
+#define TM_RANK_ANY  (-2)        /* "@*:" */
+#define TM_RANK_MAX  65535       /* the largest R in "@R:" */
+
 /* A parsed address or pattern. Opaque: parse, match, format, free. */
 typedef struct tm_address tm_address;
 
@@ -36,10 +43,19 @@ int tm_address_parse(const char *text, tm_address **out, int *errcol,
 		     const char **errmsg);
 void tm_address_free(tm_address *a);
 
-/* Canonical text ("model.layers.3.mlp#2:out.1") into buf. */
+/* Canonical text ("@1:model.layers.3.mlp#2:out.1") into buf; the rank
+ * prefix only when one was written. */
 int tm_address_format(const tm_address *a, char *buf, size_t len);
-/* The node path part only, canonical ("model.layers.*.mlp"). */
+/* The node path part only, canonical, without "@R:" ("model.layers.*.mlp"). */
 const char *tm_address_path(const tm_address *a);
+/* The rank written: TM_RANK_NONE, TM_RANK_ANY ("@*:") or R ("@R:"). */
+int tm_address_rank(const tm_address *a);
+/*
+ * The rank prefix of a node-table address: R and *rest pointing after
+ * "@R:", or TM_RANK_NONE and *rest = node_address when it has none.  Only
+ * the canonical spelling counts ("@1:", not "@01:").  rest may be NULL.
+ */
+int tm_address_node_rank(const char *node_address, const char **rest);
 
 int tm_address_is_pattern(const tm_address *a);   /* contains * or ** */
 int tm_address_has_slot(const tm_address *a);
@@ -48,7 +64,11 @@ struct tm_slot tm_address_slot(const tm_address *a, int *any_index);
 /* Occurrence "#N", 0 when not given (any call). */
 uint32_t tm_address_call(const tm_address *a);
 
-/* Does the node path match (ignores slot and #N)? Segment-wise glob. */
+/*
+ * Does the node path match (ignores slot and #N)? Segment-wise glob.
+ * Ranks: an address without "@R:" or with "@*:" matches nodes of every
+ * rank and nodes without a prefix; "@R:" only nodes prefixed "@R:".
+ */
 int tm_address_match_path(const tm_address *a, const char *node_address);
 /*
  * Does an event tensor match: path, #N (if given) and slot (if given)?

@@ -71,6 +71,21 @@ struct tm_tql_env {
 	/* Convenience variable $name, or value history $N / $ / $$ / $$N
 	 * (name is "3", "", "$", "$2"): TM_OK or TM_ERR_NOT_FOUND. */
 	int (*variable)(void *user, const char *name, struct tm_tql_value *out);
+	/*
+	 * Step-aligned values for the cross-rank aggregates max/min/spread
+	 * (@*:NODE:SLOT.field): the latest tensor of node/slot/call (call 0 =
+	 * any) among the events of `step`, *event set to its event; NULL if
+	 * unknown, with *reason set as for lookup.  The VM passes the step of
+	 * the event being evaluated (ctx->event->step).  NULL here, or a ctx
+	 * without an event, makes those aggregates unknown: they never fall
+	 * back to lookup, whose "latest at the playhead" would compare ranks
+	 * at different steps.
+	 */
+	const struct tm_tensor *(*lookup_step)(void *user, uint32_t node,
+					      struct tm_slot slot, uint32_t call,
+					      uint64_t step,
+					      const struct tm_event **event,
+					      uint32_t *reason);
 };
 
 struct tm_tql_ctx {
@@ -78,6 +93,9 @@ struct tm_tql_ctx {
 	const struct tm_tensor *tensor;   /* may be NULL */
 	const tm_nodetab *nodes;          /* may be NULL */
 	const struct tm_tql_env *env;     /* may be NULL */
+	/* The rank of the process that produced the event, the TQL field
+	 * `rank`: 0 when not distributed (a zeroed ctx), negative: unknown. */
+	int32_t rank;
 };
 
 typedef struct tm_tql_funcs tm_tql_funcs;   /* extension functions (libffi) */
@@ -87,6 +105,14 @@ struct tm_tql_compile_opts {
 	const tm_nodetab *nodes;   /* to resolve addressed terms; NULL: none allowed */
 	const tm_tql_funcs *funcs; /* extension functions; may be NULL */
 	int want_bool;             /* 1: a condition; non-bool result is an error */
+	/*
+	 * Multi-rank node tables ("@0:model.fc", "@1:model.fc", ...): an
+	 * addressed term written without "@R:" that is not in nodes as written
+	 * resolves to "@<rank>:PATH" when that exists, so a zeroed opts reads
+	 * rank 0.  "@1:model.fc:out.std" resolves as written.  Negative: no
+	 * such resolution.
+	 */
+	int32_t rank;
 };
 
 /*
@@ -114,7 +140,8 @@ void tm_tql_reset(tm_tql_prog *p);
 /* Bytecode listing, one instruction a line. */
 int tm_tql_disassemble(const tm_tql_prog *p, FILE *out);
 
-/* Does the program read addressed terms (needs env->lookup)? */
+/* Does the program read addressed terms (needs env->lookup, or
+ * env->lookup_step for max/min/spread over "@*:")? */
 int tm_tql_uses_lookup(const tm_tql_prog *p);
 
 /* Extension functions through libffi (trusted code: it runs native code). */
@@ -125,7 +152,8 @@ int tm_tql_funcs_load(tm_tql_funcs *f, const char *spec, char **error);
 /* Name of the n-th loaded function, NULL past the end. */
 const char *tm_tql_funcs_name(const tm_tql_funcs *f, size_t n);
 
-/* Field names for completion: "tensor.nan_count", "node.path", "step", ... */
+/* Field names for completion: "tensor.nan_count", "node.path", "step",
+ * ..., "rank". */
 const char *const *tm_tql_field_names(void);
 
 #ifdef __cplusplus

@@ -34,7 +34,7 @@ static const char *const field_names[] = {
 	"tensor.mean", "tensor.abs_max", "tensor.l2", "tensor.std",
 	"tensor.zero_count", "tensor.shape", "tensor.dtype", "tensor.rank",
 	"node.path", "node.type", "node.depth",
-	"step", "phase", "seq", "time",
+	"step", "phase", "seq", "time", "rank",
 	NULL
 };
 
@@ -47,11 +47,12 @@ static const char *const efield_names[EF__COUNT] = {
 	[EF_STEP] = "step", [EF_SEQ] = "seq", [EF_TIME] = "time",
 	[EF_PHASE] = "phase", [EF_NODE_PATH] = "node.path",
 	[EF_NODE_TYPE] = "node.type", [EF_NODE_DEPTH] = "node.depth",
+	[EF_RANK] = "rank",
 };
 
 enum {
 	B_ABS = 0, B_SQRT, B_LOG, B_LOG2, B_LOG10, B_EXP, B_MIN, B_MAX,
-	B_ISNAN, B_ISINF, B_ISFINITE, B_PREV, B_DELTA, B__COUNT
+	B_ISNAN, B_ISINF, B_ISFINITE, B_PREV, B_DELTA, B_SPREAD, B__COUNT
 };
 
 static const struct {
@@ -65,6 +66,7 @@ static const struct {
 	[B_ISNAN] = { "isnan", 1, 1 }, [B_ISINF] = { "isinf", 1, 1 },
 	[B_ISFINITE] = { "isfinite", 1, 1 },
 	[B_PREV] = { "prev", 1, 1 }, [B_DELTA] = { "delta", 1, 1 },
+	[B_SPREAD] = { "spread", 1, 1 },
 };
 
 int tql_builtin_find(const char *name, size_t len)
@@ -487,6 +489,14 @@ static void gen_call(struct tql_gen *g, const struct tql_node *n)
 		return;
 	case B_MIN:
 	case B_MAX:
+	case B_SPREAD:
+		/* over "@*:": one instruction folds every rank, however many */
+		if (n->args->res == R_RANKSET) {
+			emit(g, n->aux == B_MIN ? OP_RANKS_MIN :
+			     n->aux == B_MAX ? OP_RANKS_MAX : OP_RANKS_SPREAD,
+			     n->args->nargs, n->args->aux);
+			return;
+		}
 		t = n->type;
 		gen_conv(g, n->args, t);
 		for (x = n->args->next; x; x = x->next) {
@@ -652,7 +662,7 @@ static void unknown_name(struct tql_cc *cc, struct tql_node *n, const char *what
 	else
 		tql_error(cc, n->lo, n->lo, n->hi, 0, 0,
 			  "unknown %s '%.*s' (fields: tensor.*, node.path, node.type, "
-			  "node.depth, step, phase, seq, time)", what,
+			  "node.depth, step, phase, seq, time, rank)", what,
 			  (int)n->word.len, n->word.s);
 }
 
@@ -712,24 +722,282 @@ static int all_digits(const char *s, size_t len)
 }
 
 /*
- * addressed := node-path [ "#" digits ] [ ":" slot [ "." digits ] ] "." field
- * Without ":SLOT" a module means :out and a parameter :data.
+ * The rank prefix of an addressed term ("@1:", as the lexer shaped it):
+ * its length in *plen and the rank in *rank, or TM_RANK_NONE and 0 when
+ * there is none.  -1 after reporting a prefix that cannot name one rank.
+ */
+static int term_rank(struct tql_cc *cc, const struct tql_node *n, int32_t *rank,
+		     size_t *plen)
+{
+	const char *w = n->word.s;
+	size_t i = 1;
+	int64_t v = 0;
+
+	*rank = TM_RANK_NONE;
+	*plen = 0;
+	if (n->word.len < 1 || w[0] != '@')
+		return 0;
+	if (w[1] == '*') {
+		int shown = n->word.len - 3 > 60 ? 60 : (int)(n->word.len - 3);
+
+		if (cc->rankset_ok) {
+			*rank = TM_RANK_ANY;
+			*plen = 3;
+			return 0;
+		}
+		tql_error(cc, n->lo, n->lo, n->lo + 3, 0, 0,
+			  "'@*:' names every rank: it is allowed only as the one argument "
+			  "of max(), min() or spread(), e.g. 'spread(@*:%.*s)'; to read "
+			  "one rank write e.g. '@0:%.*s'", shown, w + 3, shown, w + 3);
+		return -1;
+	}
+	while (i < n->word.len && w[i] >= '0' && w[i] <= '9') {
+		if (v <= TM_RANK_MAX)
+			v = v * 10 + (w[i] - '0');
+		i++;
+	}
+	if (v > TM_RANK_MAX) {
+		tql_error(cc, n->lo, n->lo, n->lo + (uint32_t)i, 0, 0,
+			  "rank too large (ranks are 0..%d)", TM_RANK_MAX);
+		return -1;
+	}
+	*rank = (int32_t)v;
+	*plen = i + 1;          /* the ':' the lexer made sure of */
+	return 0;
+}
+
+/* An addressed term whose last segment fld is no tensor field. */
+static void field_error(struct tql_cc *cc, const struct tql_node *n, const char *fld)
+{
+	const char *end = n->word.s + n->word.len, *s = NULL;
+	uint32_t lo = n->lo + (uint32_t)(fld - n->word.s);
+	char want[64];
+
+	if (end - fld < 48) {
+		snprintf(want, sizeof(want), "tensor.%.*s", (int)(end - fld), fld);
+		s = closest(want, strlen(want), field_names, 15);
+	}
+	if (s)
+		tql_error(cc, lo, lo, n->hi, 0, 0,
+			  "unknown tensor field '%.*s'; did you mean '%s'?",
+			  (int)(end - fld), fld, s + 7);
+	else
+		tql_error(cc, lo, lo, n->hi, 0, 0,
+			  "unknown tensor field '%.*s' (fields: the stats, shape, "
+			  "dtype, rank, numel)", (int)(end - fld), fld);
+}
+
+/* ---------------------------------------------------------------- "@*:" */
+
+struct rank_node {
+	int32_t rank;
+	uint32_t id;
+};
+
+static int rank_node_cmp(const void *a, const void *b)
+{
+	const struct rank_node *x = a, *y = b;
+
+	return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+/*
+ * Every node "@R:path" of t, in rank order, into a malloc'd *out (NULL when
+ * none); returns how many, or -1 out of memory.  One pass over the table
+ * rather than a lookup per possible rank: ranks go to 65535.
+ */
+static long ranks_of(const tm_nodetab *t, const char *path, struct rank_node **out)
+{
+	uint32_t i, count = tm_nodetab_count(t);
+	struct rank_node *v = NULL, *nv;
+	size_t k = 0, cap = 0;
+
+	*out = NULL;
+	for (i = 0; i < count; i++) {
+		const struct tm_node *nd = tm_nodetab_get(t, i);
+		const char *rest;
+		int r;
+
+		if (!nd || !nd->address)
+			continue;
+		r = tm_address_node_rank(nd->address, &rest);
+		if (r < 0 || strcmp(rest, path))
+			continue;
+		if (k == cap) {
+			cap = cap ? cap * 2 : 16;
+			nv = realloc(v, cap * sizeof(*v));
+			if (!nv) {
+				free(v);
+				return -1;
+			}
+			v = nv;
+		}
+		v[k].rank = r;
+		v[k].id = nd->id;
+		k++;
+	}
+	if (k > 1)
+		qsort(v, k, sizeof(*v), rank_node_cmp);
+	*out = v;
+	return (long)k;
+}
+
+/*
+ * No rank has node path: the error, with suggestions written "@*:" (they
+ * come from one rank's view of the table) and a hint when the table has
+ * the node without ranks (a single-process trace).
+ */
+static void rankset_missing(struct tql_cc *cc, const struct tql_node *n, const char *path,
+			    uint32_t hi)
+{
+	const tm_nodetab *t = cc->opts->nodes;
+	char query[TM_ADDRESS_MAX + 48], sug[3][TM_ADDRESS_MAX + 4], list[3 * TM_ADDRESS_MAX + 32];
+	const char *raw[3];
+	size_t nraw, i, nsug = 0, used = 0;
+
+	if (tm_nodetab_find(t, path)) {
+		tql_error(cc, n->lo, n->lo, hi, 0, 0,
+			  "no rank has node '%s': '@*:' reads nodes '@R:%s' of a multi-rank "
+			  "session, and this node table has no ranks (drop the '@*:')",
+			  path, path);
+		return;
+	}
+	snprintf(query, sizeof(query), "@%d:%s",
+		 cc->opts->rank >= 0 ? (int)cc->opts->rank : 0, path);
+	nraw = tm_address_suggest(t, query, raw, 3);
+	for (i = 0; i < nraw; i++) {
+		const char *rest;
+		size_t j;
+
+		if (tm_address_node_rank(raw[i], &rest) < 0)
+			continue;
+		snprintf(sug[nsug], sizeof(sug[nsug]), "@*:%s", rest);
+		for (j = 0; j < nsug; j++)
+			if (!strcmp(sug[j], sug[nsug]))
+				break;
+		if (j == nsug)
+			nsug++;
+	}
+	list[0] = '\0';
+	for (i = 0; i < nsug; i++) {
+		int w = snprintf(list + used, sizeof(list) - used, "%s'%s'",
+				 i == 0 ? "" : i + 1 == nsug ? " or " : ", ", sug[i]);
+
+		if (w < 0 || (size_t)w >= sizeof(list) - used)
+			break;
+		used += (size_t)w;
+	}
+	if (nsug)
+		tql_error(cc, n->lo, n->lo, hi, 0, 0,
+			  "no rank has node '%s'; did you mean %s?", path, list);
+	else
+		tql_error(cc, n->lo, n->lo, hi, 0, 0,
+			  "no rank has node '%s' (no '@R:%s' in the node table)", path, path);
+}
+
+/*
+ * "@*:PATH:SLOT.field" as the argument of max/min/spread: one addressed
+ * term per rank whose node "@R:PATH" exists, in rank order, consecutive in
+ * the program's table so that one instruction walks them.
+ */
+static int expand_rankset(struct tql_cc *cc, struct tql_node *n, const char *path,
+			  uint32_t hi, struct tm_slot slot, int have_slot, uint32_t call,
+			  int field)
+{
+	tm_tql_prog *p = cc->prog;
+	struct rank_node *rs;
+	struct tql_addr *a;
+	long count = ranks_of(cc->opts->nodes, path, &rs);
+	const char *body = n->word.s + 3;
+	size_t blen = n->word.len - 3;
+	long i;
+
+	if (count < 0) {
+		cc->nomem = 1;
+		return T_ERR;
+	}
+	if (count == 0) {
+		rankset_missing(cc, n, path, hi);
+		return T_ERR;
+	}
+	if (count > TQL_MAX_RANKSET) {
+		tql_error(cc, n->lo, n->lo, hi, 0, 0, "'@*:' spans %ld ranks (the limit is %d)",
+			  count, TQL_MAX_RANKSET);
+		free(rs);
+		return T_ERR;
+	}
+	a = realloc(p->addrs, (p->naddrs + (size_t)count) * sizeof(*a));
+	if (!a) {
+		free(rs);
+		cc->nomem = 1;
+		return T_ERR;
+	}
+	p->addrs = a;
+	n->res = R_RANKSET;
+	n->aux = p->naddrs;
+	n->nargs = (uint32_t)count;
+	for (i = 0; i < count; i++) {
+		const struct tm_node *node = tm_nodetab_get(cc->opts->nodes, rs[i].id);
+		char pre[16];
+		size_t plen = (size_t)snprintf(pre, sizeof(pre), "@%d:", (int)rs[i].rank);
+
+		a = &p->addrs[p->naddrs];
+		a->node = rs[i].id;
+		a->slot = slot;
+		/* each rank's own node says what a bare term means */
+		if (!have_slot && node && node->kind != TM_NODE_MODULE)
+			a->slot.kind = TM_SLOT_DATA;
+		a->call = call;
+		a->field = (uint32_t)field;
+		a->text = malloc(plen + blen + 1);
+		if (!a->text) {
+			free(rs);
+			cc->nomem = 1;
+			return T_ERR;
+		}
+		memcpy(a->text, pre, plen);
+		memcpy(a->text + plen, body, blen);
+		a->text[plen + blen] = '\0';
+		p->naddrs++;
+	}
+	free(rs);
+	cc->prog->uses_lookup = 1;
+	return tensor_field_type(field);
+}
+
+/*
+ * addressed := [ "@" ( digits | "*" ) ":" ] node-path [ "#" digits ]
+ *              [ ":" slot [ "." digits ] ] "." field
+ * Without ":SLOT" a module means :out and a parameter :data.  Without
+ * "@R:", a path not in the table as written is looked up as
+ * "@<opts->rank>:PATH" (multi-rank tables).
  */
 static int check_addressed(struct tql_cc *cc, struct tql_node *n)
 {
 	const char *w = n->word.s, *colon, *hash, *fld, *end = w + n->word.len;
-	char path[TM_ADDRESS_MAX + 1];
+	const char *body;
+	char path[TM_ADDRESS_MAX + 16];
 	const struct tm_node *node;
 	struct tm_slot slot = { TM_SLOT_OUT, 0 };
 	uint32_t call = 0;
-	size_t plen;
+	size_t plen, pre, off;
+	int32_t rank;
 	int field, have_slot = 0, idx;
 
-	colon = memchr(w, ':', n->word.len);
+	if (term_rank(cc, n, &rank, &pre) < 0)
+		return T_ERR;
+	body = w + pre;
+	colon = memchr(body, ':', (size_t)(end - body));
 	/* the field is the last segment */
 	fld = end;
-	while (fld > w && fld[-1] != '.' && fld[-1] != ':')
+	while (fld > body && fld[-1] != '.' && fld[-1] != ':')
 		fld--;
+	if (fld == body && !colon) {
+		tql_error(cc, n->lo, n->lo, n->hi, 0, 0,
+			  "'%.*s' names a node but no field: write e.g. '%.*s:out.std'",
+			  (int)n->word.len, w, (int)n->word.len, w);
+		return T_ERR;
+	}
 	if (colon) {
 		const char *s = colon + 1, *dot = memchr(s, '.', (size_t)(end - s));
 
@@ -789,16 +1057,46 @@ static int check_addressed(struct tql_cc *cc, struct tql_node *n)
 		call = (uint32_t)atoi(hash + 1);
 		plen = (size_t)(hash - w);
 	}
-	memcpy(path, w, plen);
-	path[plen] = '\0';
+	/* The path looked up: the canonical "@R:" (the lexer let "@01:"
+	 * through), then the node path as written. */
+	off = 0;
+	if (rank >= 0)
+		off = (size_t)snprintf(path, sizeof(path), "@%d:", (int)rank);
+	memcpy(path + off, body, plen - pre);
+	path[off + plen - pre] = '\0';
 	if (cc->opts && cc->opts->nodes && !have_slot && field < 0) {
 		/* `model.fc1` alone: a node with no field */
 		const struct tm_node *whole;
-		char full[TM_ADDRESS_MAX + 1];
+		char full[TM_ADDRESS_MAX + 16];
 
-		memcpy(full, w, n->word.len);
-		full[n->word.len] = '\0';
-		whole = tm_nodetab_find(cc->opts->nodes, full);
+		memcpy(full, path, off);
+		memcpy(full + off, body, (size_t)(end - body));
+		full[off + (size_t)(end - body)] = '\0';
+		whole = rank == TM_RANK_ANY ? NULL : tm_nodetab_find(cc->opts->nodes, full);
+		if (rank == TM_RANK_ANY) {
+			struct rank_node *rs;
+			long k = ranks_of(cc->opts->nodes, full, &rs);
+
+			if (k < 0) {
+				cc->nomem = 1;
+				return T_ERR;
+			}
+			if (k > 0) {
+				tql_error(cc, n->lo, n->lo, n->hi, 0, 0,
+					  "'@*:%s' is a node, not a value: name a field, e.g. "
+					  "'@*:%s:%s.l2'", full, full,
+					  tm_nodetab_get(cc->opts->nodes, rs[0].id)->kind ==
+					  TM_NODE_MODULE ? "out" : "data");
+				free(rs);
+				return T_ERR;
+			}
+		}
+		if (!whole && rank == TM_RANK_NONE && cc->opts->rank >= 0) {
+			char alt[TM_ADDRESS_MAX + 48];
+
+			snprintf(alt, sizeof(alt), "@%d:%s", (int)cc->opts->rank, full);
+			whole = tm_nodetab_find(cc->opts->nodes, alt);
+		}
 		if (whole) {
 			tql_error(cc, n->lo, n->lo, n->hi, 0, 0,
 				  "'%s' is a node, not a value: name a field, e.g. '%s.std' "
@@ -813,7 +1111,21 @@ static int check_addressed(struct tql_cc *cc, struct tql_node *n)
 			  "(no trace loaded?)", (int)n->word.len, w, path);
 		return T_ERR;
 	}
+	if (rank == TM_RANK_ANY) {
+		if (field < 0) {
+			field_error(cc, n, fld);
+			return T_ERR;
+		}
+		return expand_rankset(cc, n, path, n->lo + (uint32_t)plen, slot, have_slot,
+				      call, field);
+	}
 	node = tm_nodetab_find(cc->opts->nodes, path);
+	if (!node && rank == TM_RANK_NONE && cc->opts->rank >= 0) {
+		char alt[TM_ADDRESS_MAX + 48];
+
+		snprintf(alt, sizeof(alt), "@%d:%s", (int)cc->opts->rank, path);
+		node = tm_nodetab_find(cc->opts->nodes, alt);
+	}
 	if (!node) {
 		const char *sug[3];
 		size_t ns = tm_address_suggest(cc->opts->nodes, path, sug, 3);
@@ -835,22 +1147,7 @@ static int check_addressed(struct tql_cc *cc, struct tql_node *n)
 		return T_ERR;
 	}
 	if (field < 0) {
-		uint32_t lo = n->lo + (uint32_t)(fld - w);
-		const char *s = NULL;
-		char want[64];
-
-		if (end - fld < 48) {
-			snprintf(want, sizeof(want), "tensor.%.*s", (int)(end - fld), fld);
-			s = closest(want, strlen(want), field_names, 15);
-		}
-		if (s)
-			tql_error(cc, lo, lo, n->hi, 0, 0,
-				  "unknown tensor field '%.*s'; did you mean '%s'?",
-				  (int)(end - fld), fld, s + 7);
-		else
-			tql_error(cc, lo, lo, n->hi, 0, 0,
-				  "unknown tensor field '%.*s' (fields: the stats, shape, "
-				  "dtype, rank, numel)", (int)(end - fld), fld);
+		field_error(cc, n, fld);
 		return T_ERR;
 	}
 	if (!have_slot && node->kind != TM_NODE_MODULE)
@@ -867,8 +1164,10 @@ static int check_addressed(struct tql_cc *cc, struct tql_node *n)
 /*
  * field := "tensor." ( stat | "shape" | "dtype" | "rank" | "numel" )
  *        | "node." ( "path" | "type" | "depth" )
- *        | "step" | "phase" | "seq" | "time"
+ *        | "step" | "phase" | "seq" | "time" | "rank"
  *        | addressed
+ * ("rank" is the process's rank in a distributed run; "tensor.rank" the
+ * number of dimensions.)
  */
 static int check_word(struct tql_cc *cc, struct tql_node *n)
 {
@@ -1029,9 +1328,17 @@ static int check_list(struct tql_cc *cc, struct tql_node *n)
 	return TM_TQL_SHAPE;
 }
 
+/* Is x written "@*:..." (every rank)? */
+static int is_rankset(const struct tql_node *x)
+{
+	return x->kind == N_WORD && x->word.len >= 2 && x->word.s[0] == '@' &&
+	       x->word.s[1] == '*';
+}
+
 static int check_call(struct tql_cc *cc, struct tql_node *n)
 {
 	int b = tql_builtin_find(n->word.s, n->word.len), t = TM_TQL_INT, i = 0;
+	int agg = b == B_MIN || b == B_MAX || b == B_SPREAD;
 	struct tql_node *x;
 	int bad = 0;
 
@@ -1044,9 +1351,21 @@ static int check_call(struct tql_cc *cc, struct tql_node *n)
 		}
 		cc->in_prev = 1;
 	}
-	for (x = n->args; x; x = x->next)
+	for (x = n->args; x; x = x->next) {
+		/* "@*:" is a set of values, one per rank: it is what max/min/
+		 * spread fold, alone; beside other arguments it is ambiguous */
+		if (agg && n->nargs > 1 && is_rankset(x)) {
+			tql_error(cc, x->lo, x->lo, x->hi, 0, 0,
+				  "'@*:' must be the only argument of %s(): the value of "
+				  "every rank is what it compares", builtins[b].name);
+			bad = 1;
+			continue;
+		}
+		cc->rankset_ok = agg && n->nargs == 1 && x->kind == N_WORD;
 		if (check(cc, x) == T_ERR)
 			bad = 1;
+		cc->rankset_ok = 0;
+	}
 	if (b == B_PREV || b == B_DELTA)
 		cc->in_prev = 0;
 	if (b < 0) {
@@ -1069,8 +1388,8 @@ static int check_call(struct tql_cc *cc, struct tql_node *n)
 			else
 				tql_error(cc, n->lo, n->lo, n->lo + n->word.len, 0, 0,
 					  "unknown function '%.*s' (functions: abs sqrt log log2 "
-					  "log10 exp min max isnan isinf isfinite prev delta, and "
-					  "those loaded with tql-function load)",
+					  "log10 exp min max spread isnan isinf isfinite prev delta, "
+					  "and those loaded with tql-function load)",
 					  (int)n->word.len, n->word.s);
 			return T_ERR;
 		}
@@ -1114,6 +1433,12 @@ static int check_call(struct tql_cc *cc, struct tql_node *n)
 	}
 	if (bad)
 		return T_ERR;
+	if (b == B_SPREAD && (n->nargs != 1 || n->args->res != R_RANKSET)) {
+		tql_error(cc, n->lo, n->lo, n->hi, 0, 0,
+			  "spread() takes one '@*:' term, the same value on every rank, "
+			  "e.g. 'spread(@*:model.fc.weight:data.l2)'");
+		return T_ERR;
+	}
 	if (n->nargs < builtins[b].min ||
 	    (builtins[b].max && n->nargs > builtins[b].max)) {
 		if (builtins[b].max == 1)
@@ -1140,7 +1465,7 @@ static int check_call(struct tql_cc *cc, struct tql_node *n)
 			t = TM_TQL_NUM;
 	}
 	switch (b) {
-	case B_ABS: case B_MIN: case B_MAX:
+	case B_ABS: case B_MIN: case B_MAX: case B_SPREAD:
 		return t;
 	case B_ISNAN: case B_ISINF: case B_ISFINITE:
 		return TM_TQL_BOOL;

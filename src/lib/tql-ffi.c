@@ -200,7 +200,7 @@ static int is_reserved(const char *name, size_t len)
 {
 	static const char *const words[] = {
 		"true", "false", "and", "or", "not", "inf", "nan", "tensor", "node",
-		"step", "phase", "seq", "time"
+		"step", "phase", "seq", "time", "rank"
 	};
 	size_t i;
 

@@ -25,6 +25,7 @@
 #define TQL_MAX_ARGS 8               /* per function call */
 #define TQL_MAX_CODE 65536           /* instructions per program */
 #define TQL_HIST_MAX_KEYS 65536      /* (node, slot) pairs prev() remembers */
+#define TQL_MAX_RANKSET UINT16_MAX   /* ranks one "@*:" term expands to */
 
 /* ---------------------------------------------------------------- tokens */
 
@@ -81,6 +82,7 @@ enum {
 enum tql_efield {
 	EF_STEP = 0, EF_SEQ, EF_TIME, EF_PHASE,
 	EF_NODE_PATH, EF_NODE_TYPE, EF_NODE_DEPTH,
+	EF_RANK,        /* the process's rank: ctx->rank, not the event's */
 	EF__COUNT
 };
 
@@ -93,7 +95,10 @@ enum tql_resolved {
 	R_BUILTIN,      /* aux = builtin function id */
 	R_EXTERN,       /* aux = index into the funcs registry */
 	R_PREV,         /* aux = site */
-	R_DELTA         /* aux = site */
+	R_DELTA,        /* aux = site */
+	R_RANKSET       /* "@*:" argument of max/min/spread: aux = first index
+			 * into the addressed-term table, nargs = how many
+			 * (one per rank, in rank order) */
 };
 
 struct tql_node {
@@ -192,6 +197,7 @@ struct tql_cc {
 	struct tql_arena *arena;
 	/* checker */
 	int in_prev;
+	int rankset_ok;         /* the word being checked may be "@*:" */
 	uint32_t nsites;
 	struct tql_node *sites[256];
 	uint32_t ndims, dimscap;

@@ -5,8 +5,10 @@
  * A "word" is an identifier that may continue with '.', ':' or '#' when the
  * next byte continues a name, so that `tensor.nan_count`, `node.path` and
  * addressed terms such as `model.layers.0:out.std` are one token; the checker
- * decides what a word means.  Number literals may carry a time unit
- * (`1ms` = 1000000, an integer of nanoseconds) to compare with `time`.
+ * decides what a word means.  A word may open with a rank,
+ * `@1:model.fc:out.std` (multi-rank sessions), part of the same token.
+ * Number literals may carry a time unit (`1ms` = 1000000, an integer of
+ * nanoseconds) to compare with `time`.
  * Errors become TK_ERROR tokens after being reported, so the parser only has
  * to make an error node of them.  Every read is bounded by cc->len.
  */
@@ -287,6 +289,33 @@ static void lex_word(struct tql_cc *cc, struct tql_token *t)
 	}
 }
 
+/*
+ * ranked := "@" ( digits | "*" ) ":" word
+ * Only the shape is checked here; the checker reads the rank.
+ */
+static void lex_ranked(struct tql_cc *cc, struct tql_token *t)
+{
+	uint32_t i = cc->pos + 1;
+
+	if (at(cc, i) == '*')
+		i++;
+	else
+		while (is_digit(at(cc, i)))
+			i++;
+	if (i == cc->pos + 1 || at(cc, i) != ':' || !is_name_start(at(cc, i + 1))) {
+		if (i == cc->pos + 1 && i < cc->len)
+			i++;
+		tql_error(cc, t->lo, t->lo, i, 0, 0,
+			  "a rank is written '@R:' before a node path, e.g. "
+			  "'@1:model.fc:out.std'");
+		t->kind = TK_ERROR;
+		cc->pos = t->hi = i;
+		return;
+	}
+	cc->pos = i + 1;
+	lex_word(cc, t);
+}
+
 /* Two-character operators first, then one-character ones. */
 static const struct {
 	char s[3];
@@ -332,6 +361,13 @@ void tql_lex_next(struct tql_cc *cc)
 	}
 	if (is_name_start(c)) {
 		lex_word(cc, t);
+		return;
+	}
+	/* '@' alone stays an unexpected character; "@1", "@*", "@:" are
+	 * meant as ranks and get the rank's message. */
+	if (c == '@' && (is_digit(at(cc, cc->pos + 1)) || at(cc, cc->pos + 1) == '*' ||
+			 at(cc, cc->pos + 1) == ':')) {
+		lex_ranked(cc, t);
 		return;
 	}
 	for (k = 0; k < TM_ARRAY_LEN(ops); k++) {

@@ -22,7 +22,7 @@
 
 enum {
 	OPND_NONE, OPND_K, OPND_STAT, OPND_SK, OPND_EK, OPND_TF, OPND_EF, OPND_ADDR, OPND_VAR,
-	OPND_SITE, OPND_JUMP, OPND_FUNC
+	OPND_SITE, OPND_JUMP, OPND_FUNC, OPND_RSET
 };
 
 static const struct {
@@ -161,6 +161,15 @@ static void event_field(const struct tm_tql_ctx *ctx, uint32_t f, struct tm_tql_
 	const struct tm_event *e = ctx ? ctx->event : NULL;
 	const struct tm_node *n;
 
+	/* The rank belongs to the process, not the event: it is known with or
+	 * without one (print rank), and a negative one means "not known". */
+	if (f == EF_RANK) {
+		if (ctx && ctx->rank >= 0)
+			set_int(v, ctx->rank);
+		else
+			set_unknown(v, 0);
+		return;
+	}
 	if (!e) {
 		set_unknown(v, 0);
 		return;
@@ -235,6 +244,99 @@ static struct tm_tql_value *hist_row(tm_tql_prog *p, const struct tm_tql_ctx *ct
 	h->keys[i] = key;
 	h->used++;
 	return &h->vals[(size_t)i * p->nsites];
+}
+
+/* ---------------------------------------------------------------- ranks */
+
+/*
+ * max/min/spread (op) over count per-rank addressed terms from first: each
+ * rank's value at the step of the event being evaluated, so that ranks
+ * running at different speeds are compared at the same step.  One loop
+ * over the terms, whatever the world size: no recursion, no allocation.
+ * Any unknown member makes the result unknown, with the members' reasons
+ * joined; a NaN member makes it NaN as for max()/min().
+ */
+static void rank_fold(const tm_tql_prog *p, const struct tm_tql_ctx *ctx, int op,
+		      uint32_t first, uint32_t count, struct tm_tql_value *out)
+{
+	int64_t imin = 0, imax = 0;
+	double dmin = 0, dmax = 0;
+	uint32_t i, reason = 0;
+	int unknown = 0, seen = 0, finite = 0, nan = 0, type = TM_TQL_UNKNOWN;
+	uint64_t step;
+
+	if (!ctx || !ctx->event || !ctx->env || !ctx->env->lookup_step || !count) {
+		set_unknown(out, 0);
+		return;
+	}
+	step = ctx->event->step;
+	for (i = 0; i < count; i++) {
+		const struct tql_addr *ad = &p->addrs[first + i];
+		const struct tm_event *ev = NULL;
+		const struct tm_tensor *t;
+		struct tm_tql_value v;
+		uint32_t r = 0;
+
+		t = ctx->env->lookup_step(ctx->env->user, ad->node, ad->slot, ad->call,
+					  step, &ev, &r);
+		if (!t) {
+			unknown = 1;
+			reason |= r & TM_GAP__ALL;
+			continue;
+		}
+		tensor_field(ev, t, ad->field, &v);
+		if (v.type == TM_TQL_UNKNOWN) {
+			unknown = 1;
+			reason |= v.unknown_reason;
+			continue;
+		}
+		if (unknown)
+			continue;
+		if (v.type == TM_TQL_INT && (!seen || type == TM_TQL_INT)) {
+			if (!seen || v.v.i < imin)
+				imin = v.v.i;
+			if (!seen || v.v.i > imax)
+				imax = v.v.i;
+		} else if (v.type == TM_TQL_NUM && (!seen || type == TM_TQL_NUM)) {
+			if (isnan(v.v.d)) {
+				nan = 1;
+			} else {
+				if (!finite || v.v.d < dmin)
+					dmin = v.v.d;
+				if (!finite || v.v.d > dmax)
+					dmax = v.v.d;
+				finite = 1;
+			}
+		} else {
+			/* the checker allows numeric fields only; one field
+			 * has one type, so this is defence */
+			unknown = 1;
+			continue;
+		}
+		type = v.type;
+		seen = 1;
+	}
+	if (unknown) {
+		set_unknown(out, reason);
+		return;
+	}
+	if (type == TM_TQL_INT) {
+		if (op == OP_RANKS_MAX)
+			set_int(out, imax);
+		else if (op == OP_RANKS_MIN)
+			set_int(out, imin);
+		else if (__builtin_sub_overflow(imax, imin, &imax))
+			set_unknown(out, 0);
+		else
+			set_int(out, imax);
+		return;
+	}
+	/* NaN in, NaN out: a NaN must not hide behind the other ranks */
+	if (nan)
+		set_num(out, NAN);
+	else
+		set_num(out, op == OP_RANKS_MAX ? dmax :
+			op == OP_RANKS_MIN ? dmin : dmax - dmin);
 }
 
 /* ---------------------------------------------------------------- helpers */
@@ -615,6 +717,13 @@ void tql_run(tm_tql_prog *p, const struct tql_insn *code,
 		DISPATCH();
 	}
 
+	L_RANKS_MAX:
+	L_RANKS_MIN:
+	L_RANKS_SPREAD:
+		rank_fold(p, ctx, in.op, in.b, in.a, sp);
+		sp++;
+		DISPATCH();
+
 	L_HKEY:
 		row = hist_row(p, ctx);
 		DISPATCH();
@@ -793,7 +902,8 @@ int tm_tql_value_format(const struct tm_tql_value *v, char *buf, size_t len)
 
 static const char *const tf_names[] = { "shape", "dtype", "rank", "numel" };
 static const char *const ef_names[EF__COUNT] = {
-	"step", "seq", "time", "phase", "node.path", "node.type", "node.depth"
+	"step", "seq", "time", "phase", "node.path", "node.type", "node.depth",
+	"rank"
 };
 
 /*
@@ -856,6 +966,18 @@ int tm_tql_disassemble(const tm_tql_prog *p, FILE *out)
 			break;
 		case OPND_FUNC:
 			snprintf(opnd, sizeof(opnd), "%s/%u", tql_ext_name(p->ext[in->b]), in->a);
+			break;
+		case OPND_RSET:
+			/* the first and last rank's terms: a world of 4096 ranks
+			 * would not fit a line */
+			if (in->a == 1)
+				snprintf(opnd, sizeof(opnd), "%.*s (1 rank)", TM_ADDRESS_MAX / 2,
+					 p->addrs[in->b].text);
+			else
+				snprintf(opnd, sizeof(opnd), "%.*s .. %.*s (%u ranks)",
+					 TM_ADDRESS_MAX / 2, p->addrs[in->b].text,
+					 TM_ADDRESS_MAX / 2, p->addrs[in->b + in->a - 1].text,
+					 in->a);
 			break;
 		default:
 			break;

@@ -11,6 +11,7 @@
  */
 #include "config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,8 +48,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		if (tm_address_match_path(a, path) != tm_address_match_path(b, path))
 			abort();
-		if (!tm_address_is_pattern(a) && !tm_address_match_path(a, tm_address_path(a)))
+		if (!tm_address_is_pattern(a) && tm_address_rank(a) < 0 &&
+		    !tm_address_match_path(a, tm_address_path(a)))
 			abort();
+		/* "@R:" matches only nodes prefixed "@R:" (multi-rank tables) */
+		if (!tm_address_is_pattern(a) && tm_address_rank(a) >= 0) {
+			snprintf(buf2, sizeof(buf2), "@%d:%s", tm_address_rank(a),
+				 tm_address_path(a));
+			if (!tm_address_match_path(a, buf2) ||
+			    tm_address_match_path(a, tm_address_path(a)))
+				abort();
+		}
 		tm_address_free(b);
 		tm_address_free(a);
 	} else if (col < 0 || (size_t)col > strlen(pat) || !msg) {

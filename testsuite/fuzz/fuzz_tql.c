@@ -2,12 +2,14 @@
  * fuzz_tql.c -- libFuzzer target for TQL: the input is TQL source, run
  * through the lexer, parser, checker and compiler (with a node table and
  * as a condition or not), then, when it compiles, the disassembler and the
- * VM on a fixed event.  Nothing may crash, leak or read out of bounds; an
+ * VM on a fixed event.  The table also holds rank-prefixed nodes
+ * ("@0:model.fc1" ...) so that "@*:" aggregates expand and run.  Nothing may crash, leak or read out of bounds; an
  * error must come with its report.  The corpus (corpus/tql) is replayed by
  * make check through standalone.c.
  */
 #include "config.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +35,30 @@ static const struct tm_tensor *lookup(void *user, uint32_t node, struct tm_slot 
 	return &t;
 }
 
+/* Per-rank values at a step: some ranks unknown, some NaN. */
+static const struct tm_tensor *lookup_step(void *user, uint32_t node, struct tm_slot slot,
+					   uint32_t call, uint64_t step,
+					   const struct tm_event **event, uint32_t *reason)
+{
+	static struct tm_tensor t;
+
+	(void)user;
+	(void)slot;
+	(void)call;
+	if ((node + step) % 5 == 0) {
+		*reason = TM_GAP_LEVEL;
+		return NULL;
+	}
+	memset(&t, 0, sizeof(t));
+	t.have = TM_STATS_L1_MASK;
+	t.rank = 1;
+	t.shape[0] = 3;
+	for (int i = 0; i < TM_STAT__COUNT; i++)
+		t.stat[i] = node == 7 ? NAN : (double)(node % 3);
+	*event = NULL;
+	return &t;
+}
+
 static int variable(void *user, const char *name, struct tm_tql_value *out)
 {
 	if (name[0] == 's') {
@@ -53,7 +79,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static tm_nodetab *nodes;
 	static const char *const addrs[] = {
-		"model", "model.embed", "model.layers.0", "model.layers.0.mlp", "model.fc1"
+		"model", "model.embed", "model.layers.0", "model.layers.0.mlp", "model.fc1",
+		"@2:model.fc1", "@0:model.fc1", "@1:model.fc1", "@0:model", "@1:model"
 	};
 	struct tm_tensor t = {
 		.slot = { TM_SLOT_OUT, 0 }, .dtype = TM_DT_F32, .rank = 2,
@@ -62,8 +89,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	};
 	struct tm_event ev = { .seq = 7, .step = 120, .node = 2, .time_ns = 5000000,
 			       .ntensors = 1, .tensors = &t };
-	struct tm_tql_env env = { NULL, lookup, variable };
-	struct tm_tql_ctx ctx = { &ev, &t, NULL, &env };
+	struct tm_tql_env env = { NULL, lookup, variable, lookup_step };
+	struct tm_tql_ctx ctx = { &ev, &t, NULL, &env, 0 };
 	struct tm_tql_compile_opts opts = { 0 };
 	tm_tql_prog *p = NULL;
 	char *src, *err = NULL;

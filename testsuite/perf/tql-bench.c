@@ -67,7 +67,7 @@ static void make_events(tm_nodetab *nodes)
 
 static void bench_eval(const char *name, const char *src, tm_nodetab *nodes, long n)
 {
-	struct tm_tql_compile_opts opts = { nodes, NULL, 1 };
+	struct tm_tql_compile_opts opts = { nodes, NULL, 1, 0 };
 	tm_tql_prog *p;
 	char *err = NULL;
 	long i, fired = 0, unknown = 0;
@@ -80,7 +80,7 @@ static void bench_eval(const char *name, const char *src, tm_nodetab *nodes, lon
 	t0 = now_s();
 	for (i = 0; i < n; i++) {
 		struct tm_tql_ctx ctx = {
-			&events[i & (NEV - 1)], &tensors[i & (NEV - 1)], nodes, NULL
+			&events[i & (NEV - 1)], &tensors[i & (NEV - 1)], nodes, NULL, 0
 		};
 		int r = tm_tql_test(p, &ctx);
 
@@ -96,7 +96,7 @@ static void bench_eval(const char *name, const char *src, tm_nodetab *nodes, lon
 
 static void bench_compile(const char *src, tm_nodetab *nodes)
 {
-	struct tm_tql_compile_opts opts = { nodes, NULL, 1 };
+	struct tm_tql_compile_opts opts = { nodes, NULL, 1, 0 };
 	long i, n = 200000;
 	double t0, dt;
 

@@ -729,6 +729,280 @@ static void test_bind_event_kinds(void)
 	tm_nodetab_free(t);
 }
 
+/* ------------------------------------------------------------- ranks */
+
+/* "@R:" and "@*:" (multi-rank sessions): canonical spelling, accessors. */
+static void test_rank_parse(void)
+{
+	tm_address *a;
+
+	check_canon("@1:model.layers.3.mlp:out", "@1:model.layers.3.mlp:out");
+	check_canon("  @0:model.fc#2:out.1 ", "@0:model.fc#2:out.1");
+	check_canon("@*:model.**", "@*:model.**");
+	check_canon("@007:model.layers[2]", "@7:model.layers.2");
+	check_canon("@65535:model", "@65535:model");
+
+	CU_ASSERT_EQUAL_FATAL(tm_address_parse("@12:model.fc:out", &a, NULL, NULL), TM_OK);
+	CU_ASSERT_EQUAL(tm_address_rank(a), 12);
+	CU_ASSERT_STRING_EQUAL(tm_address_path(a), "model.fc");
+	CU_ASSERT(tm_address_has_slot(a));
+	CU_ASSERT(!tm_address_is_pattern(a));
+	tm_address_free(a);
+	CU_ASSERT_EQUAL_FATAL(tm_address_parse("@*:model.*", &a, NULL, NULL), TM_OK);
+	CU_ASSERT_EQUAL(tm_address_rank(a), TM_RANK_ANY);
+	CU_ASSERT_STRING_EQUAL(tm_address_path(a), "model.*");
+	tm_address_free(a);
+	CU_ASSERT_EQUAL_FATAL(tm_address_parse("model.fc", &a, NULL, NULL), TM_OK);
+	CU_ASSERT_EQUAL(tm_address_rank(a), TM_RANK_NONE);
+	tm_address_free(a);
+	CU_ASSERT_EQUAL(tm_address_rank(NULL), TM_RANK_NONE);
+}
+
+static void test_rank_format_buffer(void)
+{
+	tm_address *a;
+	char buf[64];
+
+	/* "@1:model.a:out" is 14 bytes: the prefix counts against the buffer */
+	CU_ASSERT_EQUAL_FATAL(tm_address_parse("@1:model.a:out", &a, NULL, NULL), TM_OK);
+	CU_ASSERT_EQUAL(tm_address_format(a, buf, 14), TM_ERR_INVALID_ARG);
+	CU_ASSERT_EQUAL(tm_address_format(a, buf, 15), TM_OK);
+	CU_ASSERT_STRING_EQUAL(buf, "@1:model.a:out");
+	tm_address_free(a);
+}
+
+static void test_rank_parse_errors(void)
+{
+	static const struct err_case cases[] = {
+		{ "@x:model", 1, "expected a rank" },
+		{ "@1model", 2, "expected ':'" },
+		{ "@:model", 1, "expected a rank" },
+		{ "@99999999:model", 1, "rank too large" },
+		{ "@65536:model", 1, "rank too large" },
+		{ "@", 1, "expected a rank" },
+		{ "@1", 2, "expected ':'" },
+		{ "@1:", 3, "missing node path" },
+		{ "  @*model", 4, "expected ':'" },
+		{ "@**:model", 2, "expected ':'" },
+		{ "@-1:model", 1, "expected a rank" },
+		{ "@1: model", 3, "unexpected space" },
+		{ "@1:@2:model", 3, "unexpected character" },
+		{ "model@1:x", 5, "unexpected character" },
+		{ "@1::out", 3, "missing node path" },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		tm_address *a = (tm_address *)1;
+		const char *msg = NULL;
+		int col = -2;
+		int r = tm_address_parse(cases[i].text, &a, &col, &msg);
+
+		CU_ASSERT_EQUAL(r, TM_ERR_ADDRESS);
+		CU_ASSERT_PTR_NULL(a);
+		CU_ASSERT_EQUAL(col, cases[i].col);
+		CU_ASSERT(msg && strstr(msg, cases[i].msg));
+		if (r != TM_ERR_ADDRESS || col != cases[i].col || !msg ||
+		    !strstr(msg, cases[i].msg))
+			fprintf(stderr, "\n  \"%s\": r=%d col=%d msg=%s\n", cases[i].text,
+				r, col, msg ? msg : "(null)");
+	}
+}
+
+static void test_node_rank(void)
+{
+	const char *rest = NULL;
+
+	CU_ASSERT_EQUAL(tm_address_node_rank("@3:model.fc", &rest), 3);
+	CU_ASSERT_STRING_EQUAL(rest, "model.fc");
+	CU_ASSERT_EQUAL(tm_address_node_rank("@0:model", &rest), 0);
+	CU_ASSERT_STRING_EQUAL(rest, "model");
+	CU_ASSERT_EQUAL(tm_address_node_rank("@65535:m", &rest), 65535);
+	CU_ASSERT_STRING_EQUAL(rest, "m");
+	CU_ASSERT_EQUAL(tm_address_node_rank("model.fc", &rest), TM_RANK_NONE);
+	CU_ASSERT_STRING_EQUAL(rest, "model.fc");
+	/* only the canonical spelling is a prefix */
+	CU_ASSERT_EQUAL(tm_address_node_rank("@01:model", &rest), TM_RANK_NONE);
+	CU_ASSERT_STRING_EQUAL(rest, "@01:model");
+	CU_ASSERT_EQUAL(tm_address_node_rank("@65536:model", NULL), TM_RANK_NONE);
+	CU_ASSERT_EQUAL(tm_address_node_rank("@*:model", NULL), TM_RANK_NONE);
+	CU_ASSERT_EQUAL(tm_address_node_rank("@1", NULL), TM_RANK_NONE);
+	CU_ASSERT_EQUAL(tm_address_node_rank("@", NULL), TM_RANK_NONE);
+	CU_ASSERT_EQUAL(tm_address_node_rank(NULL, &rest), TM_RANK_NONE);
+	CU_ASSERT_PTR_NULL(rest);
+}
+
+static int matches(const char *pattern, const char *node)
+{
+	tm_address *a;
+	int r;
+
+	if (tm_address_parse(pattern, &a, NULL, NULL))
+		return -1;
+	r = tm_address_match_path(a, node);
+	tm_address_free(a);
+	return r;
+}
+
+/* Unqualified and "@*:" take every rank and unprefixed nodes; "@R:" only
+ * nodes prefixed "@R:". */
+static void test_rank_match(void)
+{
+	struct tm_slot out = { TM_SLOT_OUT, 0 };
+	tm_address *a;
+
+	CU_ASSERT_EQUAL(matches("model.fc", "@0:model.fc"), 1);
+	CU_ASSERT_EQUAL(matches("model.fc", "@1:model.fc"), 1);
+	CU_ASSERT_EQUAL(matches("model.fc", "model.fc"), 1);
+	CU_ASSERT_EQUAL(matches("model.fc", "@1:model.fc2"), 0);
+	CU_ASSERT_EQUAL(matches("model.**", "@1:model.layers.3.mlp"), 1);
+	CU_ASSERT_EQUAL(matches("@*:model.**", "@1:model.layers.3.mlp"), 1);
+	CU_ASSERT_EQUAL(matches("@*:model.fc", "model.fc"), 1);
+	CU_ASSERT_EQUAL(matches("@1:model.fc", "@1:model.fc"), 1);
+	CU_ASSERT_EQUAL(matches("@1:model.fc", "@0:model.fc"), 0);
+	CU_ASSERT_EQUAL(matches("@1:model.fc", "model.fc"), 0);
+	CU_ASSERT_EQUAL(matches("@1:model.fc", "@11:model.fc"), 0);
+	CU_ASSERT_EQUAL(matches("@1:model.*", "@1:model.fc"), 1);
+	CU_ASSERT_EQUAL(matches("@1:model.*", "@2:model.fc"), 0);
+	CU_ASSERT_EQUAL(matches("@0:**", "@0:model.layers.0"), 1);
+	CU_ASSERT_EQUAL(matches("@0:**", "model.layers.0"), 0);
+	/* the prefix is not a segment: "*" does not swallow it */
+	CU_ASSERT_EQUAL(matches("*.fc", "@1:model.fc"), 1);
+	CU_ASSERT_EQUAL(matches("*", "@1:model"), 1);
+	CU_ASSERT_EQUAL(tm_path_glob("@1:model.*", "@1:model.fc"), 1);
+	CU_ASSERT_EQUAL(tm_path_glob("@1:model.*", "@0:model.fc"), 0);
+	CU_ASSERT_EQUAL(tm_path_glob("model.*", "@0:model.fc"), 1);
+
+	CU_ASSERT_EQUAL_FATAL(tm_address_parse("@1:model.fc#2:out", &a, NULL, NULL), TM_OK);
+	CU_ASSERT(tm_address_match(a, "@1:model.fc", 2, out));
+	CU_ASSERT(!tm_address_match(a, "@0:model.fc", 2, out));
+	CU_ASSERT(!tm_address_match(a, "@1:model.fc", 1, out));
+	tm_address_free(a);
+}
+
+/* One table for every rank, as tmdb builds it for a distributed run. */
+static tm_nodetab *rank_table(void)
+{
+	static const struct {
+		const char *address;
+		int kind;
+	} nodes[] = {
+		{ "@0:model", TM_NODE_MODULE },
+		{ "@0:model.fc", TM_NODE_MODULE },
+		{ "@0:model.fc.weight", TM_NODE_PARAM },
+		{ "@1:model", TM_NODE_MODULE },
+		{ "@1:model.fc", TM_NODE_MODULE },
+		{ "@1:model.fc.weight", TM_NODE_PARAM },
+	};
+	tm_nodetab *t = tm_nodetab_new();
+	size_t i;
+
+	if (!t)
+		return NULL;
+	for (i = 0; i < sizeof(nodes) / sizeof(nodes[0]); i++) {
+		struct tm_node n = { 0 };
+
+		n.address = nodes[i].address;
+		n.kind = (uint8_t)nodes[i].kind;
+		n.parent = TM_NODE_NONE;
+		if (tm_nodetab_add(t, &n, NULL)) {
+			tm_nodetab_free(t);
+			return NULL;
+		}
+	}
+	return t;
+}
+
+static void test_rank_nodetab(void)
+{
+	tm_nodetab *t = rank_table();
+	struct tm_node n = { 0 };
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+	CU_ASSERT_PTR_NOT_NULL(tm_nodetab_find(t, "@1:model.fc"));
+	CU_ASSERT_PTR_NULL(tm_nodetab_find(t, "model.fc"));
+	/* only canonical prefixes enter a table */
+	n.parent = TM_NODE_NONE;
+	n.address = "@01:model";
+	CU_ASSERT_EQUAL(tm_nodetab_add(t, &n, NULL), TM_ERR_ADDRESS);
+	n.address = "@*:model";
+	CU_ASSERT_EQUAL(tm_nodetab_add(t, &n, NULL), TM_ERR_ADDRESS);
+	n.address = "@1:";
+	CU_ASSERT_EQUAL(tm_nodetab_add(t, &n, NULL), TM_ERR_ADDRESS);
+	n.address = "@65536:model";
+	CU_ASSERT_EQUAL(tm_nodetab_add(t, &n, NULL), TM_ERR_ADDRESS);
+	n.address = "@1:model.@2";
+	CU_ASSERT_EQUAL(tm_nodetab_add(t, &n, NULL), TM_ERR_ADDRESS);
+	n.address = "@2:model";
+	CU_ASSERT_EQUAL(tm_nodetab_add(t, &n, NULL), TM_OK);
+	tm_nodetab_free(t);
+}
+
+static void test_rank_bind(void)
+{
+	static const struct {
+		const char *where;
+		uint8_t want[6];
+		uint32_t nmatch;
+	} cases[] = {
+#define X (1u << TM_EV_EXIT)
+#define P (1u << TM_EV_PARAM)
+		{ "model.fc", { 0, X, 0, 0, X, 0 }, 2 },
+		{ "@*:model.fc", { 0, X, 0, 0, X, 0 }, 2 },
+		{ "@1:model.fc", { 0, 0, 0, 0, X, 0 }, 1 },
+		{ "@0:model.fc:out", { 0, X, 0, 0, 0, 0 }, 1 },
+		{ "@0:model.**", { X, X, P, 0, 0, 0 }, 3 },
+		{ "@1:model.fc.weight:grad", { 0, 0, 0, 0, 0, P }, 1 },
+		{ "model.*.weight", { 0, 0, P, 0, 0, P }, 2 },
+		{ "@2:model.fc", { 0, 0, 0, 0, 0, 0 }, 0 },
+		{ "model", { X, 0, 0, X, 0, 0 }, 2 },
+#undef X
+#undef P
+	};
+	tm_nodetab *t = rank_table();
+	size_t i;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		tm_address *a;
+		uint8_t *k;
+		uint32_t nm;
+
+		CU_ASSERT_EQUAL_FATAL(tm_address_parse(cases[i].where, &a, NULL, NULL), TM_OK);
+		CU_ASSERT_EQUAL_FATAL(tm_address_bind(a, t, &k, &nm), TM_OK);
+		CU_ASSERT_EQUAL(nm, cases[i].nmatch);
+		if (memcmp(k, cases[i].want, 6))
+			CU_FAIL(cases[i].where);
+		free(k);
+		tm_address_free(a);
+	}
+	tm_nodetab_free(t);
+}
+
+static void test_rank_suggest(void)
+{
+	tm_nodetab *t = rank_table();
+	const char *out[3];
+	size_t n;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+	/* unqualified: compared with the paths of every rank */
+	n = tm_address_suggest(t, "model.fx", out, 3);
+	CU_ASSERT(n >= 2);
+	if (n >= 2) {
+		CU_ASSERT_STRING_EQUAL(out[0], "@0:model.fc");
+		CU_ASSERT_STRING_EQUAL(out[1], "@1:model.fc");
+	}
+	n = tm_address_suggest(t, "fc", out, 3);
+	CU_ASSERT(n >= 1 && !strcmp(out[0], "@0:model.fc"));
+	/* qualified: the rank written counts */
+	n = tm_address_suggest(t, "@1:model.fx", out, 1);
+	CU_ASSERT_EQUAL(n, 1);
+	if (n == 1)
+		CU_ASSERT_STRING_EQUAL(out[0], "@1:model.fc");
+	tm_nodetab_free(t);
+}
+
 int main(void)
 {
 	static const struct tm_test_case cases[] = {
@@ -748,6 +1022,14 @@ int main(void)
 		TM_TEST(test_suggest_missing_root),
 		TM_TEST(test_suggest_order),
 		TM_TEST(test_bind_event_kinds),
+		TM_TEST(test_rank_parse),
+		TM_TEST(test_rank_format_buffer),
+		TM_TEST(test_rank_parse_errors),
+		TM_TEST(test_node_rank),
+		TM_TEST(test_rank_match),
+		TM_TEST(test_rank_nodetab),
+		TM_TEST(test_rank_bind),
+		TM_TEST(test_rank_suggest),
 		{ NULL, NULL }
 	};
 	return tm_test_run("address", cases);

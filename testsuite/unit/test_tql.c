@@ -26,6 +26,7 @@
 
 #include <dirent.h>
 #include <malloc.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -526,7 +527,7 @@ static void test_tables(void)
 
 static tm_tql_prog *compile_ok(const char *src, int want_bool)
 {
-	struct tm_tql_compile_opts opts = { nodes, funcs, want_bool };
+	struct tm_tql_compile_opts opts = { nodes, funcs, want_bool, 0 };
 	tm_tql_prog *p = NULL;
 	char *err = NULL;
 	int rc = tm_tql_compile(src, &opts, &p, &err);
@@ -581,7 +582,7 @@ static void test_test_convenience(void)
 {
 	struct tm_tensor t = { .have = TM_STAT_BIT(TM_STAT_NAN_COUNT) };
 	struct tm_event ev = { .step = 200, .ntensors = 1, .tensors = &t };
-	struct tm_tql_ctx ctx = { &ev, &t, nodes, NULL };
+	struct tm_tql_ctx ctx = { &ev, &t, nodes, NULL, 0 };
 	tm_tql_prog *p = compile_ok("tensor.nan_count > 0 && step > 100", 1);
 
 	t.stat[TM_STAT_NAN_COUNT] = 3;
@@ -597,7 +598,7 @@ static void test_test_convenience(void)
 
 static void test_error_report(void)
 {
-	struct tm_tql_compile_opts opts = { nodes, NULL, 1 };
+	struct tm_tql_compile_opts opts = { nodes, NULL, 1, 0 };
 	tm_tql_prog *p = (tm_tql_prog *)1;
 	char *err = NULL;
 
@@ -769,7 +770,7 @@ static void test_prev_reset(void)
 {
 	struct tm_tensor t = { .have = TM_STAT_BIT(TM_STAT_STD) };
 	struct tm_event ev = { .node = 3, .ntensors = 1, .tensors = &t };
-	struct tm_tql_ctx ctx = { &ev, &t, nodes, NULL };
+	struct tm_tql_ctx ctx = { &ev, &t, nodes, NULL, 0 };
 	tm_tql_prog *p = compile_ok("delta(tensor.std)", 0);
 	struct tm_tql_value v;
 
@@ -791,7 +792,7 @@ static void test_prev_cap(void)
 {
 	struct tm_tensor t = { .have = TM_STAT_BIT(TM_STAT_STD) };
 	struct tm_event ev = { .ntensors = 1, .tensors = &t };
-	struct tm_tql_ctx ctx = { &ev, &t, NULL, NULL };
+	struct tm_tql_ctx ctx = { &ev, &t, NULL, NULL, 0 };
 	tm_tql_prog *p;
 	struct tm_tql_value v;
 	uint32_t n, known = 0;
@@ -814,7 +815,7 @@ static void test_no_allocation(void)
 #else
 	struct tm_tensor t = { .have = TM_STAT_BIT(TM_STAT_STD) | TM_STAT_BIT(TM_STAT_NAN_COUNT) };
 	struct tm_event ev = { .ntensors = 1, .tensors = &t };
-	struct tm_tql_ctx ctx = { &ev, &t, nodes, NULL };
+	struct tm_tql_ctx ctx = { &ev, &t, nodes, NULL, 0 };
 	tm_tql_prog *p = compile_ok("delta(tensor.std) > 1 || node.path =~ \"model.*\" && "
 				    "tensor.nan_count + prev(tensor.nan_count) > 3", 1);
 	struct mallinfo2 before, after;
@@ -897,6 +898,676 @@ static void load_funcs(void)
 	}
 }
 
+/* ---------------------------------------------------------------- ranks */
+
+/* `rank` is the process's rank from the ctx, with or without an event, on
+ * every path the VM has for event fields (plain load, the fused compare,
+ * arithmetic); tensor.rank stays the number of dimensions. */
+static void test_rank_field(void)
+{
+	static const int64_t dims[] = { 4, 32 };
+	struct tm_tensor t = { 0 };
+	struct tm_event ev = { .step = 7, .ntensors = 1, .tensors = &t };
+	struct tm_tql_ctx ctx = { &ev, &t, nodes, NULL, 0 };
+	struct tm_tql_value v;
+	tm_tql_prog *eq = compile_ok("rank == 1", 1);
+	tm_tql_prog *load = compile_ok("rank", 0);
+	tm_tql_prog *arith = compile_ok("rank * 10 + step", 0);
+	tm_tql_prog *both = compile_ok("rank >= 1 && tensor.rank == 2", 1);
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	(void)dims;
+	t.rank = 2;
+	t.shape[0] = 4;
+	t.shape[1] = 32;
+	CU_ASSERT_EQUAL(tm_tql_result_type(load), TM_TQL_INT);
+	/* a zeroed ctx is rank 0 */
+	CU_ASSERT_EQUAL(tm_tql_test(eq, &ctx), 0);
+	CU_ASSERT_EQUAL(tm_tql_eval(load, &ctx, &v), TM_OK);
+	CU_ASSERT_EQUAL(v.type, TM_TQL_INT);
+	CU_ASSERT_EQUAL(v.v.i, 0);
+	ctx.rank = 1;
+	CU_ASSERT_EQUAL(tm_tql_test(eq, &ctx), 1);
+	CU_ASSERT_EQUAL(tm_tql_test(both, &ctx), 1);
+	CU_ASSERT_EQUAL(tm_tql_eval(arith, &ctx, &v), TM_OK);
+	CU_ASSERT_EQUAL(v.type, TM_TQL_INT);
+	CU_ASSERT_EQUAL(v.v.i, 17);
+	ctx.rank = 3;
+	CU_ASSERT_EQUAL(tm_tql_test(eq, &ctx), 0);
+	CU_ASSERT_EQUAL(tm_tql_eval(load, &ctx, &v), TM_OK);
+	CU_ASSERT_EQUAL(v.v.i, 3);
+	t.rank = 1;
+	CU_ASSERT_EQUAL(tm_tql_test(both, &ctx), 0);
+	/* known without an event (print rank) */
+	ctx.event = NULL;
+	ctx.tensor = NULL;
+	CU_ASSERT_EQUAL(tm_tql_test(eq, &ctx), 0);
+	ctx.rank = 1;
+	CU_ASSERT_EQUAL(tm_tql_test(eq, &ctx), 1);
+	/* negative: not known */
+	ctx.rank = -1;
+	CU_ASSERT_EQUAL(tm_tql_test(eq, &ctx), -1);
+	CU_ASSERT_EQUAL(tm_tql_eval(load, &ctx, &v), TM_OK);
+	CU_ASSERT_EQUAL(v.type, TM_TQL_UNKNOWN);
+	/* no ctx at all */
+	CU_ASSERT_EQUAL(tm_tql_test(eq, NULL), -1);
+
+	f = open_memstream(&buf, &len);
+	CU_ASSERT_EQUAL(tm_tql_disassemble(eq, f), TM_OK);
+	fclose(f);
+	CU_ASSERT_STRING_EQUAL(buf,
+		"   0  EV_EQ_IK    rank, 1\n"
+		"   1  RET\n");
+	free(buf);
+	tm_tql_free(eq);
+	tm_tql_free(load);
+	tm_tql_free(arith);
+	tm_tql_free(both);
+}
+
+static void test_rank_names(void)
+{
+	struct tm_tql_compile_opts opts = { nodes, NULL, 0, 0 };
+	const char *const *names = tm_tql_field_names();
+	tm_tql_prog *p = NULL;
+	char *err = NULL;
+	int found = 0;
+
+	for (; *names; names++)
+		found |= !strcmp(*names, "rank");
+	CU_ASSERT(found);
+	CU_ASSERT_EQUAL(tm_tql_compile("rnak > 0", &opts, &p, &err), TM_ERR_TQL);
+	CU_ASSERT_PTR_NOT_NULL(err && strstr(err, "did you mean 'rank'?"));
+	free(err);
+	CU_ASSERT_EQUAL(tm_tql_compile("zzzzzzzzzz > 0", &opts, &p, &err), TM_ERR_TQL);
+	CU_ASSERT_PTR_NOT_NULL(err && strstr(err, "step, phase, seq, time, rank)"));
+	free(err);
+	/* an extension function cannot take the name */
+	{
+		tm_tql_funcs *f = tm_tql_funcs_new();
+
+		CU_ASSERT_NOT_EQUAL(tm_tql_funcs_load(f, TQL_EXTLIB " rank(int64) -> int64",
+						      &err), TM_OK);
+		free(err);
+		tm_tql_funcs_free(f);
+	}
+}
+
+/* A multi-rank node table, as tmdb builds it: every rank's nodes "@R:". */
+static tm_nodetab *rank_nodes(void)
+{
+	static const struct {
+		const char *address;
+		int kind;
+	} list[] = {
+		{ "@0:model", TM_NODE_MODULE },         /* 0 */
+		{ "@0:model.fc", TM_NODE_MODULE },      /* 1 */
+		{ "@1:model", TM_NODE_MODULE },         /* 2 */
+		{ "@1:model.fc", TM_NODE_MODULE },      /* 3 */
+		{ "@1:model.fc.weight", TM_NODE_PARAM },/* 4 */
+	};
+	tm_nodetab *t = tm_nodetab_new();
+	size_t i;
+
+	for (i = 0; t && i < N_ELEMS(list); i++) {
+		struct tm_node n = { 0 };
+
+		n.address = list[i].address;
+		n.kind = (uint8_t)list[i].kind;
+		n.parent = TM_NODE_NONE;
+		if (tm_nodetab_add(t, &n, NULL) != TM_OK) {
+			tm_nodetab_free(t);
+			return NULL;
+		}
+	}
+	return t;
+}
+
+/* Answers every lookup with a tensor whose std is the node id, so that a
+ * value tells which node a term resolved to. */
+static const struct tm_tensor *id_lookup(void *user, uint32_t node, struct tm_slot slot,
+					 uint32_t call, const struct tm_event **event,
+					 uint32_t *reason)
+{
+	static struct tm_tensor t;
+	static struct tm_event ev;
+
+	(void)user;
+	(void)call;
+	memset(&t, 0, sizeof(t));
+	t.slot = slot;
+	t.have = TM_STAT_BIT(TM_STAT_STD);
+	t.stat[TM_STAT_STD] = node;
+	*event = &ev;
+	*reason = 0;
+	return &t;
+}
+
+/* The node id an expression's addressed term resolved to, -1 on a compile
+ * error (its text in *errp when errp is not NULL). */
+static int resolved(tm_nodetab *t, int32_t rank, const char *src, char **errp)
+{
+	struct tm_tql_compile_opts opts = { t, NULL, 0, rank };
+	struct tm_tql_env env = { NULL, id_lookup, NULL, NULL };
+	struct tm_tql_ctx ctx = { NULL, NULL, t, &env, 0 };
+	struct tm_tql_value v;
+	tm_tql_prog *p = NULL;
+	char *err = NULL;
+	int id = -1;
+
+	if (tm_tql_compile(src, &opts, &p, &err) == TM_OK) {
+		if (tm_tql_eval(p, &ctx, &v) == TM_OK && v.type == TM_TQL_NUM)
+			id = (int)v.v.d;
+		else
+			id = -2;
+	}
+	if (errp)
+		*errp = err;
+	else
+		free(err);
+	tm_tql_free(p);
+	return id;
+}
+
+static void expect_error(tm_nodetab *t, int32_t rank, const char *src, const char *msg)
+{
+	char *err = NULL;
+
+	CU_ASSERT_EQUAL(resolved(t, rank, src, &err), -1);
+	CU_ASSERT_PTR_NOT_NULL(err && strstr(err, msg));
+	if (!err || !strstr(err, msg))
+		printf("\n  %s: want \"%s\", got %s", src, msg, err ? err : "(none)");
+	free(err);
+}
+
+static void test_rank_resolution(void)
+{
+	tm_nodetab *t = rank_nodes();
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+	/* unqualified: the opts' rank, 0 in a zeroed opts */
+	CU_ASSERT_EQUAL(resolved(t, 0, "model.fc:out.std", NULL), 1);
+	CU_ASSERT_EQUAL(resolved(t, 1, "model.fc:out.std", NULL), 3);
+	CU_ASSERT_EQUAL(resolved(t, 1, "model.fc.std", NULL), 3);
+	CU_ASSERT_EQUAL(resolved(t, 1, "model.fc.weight.std", NULL), 4);
+	CU_ASSERT_EQUAL(resolved(t, 1, "model.fc.weight:grad.std", NULL), 4);
+	/* qualified: as written, whatever the opts say */
+	CU_ASSERT_EQUAL(resolved(t, 0, "@1:model.fc:out.std", NULL), 3);
+	CU_ASSERT_EQUAL(resolved(t, 1, "@0:model.fc:out.std", NULL), 1);
+	CU_ASSERT_EQUAL(resolved(t, 0, "@01:model.fc:out.std", NULL), 3);
+	CU_ASSERT_EQUAL(resolved(t, 0, "@1:model.fc#2:out.1.std", NULL), 3);
+	/* 3 / 1: both ranks in one expression */
+	CU_ASSERT_EQUAL(resolved(t, 0, "@1:model.fc.std / @0:model.fc.std", NULL), 3);
+	/* errors */
+	expect_error(t, 0, "model.fc.weight.std", "no node 'model.fc.weight'");
+	expect_error(t, -1, "model.fc:out.std", "no node 'model.fc'");
+	expect_error(t, 0, "@2:model.fc:out.std", "no node '@2:model.fc'");
+	expect_error(t, 0, "@0:model.fc.weight.std", "no node '@0:model.fc.weight'");
+	expect_error(t, 0, "@*:model.fc:out.std", "'@*:' names every rank");
+	expect_error(t, 0, "@70000:model.fc:out.std", "rank too large");
+	expect_error(t, 0, "@1:model > 0", "names a node but no field");
+	expect_error(t, 0, "@1:model.fc > 0", "'@1:model.fc' is a node, not a value");
+	expect_error(t, 1, "model.fc > 0", "'model.fc' is a node, not a value");
+	expect_error(t, 1, "@01:model.fc > 0", "'@1:model.fc' is a node, not a value");
+	expect_error(t, 0, "@1model.fc.std", "a rank is written '@R:'");
+	expect_error(t, 0, "@:model.fc.std", "a rank is written '@R:'");
+	expect_error(t, 0, "@1:", "a rank is written '@R:'");
+	expect_error(t, 0, "@1:model.fcc:out.std", "did you mean '@1:model.fc'");
+	/* a single-process table: names resolve as written for any rank */
+	CU_ASSERT_EQUAL(resolved(nodes, 3, "model.fc1:out.std", NULL),
+			(int)tm_nodetab_find(nodes, "model.fc1")->id);
+	tm_nodetab_free(t);
+}
+
+/* node.path in a multi-rank table is the prefixed address; globs follow
+ * the address rules for ranks. */
+static void test_rank_node_path(void)
+{
+	tm_nodetab *t = rank_nodes();
+	struct tm_tql_compile_opts opts = { t, NULL, 1, 0 };
+	struct tm_event ev = { .node = 3 };
+	struct tm_tql_ctx ctx = { &ev, NULL, t, NULL, 1 };
+	static const struct {
+		const char *src;
+		int want;
+	} cases[] = {
+		{ "node.path == \"@1:model.fc\"", 1 },
+		{ "node.path =~ \"model.*\"", 1 },
+		{ "node.path =~ \"@*:model.*\"", 1 },
+		{ "node.path =~ \"@1:model.*\"", 1 },
+		{ "node.path =~ \"@0:model.*\"", 0 },
+		{ "node.path =~ \"@0:model.*\" || rank == 1", 1 },
+	};
+	size_t i;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+	for (i = 0; i < N_ELEMS(cases); i++) {
+		tm_tql_prog *p = NULL;
+		char *err = NULL;
+
+		CU_ASSERT_EQUAL(tm_tql_compile(cases[i].src, &opts, &p, &err), TM_OK);
+		CU_ASSERT_EQUAL(tm_tql_test(p, &ctx), cases[i].want);
+		if (tm_tql_test(p, &ctx) != cases[i].want)
+			printf("\n  %s: %s", cases[i].src, err ? err : "wrong value");
+		free(err);
+		tm_tql_free(p);
+	}
+	tm_nodetab_free(t);
+}
+
+/* ------------------------------------------------------ cross-rank aggregates */
+
+/*
+ * A three-rank session: every rank has model, model.fc and its weight;
+ * model.head exists on ranks 0 and 2 only (a rank-specific module), and
+ * rank 1's nodes were added out of rank order.
+ */
+static tm_nodetab *ddp_nodes(void)
+{
+	static const struct {
+		const char *address;
+		int kind;
+	} list[] = {
+		{ "@0:model", TM_NODE_MODULE },
+		{ "@0:model.fc", TM_NODE_MODULE },
+		{ "@0:model.fc.weight", TM_NODE_PARAM },
+		{ "@0:model.head", TM_NODE_MODULE },
+		{ "@2:model", TM_NODE_MODULE },
+		{ "@2:model.fc", TM_NODE_MODULE },
+		{ "@2:model.fc.weight", TM_NODE_PARAM },
+		{ "@2:model.head", TM_NODE_MODULE },
+		{ "@1:model", TM_NODE_MODULE },
+		{ "@1:model.fc", TM_NODE_MODULE },
+		{ "@1:model.fc.weight", TM_NODE_PARAM },
+	};
+	tm_nodetab *t = tm_nodetab_new();
+	size_t i;
+
+	for (i = 0; t && i < N_ELEMS(list); i++) {
+		struct tm_node n = { 0 };
+
+		n.address = list[i].address;
+		n.kind = (uint8_t)list[i].kind;
+		n.parent = TM_NODE_NONE;
+		if (tm_nodetab_add(t, &n, NULL) != TM_OK) {
+			tm_nodetab_free(t);
+			return NULL;
+		}
+	}
+	return t;
+}
+
+/*
+ * The fake debugger behind lookup_step: the l2 of each rank's tensors per
+ * step (steps 5..8), NaN marking "not at this step" (answered NULL with a
+ * backpressure gap).  Rank 1 diverges at step 6; at step 7 it has no
+ * value.  lookup (latest at the playhead) answers a different value on
+ * purpose and counts its calls: the aggregates must not use it.
+ */
+struct ddp_env {
+	const tm_nodetab *nodes;
+	uint64_t steps_seen[8];
+	int nsteps;
+	int lookups, step_lookups;
+	struct tm_slot last_slot;
+	struct tm_tensor t;
+	struct tm_event ev;
+};
+
+static const double ddp_l2[4][3] = {
+	{ 2.0, 2.0, 2.0 },      /* step 5 */
+	{ 2.0, 2.5, 2.0 },      /* step 6 */
+	{ 2.0, NAN, 2.0 },      /* step 7: rank 1 has not got there */
+	{ 3.0, 3.0, NAN },      /* step 8: rank 2 has not got there */
+};
+
+static const struct tm_tensor *ddp_lookup(void *user, uint32_t node, struct tm_slot slot,
+					  uint32_t call, const struct tm_event **event,
+					  uint32_t *reason)
+{
+	struct ddp_env *e = user;
+
+	(void)node;
+	(void)slot;
+	(void)call;
+	e->lookups++;
+	memset(&e->t, 0, sizeof(e->t));
+	e->t.have = TM_STAT_BIT(TM_STAT_L2);
+	e->t.stat[TM_STAT_L2] = 1000;
+	*event = &e->ev;
+	*reason = 0;
+	return &e->t;
+}
+
+static const struct tm_tensor *ddp_lookup_step(void *user, uint32_t node,
+					       struct tm_slot slot, uint32_t call,
+					       uint64_t step, const struct tm_event **event,
+					       uint32_t *reason)
+{
+	struct ddp_env *e = user;
+	const struct tm_node *n = tm_nodetab_get(e->nodes, node);
+	int rank = n ? tm_address_node_rank(n->address, NULL) : -1;
+
+	(void)call;
+	e->step_lookups++;
+	e->last_slot = slot;
+	if (e->nsteps < (int)N_ELEMS(e->steps_seen))
+		e->steps_seen[e->nsteps++] = step;
+	if (rank < 0 || rank > 2 || step < 5 || step > 8 || isnan(ddp_l2[step - 5][rank])) {
+		*reason = TM_GAP_BACKPRESSURE;
+		return NULL;
+	}
+	memset(&e->t, 0, sizeof(e->t));
+	e->t.slot = slot;
+	e->t.have = TM_STAT_BIT(TM_STAT_L2) | TM_STAT_BIT(TM_STAT_NAN_COUNT);
+	e->t.stat[TM_STAT_L2] = ddp_l2[step - 5][rank];
+	e->t.stat[TM_STAT_NAN_COUNT] = 10 * rank + (double)step;
+	e->ev.step = step;
+	*event = &e->ev;
+	*reason = 0;
+	return &e->t;
+}
+
+/* Evaluates src at an event of `step` (-1: no event) and formats it. */
+static void ddp_eval(tm_nodetab *t, struct ddp_env *de, const char *src, int64_t step,
+		     char *out, size_t len)
+{
+	struct tm_tql_compile_opts opts = { t, NULL, 0, 0 };
+	struct tm_tql_env env = { de, ddp_lookup, NULL, ddp_lookup_step };
+	struct tm_event ev = { .step = (uint64_t)step, .node = 1 };
+	struct tm_tql_ctx ctx = { step >= 0 ? &ev : NULL, NULL, t, &env, 0 };
+	struct tm_tql_value v;
+	tm_tql_prog *p = NULL;
+	char *err = NULL;
+
+	snprintf(out, len, "(compile error)");
+	if (tm_tql_compile(src, &opts, &p, &err) != TM_OK) {
+		printf("\n  %s: %s", src, err ? err : "?");
+		free(err);
+		return;
+	}
+	CU_ASSERT_EQUAL(tm_tql_uses_lookup(p), 1);
+	if (tm_tql_eval(p, &ctx, &v) != TM_OK || tm_tql_value_format(&v, out, len))
+		snprintf(out, len, "(eval failed)");
+	tm_tql_free(p);
+}
+
+static void expect_value(tm_nodetab *t, const char *src, int64_t step, const char *want)
+{
+	struct ddp_env de = { .nodes = t };
+	char got[128];
+
+	ddp_eval(t, &de, src, step, got, sizeof(got));
+	CU_ASSERT_STRING_EQUAL(got, want);
+	if (strcmp(got, want))
+		printf("\n  %s at step %lld: want %s, got %s", src, (long long)step, want, got);
+	/* only the single-rank term in one case below reads "latest" */
+	CU_ASSERT_EQUAL(de.lookups, strstr(src, "@1:") ? 1 : 0);
+}
+
+static void test_rankset_values(void)
+{
+	tm_nodetab *t = ddp_nodes();
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+	/* the DDP hunt: ranks agree at step 5 and disagree at step 6 */
+	expect_value(t, "spread(@*:model.fc.weight:data.l2)", 5, "0");
+	expect_value(t, "spread(@*:model.fc.weight:data.l2)", 6, "0.5");
+	expect_value(t, "spread(@*:model.fc.weight:data.l2) > 1e-6", 5, "false");
+	expect_value(t, "spread(@*:model.fc.weight:data.l2) > 1e-6", 6, "true");
+	expect_value(t, "max(@*:model.fc.weight:data.l2)", 6, "2.5");
+	expect_value(t, "min(@*:model.fc.weight:data.l2)", 6, "2");
+	/* a parameter without :SLOT reads :data, as a single term does */
+	expect_value(t, "spread(@*:model.fc.weight.l2)", 6, "0.5");
+	/* an integer field stays an integer: nan_count = 10 * rank + step */
+	expect_value(t, "max(@*:model.fc:out.nan_count)", 6, "26");
+	expect_value(t, "min(@*:model.fc:out.nan_count)", 6, "6");
+	expect_value(t, "spread(@*:model.fc:out.nan_count)", 6, "20");
+	/* only the ranks that have the node: model.head is on 0 and 2 */
+	expect_value(t, "spread(@*:model.head:out.nan_count)", 5, "20");
+	/* inside larger expressions, prev() and with single-rank terms */
+	expect_value(t, "spread(@*:model.fc.weight.l2) * 2 + @1:model.fc.weight.l2", 6, "1001");
+	expect_value(t, "max(spread(@*:model.fc.weight.l2), 0.25)", 6, "0.5");
+	/* unknown members: the whole aggregate is unknown, with their reason */
+	expect_value(t, "spread(@*:model.fc.weight:data.l2)", 7, "<unknown: backpressure>");
+	expect_value(t, "max(@*:model.fc.weight:data.l2)", 8, "<unknown: backpressure>");
+	expect_value(t, "max(@*:model.fc.weight:data.l2) > 0", 7, "<unknown: backpressure>");
+	/* ... and a known false still wins an && */
+	expect_value(t, "step == 1 && spread(@*:model.fc.weight:data.l2) > 0", 7, "false");
+	/* no event: no step to align on */
+	expect_value(t, "spread(@*:model.fc.weight:data.l2)", -1, "<unknown>");
+	tm_nodetab_free(t);
+}
+
+/* Each member is read at the step of the event evaluated; without
+ * lookup_step the aggregate is unknown rather than read through lookup. */
+static void test_rankset_step(void)
+{
+	tm_nodetab *t = ddp_nodes();
+	struct ddp_env de;
+	struct tm_tql_compile_opts opts;
+	struct tm_tql_env env;
+	struct tm_event ev = { .step = 6 };
+	struct tm_tql_ctx ctx = { &ev, NULL, NULL, &env, 1 };
+	struct tm_tql_value v;
+	tm_tql_prog *p = NULL;
+	char got[64];
+	int i;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+	memset(&de, 0, sizeof(de));
+	de.nodes = t;
+	ddp_eval(t, &de, "spread(@*:model.fc.weight:data.l2)", 6, got, sizeof(got));
+	CU_ASSERT_EQUAL(de.step_lookups, 3);
+	CU_ASSERT_EQUAL(de.nsteps, 3);
+	for (i = 0; i < de.nsteps; i++)
+		CU_ASSERT_EQUAL(de.steps_seen[i], 6);
+	CU_ASSERT_EQUAL(de.last_slot.kind, TM_SLOT_DATA);
+
+	memset(&opts, 0, sizeof(opts));
+	opts.nodes = t;
+	memset(&env, 0, sizeof(env));
+	memset(&de, 0, sizeof(de));
+	de.nodes = t;
+	env.user = &de;
+	env.lookup = ddp_lookup;
+	ctx.nodes = t;
+	CU_ASSERT_EQUAL_FATAL(tm_tql_compile("max(@*:model.fc.weight:data.l2)", &opts, &p, NULL),
+			      TM_OK);
+	CU_ASSERT_EQUAL(tm_tql_eval(p, &ctx, &v), TM_OK);
+	CU_ASSERT_EQUAL(v.type, TM_TQL_UNKNOWN);
+	CU_ASSERT_EQUAL(v.unknown_reason, 0);
+	CU_ASSERT_EQUAL(de.lookups, 0);
+	CU_ASSERT_EQUAL(tm_tql_test(p, &ctx), -1);
+	/* no environment at all */
+	ctx.env = NULL;
+	CU_ASSERT_EQUAL(tm_tql_eval(p, &ctx, &v), TM_OK);
+	CU_ASSERT_EQUAL(v.type, TM_TQL_UNKNOWN);
+	CU_ASSERT_EQUAL(tm_tql_eval(p, NULL, &v), TM_OK);
+	CU_ASSERT_EQUAL(v.type, TM_TQL_UNKNOWN);
+	CU_ASSERT_EQUAL(tm_tql_result_type(p), TM_TQL_NUM);
+	tm_tql_free(p);
+	tm_nodetab_free(t);
+}
+
+static void expect_rank_error(tm_nodetab *t, const char *src, const char *msg)
+{
+	struct tm_tql_compile_opts opts = { t, NULL, 1, 0 };
+	tm_tql_prog *p = NULL;
+	char *err = NULL;
+
+	CU_ASSERT_EQUAL(tm_tql_compile(src, &opts, &p, &err), TM_ERR_TQL);
+	CU_ASSERT_PTR_NULL(p);
+	CU_ASSERT_PTR_NOT_NULL(err && strstr(err, msg));
+	if (!err || !strstr(err, msg))
+		printf("\n  %s: want \"%s\", got %s", src, msg, err ? err : "(none)");
+	free(err);
+	tm_tql_free(p);
+}
+
+static void test_rankset_errors(void)
+{
+	tm_nodetab *t = ddp_nodes();
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+	/* "@*:" outside max/min/spread */
+	expect_rank_error(t, "@*:model.fc:out.std > 0",
+			  "tql:1:1: error: '@*:' names every rank: it is allowed only as "
+			  "the one argument of max(), min() or spread(), e.g. "
+			  "'spread(@*:model.fc:out.std)'");
+	expect_rank_error(t, "abs(@*:model.fc:out.std) > 0",
+			  "tql:1:5: error: '@*:' names every rank: it is allowed only");
+	expect_rank_error(t, "max(-@*:model.fc:out.std) > 0",
+			  "tql:1:6: error: '@*:' names every rank: it is allowed only");
+	expect_rank_error(t, "prev(@*:model.fc:out.std) > 0", "it is allowed only");
+	/* in max beside another argument */
+	expect_rank_error(t, "max(@*:model.fc:out.std, 1) > 0",
+			  "tql:1:5: error: '@*:' must be the only argument of max()");
+	expect_rank_error(t, "min(1, @*:model.fc:out.std) > 0",
+			  "tql:1:8: error: '@*:' must be the only argument of min()");
+	expect_rank_error(t, "spread(@*:model.fc:out.std, @*:model.fc:out.std) > 0",
+			  "only argument of spread()");
+	/* spread needs a rank set */
+	expect_rank_error(t, "spread(tensor.std) > 0", "spread() takes one '@*:' term");
+	expect_rank_error(t, "spread(@1:model.fc:out.std) > 0", "spread() takes one '@*:' term");
+	/* no rank has the node: caret on the path, suggestions as "@*:" */
+	expect_rank_error(t, "spread(@*:model.fcc:out.std) > 0",
+			  "tql:1:8: error: no rank has node 'model.fcc'; did you mean "
+			  "'@*:model.fc'");
+	expect_rank_error(t, "spread(@*:model.fcc:out.std) > 0",
+			  "spread(@*:model.fcc:out.std) > 0\n"
+			  "       ^~~~~~~~~~~~\n");
+	expect_rank_error(t, "max(@*:zzzzzzzzzzzz:out.std) > 0",
+			  "no rank has node 'zzzzzzzzzzzz' (no '@R:zzzzzzzzzzzz' in the node table)");
+	/* a single-process table has no ranks at all */
+	expect_rank_error(nodes, "spread(@*:model.fc1:out.std) > 0",
+			  "no rank has node 'model.fc1': '@*:' reads nodes '@R:model.fc1' "
+			  "of a multi-rank session, and this node table has no ranks");
+	/* the rest of an addressed term's rules still hold */
+	expect_rank_error(t, "spread(@*:model.fc) > 0", "'@*:model.fc' is a node, not a value");
+	expect_rank_error(t, "spread(@*:model.fc:out.shape) > 0",
+			  "'spread' needs a number, not a shape");
+	expect_rank_error(t, "spread(@*:model.fc:out.stdd) > 0",
+			  "unknown tensor field 'stdd'; did you mean 'std'?");
+	expect_rank_error(t, "spread(@*:model.fc:bogus.std) > 0", "unknown slot 'bogus'");
+	expect_rank_error(t, "sprad(@*:model.fc:out.std) > 0", "did you mean 'spread'?");
+	tm_nodetab_free(t);
+}
+
+static void test_rankset_disassemble(void)
+{
+	tm_nodetab *t = ddp_nodes();
+	struct tm_tql_compile_opts opts = { NULL, NULL, 1, 0 };
+	tm_tql_prog *p = NULL;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+	opts.nodes = t;
+	CU_ASSERT_EQUAL_FATAL(tm_tql_compile("spread(@*:model.fc.weight:data.l2) > 1e-6 || "
+					     "max(@*:model.head.nan_count) > 0",
+					     &opts, &p, NULL), TM_OK);
+	f = open_memstream(&buf, &len);
+	CU_ASSERT_EQUAL(tm_tql_disassemble(p, f), TM_OK);
+	fclose(f);
+	CU_ASSERT_STRING_EQUAL(buf,
+		"   0  RANKS_SPREAD  @0:model.fc.weight:data.l2 .. @2:model.fc.weight:data.l2 (3 ranks)\n"
+		"   1  GT_NK       1e-06\n"
+		"   2  JTRUE       -> 6\n"
+		"   3  RANKS_MAX   @0:model.head.nan_count .. @2:model.head.nan_count (2 ranks)\n"
+		"   4  GT_IK       0\n"
+		"   5  OR\n"
+		"   6  RET\n");
+	free(buf);
+	tm_tql_free(p);
+	tm_nodetab_free(t);
+}
+
+/* The largest world a manifest allows: one instruction, one loop, no
+ * allocation per evaluation. */
+static const struct tm_tensor *big_lookup_step(void *user, uint32_t node,
+					       struct tm_slot slot, uint32_t call,
+					       uint64_t step, const struct tm_event **event,
+					       uint32_t *reason)
+{
+	static struct tm_tensor t;
+	static struct tm_event ev;
+	const struct tm_node *n = tm_nodetab_get(user, node);
+	int rank = n ? tm_address_node_rank(n->address, NULL) : -1;
+
+	(void)slot;
+	(void)call;
+	if (rank < 0) {
+		*reason = TM_GAP_LEVEL;
+		return NULL;
+	}
+	/* at step 1 the last rank has not got there */
+	if (step == 1 && rank == 4095) {
+		*reason = TM_GAP_LEVEL;
+		return NULL;
+	}
+	t.have = TM_STAT_BIT(TM_STAT_STD);
+	t.stat[TM_STAT_STD] = rank == 1234 ? -0.5 : (double)(rank % 7);
+	*event = &ev;
+	*reason = 0;
+	return &t;
+}
+
+static void test_rankset_world(void)
+{
+	tm_nodetab *t = tm_nodetab_new();
+	struct tm_tql_compile_opts opts = { NULL, NULL, 0, 0 };
+	struct tm_tql_env env = { NULL, NULL, NULL, big_lookup_step };
+	struct tm_event ev = { .step = 2 };
+	struct tm_tql_ctx ctx = { &ev, NULL, NULL, &env, 0 };
+	struct tm_tql_value v;
+	tm_tql_prog *p = NULL;
+	char addr[32];
+	int r, i;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+	/* ranks added from the last one down: the expansion sorts them */
+	for (r = 4095; r >= 0; r--) {
+		struct tm_node n = { 0 };
+
+		snprintf(addr, sizeof(addr), "@%d:m", r);
+		n.address = addr;
+		n.parent = TM_NODE_NONE;
+		CU_ASSERT_EQUAL_FATAL(tm_nodetab_add(t, &n, NULL), TM_OK);
+	}
+	env.user = t;
+	opts.nodes = t;
+	ctx.nodes = t;
+	CU_ASSERT_EQUAL_FATAL(tm_tql_compile("spread(@*:m:out.std)", &opts, &p, NULL), TM_OK);
+	CU_ASSERT_EQUAL(tm_tql_eval(p, &ctx, &v), TM_OK);
+	CU_ASSERT_EQUAL(v.type, TM_TQL_NUM);
+	CU_ASSERT_DOUBLE_EQUAL(v.v.d, 6.5, 1e-12);
+	ev.step = 1;
+	CU_ASSERT_EQUAL(tm_tql_eval(p, &ctx, &v), TM_OK);
+	CU_ASSERT_EQUAL(v.type, TM_TQL_UNKNOWN);
+	CU_ASSERT_EQUAL(v.unknown_reason, TM_GAP_LEVEL);
+#if !defined(__SANITIZE_ADDRESS__)
+	{
+		struct mallinfo2 before, after;
+
+		ev.step = 2;
+		before = mallinfo2();
+		for (i = 0; i < 200; i++)
+			tm_tql_eval(p, &ctx, &v);
+		after = mallinfo2();
+		CU_ASSERT_EQUAL(before.uordblks, after.uordblks);
+		CU_ASSERT_EQUAL(before.hblkhd, after.hblkhd);
+	}
+#else
+	(void)i;
+#endif
+	tm_tql_free(p);
+	tm_nodetab_free(t);
+}
+
 int main(void)
 {
 	static const struct tm_test_case cases[] = {
@@ -912,6 +1583,15 @@ int main(void)
 		TM_TEST(test_prev_cap),
 		TM_TEST(test_no_allocation),
 		TM_TEST(test_ffi_load),
+		TM_TEST(test_rank_field),
+		TM_TEST(test_rank_names),
+		TM_TEST(test_rank_resolution),
+		TM_TEST(test_rank_node_path),
+		TM_TEST(test_rankset_values),
+		TM_TEST(test_rankset_step),
+		TM_TEST(test_rankset_errors),
+		TM_TEST(test_rankset_disassemble),
+		TM_TEST(test_rankset_world),
 		{ NULL, NULL }
 	};
 	int rc;
