@@ -121,11 +121,14 @@ struct tm_server {
 	/* what every client is told on SUBSCRIBE */
 	tm_nodetab *nodes;
 	struct tm_buf meta;     /* encoded META record, empty if none */
+	int32_t rank;           /* the meta's rank when >= 0, else 0: TQL `rank` */
 
 	/* breakpoints and resume state */
 	struct sbp *bps;
 	uint32_t nbps;
 	int stopped;
+	uint64_t stop_ns;       /* when it stopped (pause_ms) */
+	int self_resumed;       /* pause_ms ended the last stop */
 	uint64_t stop_gen;      /* bumped by every resume */
 	int step_mode;          /* -1 none, else enum tm_resume_mode (not CONTINUE) */
 	uint32_t step_left;
@@ -232,6 +235,23 @@ int tm_server_socket_path(pid_t pid, char *buf, size_t len)
 	if (err)
 		return err;
 	n = snprintf(buf, len, "%s/%ld.sock", dir, (long)pid);
+	if (n < 0 || (size_t)n >= len)
+		return TM_ERR_TOO_LARGE;
+	return TM_OK;
+}
+
+int tm_server_rank_path(const char *path, int32_t rank, char *buf, size_t len)
+{
+	size_t l;
+	int n;
+
+	if (!path || rank < 0)
+		return TM_ERR_INVALID_ARG;
+	l = strlen(path);
+	if (l > 5 && !strcmp(path + l - 5, ".sock"))
+		n = snprintf(buf, len, "%.*s.rank%d.sock", (int)(l - 5), path, (int)rank);
+	else
+		n = snprintf(buf, len, "%s.rank%d", path, (int)rank);
 	if (n < 0 || (size_t)n >= len)
 		return TM_ERR_TOO_LARGE;
 	return TM_OK;
@@ -426,6 +446,7 @@ static int sbp_match(tm_server *srv, struct sbp *b, const struct tm_event *ev,
 	memset(&ctx, 0, sizeof(ctx));
 	ctx.event = ev;
 	ctx.nodes = srv->nodes;
+	ctx.rank = srv->rank;
 	for (i = 0; i < ev->ntensors; i++) {
 		if (!tensor_wanted(b, &ev->tensors[i]))
 			continue;
@@ -792,6 +813,13 @@ static void do_resume(tm_server *srv, const struct tm_msg *m)
 {
 	const struct tm_event *e = &srv->last;
 
+	if (!srv->stopped && (srv->o.no_pause || srv->self_resumed)) {
+		/* the stop did not hold the model (notify only, or pause_ms
+		 * ended it): the debugger's resume is late, not wrong */
+		srv->self_resumed = 0;
+		send_result(srv, TM_MSG_RESULT, m->type, 0, TM_OK, NULL);
+		return;
+	}
 	if (!srv->stopped) {
 		send_result(srv, TM_MSG_RESULT, m->type, 0, TM_ERR_INVALID_ARG,
 			    "the model is running");
@@ -1065,6 +1093,8 @@ int tm_server_start(const struct tm_server_opts *opts, tm_server **out)
 		srv->o.max_frame = DEFAULT_MAX_FRAME;
 	if (!srv->o.caps)
 		srv->o.caps = TM_CAP_PAUSE | TM_CAP_LEVEL | TM_CAP_CAPTURE;
+	if (srv->o.no_pause)
+		srv->o.caps &= ~(uint32_t)TM_CAP_PAUSE;
 	if (srv->o.max_level > 3)
 		srv->o.max_level = 3;
 	srv->lfd = srv->cfd = -1;
@@ -1228,6 +1258,8 @@ int tm_server_meta(tm_server *srv, const struct tm_run_meta *m)
 	pthread_mutex_lock(&srv->lock);
 	srv->meta.len = 0;
 	err = tm_encode_meta(&srv->meta, m);
+	if (!err)
+		srv->rank = m->rank >= 0 ? m->rank : 0;
 	if (!err && srv->subscribed) {
 		tm_frame_encode(&srv->out, TM_REC_META, 0, srv->meta.data,
 				(uint32_t)srv->meta.len);
@@ -1261,12 +1293,30 @@ int tm_server_node(tm_server *srv, const struct tm_node *n)
 
 /* ------------------------------------------------------------- the hook path */
 
-/* Waits while the model is paused; lock held.  Returns when resumed. */
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * Waits while the model is paused; lock held.  Returns when resumed, or
+ * when opts.pause_ms has passed since the stop: the model then resumes by
+ * itself (the debugger sees its events arrive and reads on).
+ */
 static void wait_resumed(tm_server *srv)
 {
 	struct timespec ts;
 
 	while (srv->stopped && !srv->stopping && srv->cfd >= 0) {
+		if (srv->o.pause_ms &&
+		    mono_ns() - srv->stop_ns >= (uint64_t)srv->o.pause_ms * 1000000ull) {
+			srv->st.timed_out++;
+			srv->self_resumed = 1;
+			break;
+		}
 		deadline_ms(&ts, (long)(STOP_RECHECK_NS / 1000000));
 		pthread_cond_timedwait(&srv->cond, &srv->lock, &ts);
 	}
@@ -1345,7 +1395,10 @@ static void stop_at(tm_server *srv, const struct tm_event *ev, int reason,
 	srv->last.tensors = NULL;
 	srv->last.ntensors = 0;
 	srv->step_mode = -1;
-	srv->stopped = 1;
+	/* record and notify: the debugger is told, the model goes on */
+	srv->stopped = !srv->o.no_pause;
+	srv->stop_ns = mono_ns();
+	srv->self_resumed = 0;
 	srv->st.stops++;
 	if (m) {
 		m->type = TM_MSG_STOP;

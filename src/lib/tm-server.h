@@ -39,6 +39,15 @@ struct tm_server_opts {
 	size_t max_queue;           /* bytes queued for a slow client before events
 				     * are dropped (as BACKPRESSURE gaps); default 8 MiB */
 	uint32_t max_frame;         /* cap on a client frame (default 64 KiB) */
+	/*
+	 * How a stop (breakpoint, step, interrupt) holds the model.  no_pause
+	 * 1: record and notify -- the debugger gets the STOP and every event,
+	 * but the model never waits (TM_CAP_PAUSE is not offered): for a server
+	 * that must keep answering.  Else pause_ms 0: until the debugger
+	 * resumes it; N: at most N ms, then the model resumes by itself.
+	 */
+	uint8_t no_pause;
+	uint32_t pause_ms;
 };
 void tm_server_opts_default(struct tm_server_opts *o);
 
@@ -54,6 +63,13 @@ typedef struct tm_server tm_server;
 int tm_server_socket_dir(char *buf, size_t len, int create);
 /* DIR/PID.sock for a process (tmdb attach PID); checks DIR as above. */
 int tm_server_socket_path(pid_t pid, char *buf, size_t len);
+/*
+ * The socket rank R of a distributed job listens on when every rank was
+ * given the same path (tmdb --args torchrun ...): "dbg.sock" ->
+ * "dbg.rank1.sock", "dbg" -> "dbg.rank1".  TM_ERR_TOO_LARGE if len is too
+ * small, TM_ERR_INVALID_ARG for a negative rank.
+ */
+int tm_server_rank_path(const char *path, int32_t rank, char *buf, size_t len);
 
 /* Binds the socket and starts the server thread.  opts may be NULL. */
 int tm_server_start(const struct tm_server_opts *opts, tm_server **out);
@@ -141,6 +157,7 @@ struct tm_server_stats {
 	uint64_t stops;
 	uint64_t bad_frames;        /* connections dropped for bad input */
 	uint32_t breakpoints;
+	uint64_t timed_out;         /* stops that pause_ms ended */
 };
 void tm_server_get_stats(tm_server *srv, struct tm_server_stats *st);
 

@@ -331,7 +331,7 @@ static uint64_t cl_stop(struct client *c, int reason, uint32_t id)
 	return c->m.u.stop.seq;
 }
 
-static tm_server *start(void)
+static tm_server *start_with(int no_pause, uint32_t pause_ms)
 {
 	struct tm_server_opts o;
 	char path[128];
@@ -339,12 +339,19 @@ static tm_server *start(void)
 
 	snprintf(path, sizeof(path), "%s/test.sock", tmpdir);
 	tm_server_opts_default(&o);
+	o.no_pause = (uint8_t)no_pause;
+	o.pause_ms = pause_ms;
 	o.path = path;
 	o.probe_kind = "synthetic";
 	o.trace = "/nonexistent/run.tmrun";
 	CU_ASSERT_EQUAL_FATAL(tm_server_start(&o, &srv), TM_OK);
 	add_nodes(srv);
 	return srv;
+}
+
+static tm_server *start(void)
+{
+	return start_with(0, 0);
 }
 
 /* ------------------------------------------------------------- tests */
@@ -499,6 +506,67 @@ static void test_interrupt(void)
 	cl_resume(c, TM_RESUME_CONTINUE, 1);
 	CU_ASSERT(model_finishes(&m, 3000));
 	pthread_join(m.th, NULL);
+	cl_close(c);
+	tm_server_stop(srv);
+}
+
+/*
+ * Record and notify (a server that must keep answering): the breakpoint's
+ * STOP arrives, the model does not wait for the debugger, every event is
+ * sent, and a late RESUME is answered OK.  TM_CAP_PAUSE is not offered.
+ */
+static void test_notify_only(void)
+{
+	tm_server *srv = start_with(1, 0);
+	struct client *c = cl_connect(tm_server_path(srv));
+	struct tm_server_stats st;
+	struct model m;
+
+	cl_hello(c);
+	CU_ASSERT_FALSE(c->m.u.hello.caps & TM_CAP_PAUSE);
+	CU_ASSERT_EQUAL(cl_break(c, 1, "model.fc2:out", "tensor.max > 10 && step < 7"), TM_OK);
+	CU_ASSERT_EQUAL(cl_subscribe(c, ""), TM_OK);
+	model_start(&m, srv);
+	CU_ASSERT_EQUAL(cl_stop(c, TM_STOP_BREAKPOINT, 1), 6 * PER_STEP + 6);
+	/* nobody resumes it, and it finishes */
+	CU_ASSERT(model_finishes(&m, 3000));
+	pthread_join(m.th, NULL);
+	cl_resume(c, TM_RESUME_CONTINUE, 1);      /* late: answered OK */
+	while (cl_next(c, 200) > 0)
+		;
+	CU_ASSERT_EQUAL(c->events, NEVENTS);
+	CU_ASSERT_FALSE(c->seq_hole);
+	tm_server_get_stats(srv, &st);
+	CU_ASSERT(st.stops >= 1);
+	CU_ASSERT_EQUAL(st.stopped, 0);
+	CU_ASSERT_EQUAL(st.timed_out, 0);
+	cl_close(c);
+	tm_server_stop(srv);
+}
+
+/* pause_ms: a stop holds the model that long, then it resumes by itself. */
+static void test_pause_timeout(void)
+{
+	tm_server *srv = start_with(0, 300);
+	struct client *c = cl_connect(tm_server_path(srv));
+	struct tm_server_stats st;
+	struct model m;
+
+	cl_hello(c);
+	CU_ASSERT(c->m.u.hello.caps & TM_CAP_PAUSE);
+	CU_ASSERT_EQUAL(cl_break(c, 1, "model.fc2:out", "tensor.max > 10 && step < 7"), TM_OK);
+	CU_ASSERT_EQUAL(cl_subscribe(c, ""), TM_OK);
+	model_start(&m, srv);
+	CU_ASSERT_EQUAL(cl_stop(c, TM_STOP_BREAKPOINT, 1), 6 * PER_STEP + 6);
+	usleep(100000);         /* held meanwhile */
+	CU_ASSERT_EQUAL(atomic_load(&m.emitted), 6 * PER_STEP + 6);
+	CU_ASSERT(model_finishes(&m, 3000));
+	pthread_join(m.th, NULL);
+	tm_server_get_stats(srv, &st);
+	CU_ASSERT_EQUAL(st.timed_out, 1);
+	CU_ASSERT_EQUAL(st.stopped, 0);
+	/* the debugger's resume comes late: not an error */
+	cl_resume(c, TM_RESUME_CONTINUE, 1);
 	cl_close(c);
 	tm_server_stop(srv);
 }
@@ -1294,6 +1362,8 @@ int main(void)
 		TM_TEST(test_version_and_order),
 		TM_TEST(test_break_and_resume),
 		TM_TEST(test_interrupt),
+		TM_TEST(test_notify_only),
+		TM_TEST(test_pause_timeout),
 		TM_TEST(test_debugger_dies),
 		TM_TEST(test_stop_while_paused),
 		TM_TEST(test_bad_input),
