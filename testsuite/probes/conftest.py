@@ -10,6 +10,13 @@ torch = pytest.importorskip("torch")
 import tensormorph_probe as tp  # noqa: E402
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "slow: a long real-process test (4-rank jobs); run-pytest.sh leaves "
+        "them out under the sanitizers and in distcheck (TM_QUICK), whose runs repeat "
+        "what the normal build checks")
+
+
 def read(path):
     """(nodes by address, events, gaps) of a trace."""
     with tp.Trace(path) as t:

@@ -35,6 +35,12 @@ if ldd "$lib" 2>/dev/null | grep -q 'libasan'; then
 	LD_PRELOAD=$san${LD_PRELOAD:+:$LD_PRELOAD}
 	ASAN_OPTIONS=detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}
 	export LD_PRELOAD ASAN_OPTIONS
+	TM_QUICK=1
+fi
+# The slow tests (4-rank jobs) run in the normal build; a sanitizer build
+# and distcheck (TM_QUICK=1) repeat the rest.
+if [ -n "${TM_QUICK:-}" ]; then
+	set -- -m "not slow" "$@"
 fi
 TENSORMORPH_LIB=$lib
 PYTHONPATH=$top_srcdir/probes/pytorch${PYTHONPATH:+:$PYTHONPATH}

@@ -454,50 +454,58 @@ def test_sglang_plugin_after_load_model(tmp_path):
     assert st["forwards"] == 4 and st["step2"] == ["rid-2-0", "rid-2-1"], out
 
 
-@needs_tmdb
-def test_pause_is_cut_after_its_timeout(tmp_path):
-    """A debugger that keeps the server stopped longer than
-    TENSORMORPH_SERVING_PAUSE is disconnected; the server runs on, a
-    debugger can attach again, and every request is recorded."""
+def _stop_and_hold(tmp_path, steps, **env):
+    """A stand-in server with tmdb attached interactively and stopped at a
+    breakpoint; returns (server, tmdb, seconds from the stop to the server's
+    end, trace, what the server said at start) once the server has ended
+    while tmdb still sat at that stop."""
     trace = tmp_path / "serve.tmrun"
-    proc = _server(tmp_path, "vllm-auto", steps=40, sleep=0.1, TENSORMORPH_LISTEN="1",
-                   TENSORMORPH_WAIT="60", TENSORMORPH_SERVING_PAUSE="2",
-                   TENSORMORPH_RECORD=str(trace))
-    _wait_for(proc.stderr, r"listening on (\S+)")
+    proc = _server(tmp_path, "vllm-auto", steps=steps, sleep=0.05, TENSORMORPH_LISTEN="1",
+                   TENSORMORPH_WAIT="60", TENSORMORPH_RECORD=str(trace), **env)
+    said, _ = _wait_for(proc.stderr, r"listening on (\S+)")
     tm = subprocess.Popen([TMDB, "-nx", "-q"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True)
     tm.stdin.write(f"attach {proc.pid}\nbreak model.model.layers.0.mlp if step == 1\n"
                    "continue\n")
     tm.stdin.flush()
+    _wait_for(tm.stdout, r"^Breakpoint 1, model\.model\.layers\.0\.mlp \(out\) at step 1",
+              timeout=60)
     t0 = time.monotonic()
-    _wait_for(proc.stderr, r"the debugger was disconnected and the server runs on", timeout=60)
-    assert time.monotonic() - t0 >= 2
-    # tmdb learns it at its next command that needs the probe
-    rest, _ = tm.communicate("continue\nquit\n", timeout=30)
-    assert "Breakpoint 1, model.model.layers.0.mlp (out) at step 1" in rest, rest
-    assert re.search(r"went away|closed|detached|exited", rest, re.I), rest
-    again = _tmdb([f"attach {proc.pid}", "break model.model.layers.0.mlp", "continue",
-                   "print step", "detach"])
-    assert "Breakpoint 1, model.model.layers.0.mlp (out) at step" in again.stdout, \
-        again.stdout + again.stderr
-    out, err, st = _finish(proc, timeout=120)
-    assert st["released"] == 1 and st["forwards"] == 40
-    _, events, gaps = read(str(trace))
-    assert not gaps and {e.step for e in events} == set(range(40))
+    proc.wait(timeout=120)
+    return proc, tm, time.monotonic() - t0, trace, "".join(said)
 
 
-def test_no_listening_without_pause_opt_in(tmp_path):
-    """TENSORMORPH_LISTEN alone does not let a debugger pause a server: the
-    probe says why and only records (TENSORMORPH_RECORD)."""
-    trace = tmp_path / "serve.tmrun"
-    proc = _server(tmp_path, "vllm-auto", steps=3, TENSORMORPH_LISTEN="1",
-                   TENSORMORPH_RECORD=str(trace))
+@needs_tmdb
+def test_stops_record_and_notify_by_default(tmp_path):
+    """TENSORMORPH_LISTEN alone: tmdb shows the stop, the server keeps
+    answering (all its requests are served while tmdb sits at the stop), and
+    tmdb then reads what it sent meanwhile."""
+    proc, tm, held, trace, said = _stop_and_hold(tmp_path, steps=30)
+    rest, _ = tm.communicate("print step\ndelete\ncontinue\nquit\n", timeout=60)
     out, err, st = _finish(proc)
-    assert "not listening for a debugger" in err and "TENSORMORPH_SERVING_PAUSE" in err, err
-    assert "listening on" not in err
-    assert st["address"] is None and st["forwards"] == 3
-    nodes, events, _ = read(str(trace))
-    assert {e.step for e in events} == {0, 1, 2}
+    assert "breakpoints record and notify" in said, said
+    assert st["forwards"] == 30 and st["released"] == 0, out
+    assert "$1 = 1" in rest, rest
+    assert re.search(r"went away|closed|exited", rest, re.I), rest
+    _, events, gaps = read(str(trace))
+    assert not gaps and {e.step for e in events} == set(range(30))
+
+
+@needs_tmdb
+def test_pause_ends_after_its_timeout(tmp_path):
+    """TENSORMORPH_SERVING_PAUSE=2: a stop holds the server that long, then
+    libtensormorph's server resumes it by itself; the debugger stays
+    attached and reads on, and every request is recorded."""
+    proc, tm, held, trace, said = _stop_and_hold(tmp_path, steps=30,
+                                                 TENSORMORPH_SERVING_PAUSE="2")
+    rest, _ = tm.communicate("print step\ncontinue\nquit\n", timeout=60)
+    out, err, st = _finish(proc)
+    assert "breakpoints will pause the server for at most 2 s" in said, said
+    assert st["released"] == 1 and st["forwards"] == 30, out
+    assert held >= 1.0, held      # the rest of the 2 s, then 28 steps of 50 ms
+    assert "$1 = 1" in rest, rest
+    _, events, gaps = read(str(trace))
+    assert not gaps and {e.step for e in events} == set(range(30))
 
 
 @pytest.mark.parametrize("mode", ["vllm-auto", "sglang"])

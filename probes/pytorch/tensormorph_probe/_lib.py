@@ -17,6 +17,7 @@ import os
 import struct
 import sys
 from pathlib import Path
+from typing import Any
 
 TM_MAX_RANK = 8
 TM_STAT_COUNT = 12
@@ -27,6 +28,7 @@ TM_MAX_FRAMES = 64
 TM_NODE_NONE = 0xFFFFFFFF
 
 TM_OK = 0
+TM_ERR_TOO_LARGE = 9
 TM_ERR_END = 13
 TM_ERR_AGAIN = 18
 
@@ -152,6 +154,8 @@ class ServerOpts(ctypes.Structure):
         ("caps", ctypes.c_uint32),
         ("max_queue", ctypes.c_size_t),
         ("max_frame", ctypes.c_uint32),
+        ("no_pause", ctypes.c_uint8),
+        ("pause_ms", ctypes.c_uint32),
     ]
 
 
@@ -168,6 +172,7 @@ class ServerStats(ctypes.Structure):
         ("stops", ctypes.c_uint64),
         ("bad_frames", ctypes.c_uint64),
         ("breakpoints", ctypes.c_uint32),
+        ("timed_out", ctypes.c_uint64),
     ]
 
 
@@ -278,6 +283,15 @@ class RunMeta(ctypes.Structure):
         ("npairs", ctypes.c_uint32),
         ("keys", ctypes.c_char_p * TM_META_MAX_PAIRS),
         ("values", ctypes.c_char_p * TM_META_MAX_PAIRS),
+    ]
+
+
+class Manifest(ctypes.Structure):
+    """struct tm_manifest (tm-manifest.h): a multi-rank run's per-rank traces."""
+
+    _fields_ = [
+        ("world_size", ctypes.c_int32),
+        ("paths", ctypes.POINTER(ctypes.c_char_p)),
     ]
 
 
@@ -406,6 +420,22 @@ def _declare(lib: ctypes.CDLL) -> None:
         fn = getattr(lib, name)
         fn.restype = res
         fn.argtypes = args
+    # the run manifest of a multi-rank recording (tm-manifest.h): optional,
+    # so that a library from before it still records single processes
+    opt = {
+        "tm_manifest_read": (c_int, [c_str, ctypes.POINTER(ctypes.POINTER(Manifest)),
+                                     ctypes.POINTER(c_vp)]),
+        "tm_manifest_write": (c_int, [c_str, ctypes.c_int32, ctypes.POINTER(c_str)]),
+        "tm_manifest_free": (None, [ctypes.POINTER(Manifest)]),
+        "tm_manifest_rank_path": (c_int, [c_str, ctypes.c_int32, ctypes.c_char_p, c_sz]),
+        "tm_manifest_path": (c_int, [c_str, ctypes.c_char_p, c_sz]),
+        "tm_server_rank_path": (c_int, [c_str, ctypes.c_int32, ctypes.c_char_p, c_sz]),
+    }
+    for name, (res, args) in opt.items():
+        fn = getattr(lib, name, None)
+        if fn is not None:
+            fn.restype = res
+            fn.argtypes = args
     # the per-event stats call, undeclared: the probe passes None, a c_void_p
     # it reuses and a prebuilt c_size_t, so no argtypes conversion per call
     raw = lib._FuncPtr(("tm_recorder_stats", lib))
@@ -463,3 +493,84 @@ def load() -> ctypes.CDLL:
 
 def strerror(err: int) -> str:
     return load().tm_strerror(err).decode()
+
+
+# ------------------------------------------------------------ multi-rank runs
+#
+# A distributed recording is one .tmrun per rank plus a manifest naming them
+# (doc/tmrun.md, "Run manifest"); a distributed live session one socket per
+# rank.  The names and the format are libtensormorph's: these wrappers only
+# call it.
+
+def _multi_fn(name: str) -> Any:
+    fn = getattr(load(), name, None)
+    if fn is None:
+        raise OSError(f"{load().path}: this libtensormorph has no {name} (multi-rank "
+                      "runs); rebuild it")
+    return fn
+
+
+def _name(fn: Any, what: str, *args: Any) -> str:
+    """Calls a tm_manifest_*path function with a buffer big enough."""
+    size = 256
+    while True:
+        buf = ctypes.create_string_buffer(size)
+        err = fn(*args, buf, size)
+        if err == TM_ERR_TOO_LARGE and size < (1 << 20):
+            size *= 4
+            continue
+        if err:
+            raise OSError(f"{what}: {strerror(err)}")
+        return os.fsdecode(buf.value)
+
+
+def manifest_rank_path(record: str | os.PathLike[str], rank: int) -> str:
+    """The trace rank `rank` writes for a record path ("run.tmrun", 1 ->
+    "run.rank1.tmrun"; tm_manifest_rank_path)."""
+    rec = os.fspath(record)
+    return _name(_multi_fn("tm_manifest_rank_path"), f"{rec}: rank {rank} trace name",
+                 os.fsencode(rec), rank)
+
+
+def manifest_path(record: str | os.PathLike[str]) -> str:
+    """The manifest of a record path ("run.tmrun" -> "run.manifest")."""
+    rec = os.fspath(record)
+    return _name(_multi_fn("tm_manifest_path"), f"{rec}: manifest name", os.fsencode(rec))
+
+
+def server_rank_path(path: str | os.PathLike[str], rank: int) -> str:
+    """The socket rank `rank` listens on when every rank of a job was given
+    the same path ("dbg.sock", 1 -> "dbg.rank1.sock"; tm_server_rank_path,
+    which tmdb uses to find them)."""
+    p = os.fspath(path)
+    return _name(_multi_fn("tm_server_rank_path"), f"{p}: rank {rank} socket name",
+                 os.fsencode(p), rank)
+
+
+def manifest_write(path: str | os.PathLike[str], files: list[str]) -> None:
+    """Writes a manifest naming files[rank] for every rank (atomically)."""
+    fn = _multi_fn("tm_manifest_write")
+    arr = (ctypes.c_char_p * max(1, len(files)))(*[os.fsencode(f) for f in files])
+    err = fn(os.fsencode(path), len(files), arr)
+    if err:
+        raise OSError(f"{os.fspath(path)}: cannot write the run manifest: {strerror(err)}")
+
+
+def manifest_read(path: str | os.PathLike[str]) -> list[str]:
+    """The per-rank trace paths a manifest names, index = rank, resolved
+    against the manifest's directory (tm_manifest_read)."""
+    fn = _multi_fn("tm_manifest_read")
+    lib = load()
+    out = ctypes.POINTER(Manifest)()
+    detail = ctypes.c_void_p()
+    err = fn(os.fsencode(path), ctypes.byref(out), ctypes.byref(detail))
+    if err:
+        msg = ctypes.string_at(detail.value).decode(errors="replace") if detail.value else ""
+        if detail.value:
+            lib.libc_free(detail)
+        raise OSError(msg or f"{os.fspath(path)}: {strerror(err)}")
+    try:
+        m = out.contents
+        return [os.fsdecode(m.paths[r]) for r in range(m.world_size)]
+    finally:
+        lib.tm_manifest_free(out)

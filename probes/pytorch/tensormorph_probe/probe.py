@@ -27,6 +27,13 @@ server evaluates pauses the model inside this very hook (the ctypes call
 releases the GIL while it waits).  Without a debugger the probe batches as
 when it only records.  The rest of that word counts the debugger's level and
 capture requests; when it moves, node levels are looked up again.
+
+Under torch.distributed (torchrun sets RANK and WORLD_SIZE; else an
+initialised process group) each rank records its own trace, named by
+libtensormorph from the record path ("run.tmrun" -> "run.rank1.tmrun"), and
+rank 0 also writes the run manifest naming them all ("run.manifest"), so that
+tmdb replays the job as one program.  A DistributedDataParallel (or
+DataParallel) wrapper is looked through: `model` is the module it wraps.
 """
 
 from __future__ import annotations
@@ -106,6 +113,41 @@ def _check(err: int, what: str) -> None:
         raise ProbeError(f"{what}: {_lib.strerror(err)}")
 
 
+def _dist_rank() -> tuple[int, int]:
+    """(rank, world_size) of this process: RANK/WORLD_SIZE as torchrun (and
+    the other launchers) set them before the script starts, else an
+    initialised torch.distributed process group, else (-1, 0)."""
+    rank, world = os.environ.get("RANK"), os.environ.get("WORLD_SIZE")
+    if rank is not None and world is not None:
+        try:
+            return int(rank), int(world)
+        except ValueError:
+            pass
+    dist = getattr(torch, "distributed", None)
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return int(dist.get_rank()), int(dist.get_world_size())
+    return -1, 0
+
+
+def rank_socket_path(path: str | os.PathLike[str], rank: int) -> str:
+    """The socket rank `rank` of a distributed job listens on for an explicit
+    TENSORMORPH_LISTEN path: "dbg.sock" -> "dbg.rank1.sock", "dbg" ->
+    "dbg.rank1" (libtensormorph's tm_server_rank_path, as tmdb expects)."""
+    try:
+        return _lib.server_rank_path(path, rank)
+    except OSError as exc:
+        raise ProbeError(str(exc)) from None
+
+
+def _unwrap(module: torch.nn.Module) -> torch.nn.Module:
+    """The module a data-parallel wrapper holds: its forward only scatters
+    or syncs and calls that module, whose tree is the user's model."""
+    par = torch.nn.parallel
+    while isinstance(module, (par.DistributedDataParallel, par.DataParallel)):
+        module = module.module
+    return module
+
+
 def _forward_source(module: torch.nn.Module) -> tuple[str | None, int]:
     """File and first line of the class's forward (unwrapping decorators)."""
     fn: Any = type(module).forward
@@ -121,7 +163,16 @@ def _forward_source(module: torch.nn.Module) -> tuple[str | None, int]:
 
 
 class Probe:
-    """A recording probe attached to one model (or to the first root called)."""
+    """A recording probe attached to one model (or to the first root called).
+
+    path: the trace this process writes (None when not recording); in a
+    distributed job rank R's own file (tm_manifest_rank_path of `record`).
+    manifest: on rank 0 of a distributed job the run manifest written next to
+    the traces, else None.  rank, world_size: -1 and 0 when not distributed;
+    taken from RANK/WORLD_SIZE or torch.distributed unless given (a serving
+    framework's worker knows its own).  probe_kind and meta (key, value
+    pairs) go into the run metadata (tmdb's `info probe`).
+    """
 
     def __init__(self, model: torch.nn.Module | None = None, level: int = 1,
                  record: str | os.PathLike[str] | None = "run.tmrun",
@@ -129,12 +180,33 @@ class Probe:
                  levels: Mapping[str, int] | None = None, lossless: bool = False, *,
                  root_name: str = "model", ring_events: int = 65536,
                  ring_payload_bytes: int = 64 << 20, batch_events: int = 4096,
-                 device_stats_on_cpu: bool = False, crash_handler: bool = True) -> None:
+                 device_stats_on_cpu: bool = False, crash_handler: bool = True,
+                 rank: int | None = None, world_size: int | None = None,
+                 probe_kind: str = "pytorch",
+                 meta: Iterable[tuple[str, str]] | Mapping[str, str] | None = None) -> None:
         if not 0 <= level <= 3:
             raise ValueError(f"level must be 0..3, got {level}")
         self._lib = lib = _lib.load()
+        if (rank is None) != (world_size is None):
+            raise ValueError("rank and world_size go together")
+        if rank is not None and world_size is not None:
+            self.rank, self.world_size = int(rank), int(world_size)
+        else:
+            self.rank, self.world_size = _dist_rank()
+        self.probe_kind = probe_kind
+        extra = meta.items() if isinstance(meta, Mapping) else (meta or ())
+        self._meta_pairs = [(str(k), str(v)) for k, v in extra]
         # None: nothing is written (a live session's debugger keeps the history)
         self.path = os.fspath(record) if record is not None else None
+        self.manifest: str | None = None
+        distributed = self.world_size > 1
+        if self.path is not None and distributed:
+            if not 0 <= self.rank < self.world_size:
+                raise ProbeError(f"rank {self.rank} is not below world size {self.world_size}")
+            try:
+                self.path = _lib.manifest_rank_path(record, self.rank)
+            except OSError as exc:
+                raise ProbeError(str(exc)) from None
         self.level = level
         self._patterns = [nodes] if isinstance(nodes, str) else list(nodes)
         self._levels = dict(levels or {})
@@ -161,6 +233,8 @@ class Probe:
         self._t0 = time.monotonic_ns()
         try:
             self._write_meta()
+            if self.path is not None and distributed and self.rank == 0:
+                self._write_manifest(os.fspath(record))
         except ProbeError:
             lib.tm_recorder_close(self._rec)
             raise
@@ -221,8 +295,9 @@ class Probe:
         opt = torch_optimizer
         self._handles.append(opt.register_optimizer_step_pre_hook(self._opt_pre))
         self._handles.append(opt.register_optimizer_step_post_hook(self._opt_post))
+        self._wrappers: set[int] = set()  # data-parallel wrappers looked through
         if model is not None:
-            self._adopt(model, root_name)
+            self._adopt(_unwrap(model), root_name)
         else:
             mm = torch.nn.modules.module
             self._handles.append(mm.register_module_forward_pre_hook(self._discover))
@@ -235,22 +310,36 @@ class Probe:
 
     def _write_meta(self) -> None:
         meta = _lib.RunMeta()
-        meta.probe_kind = b"pytorch"
+        meta.probe_kind = self.probe_kind.encode()
         meta.default_level = self.level
         meta.torch_version = torch.__version__.encode()
         meta.host = socket.gethostname().encode()
         meta.start_unix_ns = time.time_ns()
-        meta.rank = int(os.environ.get("RANK", "-1"))
-        meta.world_size = int(os.environ.get("WORLD_SIZE", "0"))
+        meta.rank = self.rank
+        meta.world_size = self.world_size
         meta.command = " ".join(sys.argv).encode()
         pairs = [("nodes", ",".join(self._patterns)), ("flatten", FLATTEN_RULE)]
         pairs += [(f"level:{p}", str(lv)) for p, lv in self._levels.items()]
-        pairs = pairs[: _lib.TM_META_MAX_PAIRS]
-        meta.npairs = len(pairs)
-        for i, (k, v) in enumerate(pairs):
-            meta.keys[i] = k.encode()
-            meta.values[i] = v.encode()
+        pairs += self._meta_pairs
+        keep = [(k.encode(), v.encode()) for k, v in pairs[: _lib.TM_META_MAX_PAIRS]]
+        meta.npairs = len(keep)
+        for i, (k, v) in enumerate(keep):    # keep: alive until the call returns
+            meta.keys[i] = k
+            meta.values[i] = v
         _check(self._lib.tm_recorder_meta(self._rec, ctypes.byref(meta)), "run metadata")
+
+    def _write_manifest(self, record: str) -> None:
+        """Rank 0: the manifest naming every rank's trace, relative to its
+        own directory, written now so that it exists however the job ends."""
+        try:
+            manifest = _lib.manifest_path(record)
+            where = os.path.dirname(os.path.abspath(manifest))
+            files = [os.path.relpath(os.path.abspath(_lib.manifest_rank_path(record, r)), where)
+                     for r in range(self.world_size)]
+            _lib.manifest_write(manifest, files)
+        except OSError as exc:
+            raise ProbeError(str(exc)) from None
+        self.manifest = manifest
 
     def _segment(self, name: str) -> str:
         """A module or parameter name as an address segment (ModuleDict keys
@@ -345,20 +434,31 @@ class Probe:
             pid = self._register(paddr, "Parameter", None, 0, node.id, _lib.NODE_PARAM)
             self._params.append((pid, p, node))
 
+    def _ext_name(self, module: torch.nn.Module) -> str:
+        name = f"ext.{type(module).__name__}"
+        n = 1
+        while any(nd.address == name for nd in self._nodes.values()):
+            n += 1
+            name = f"ext.{type(module).__name__}_{n}"
+        return name
+
     def _discover(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
         """Global pre-hook (model=None): the first module called with nothing
         in flight becomes `model`; later unknown top-level modules (a loss)
         become `ext.<Class>` roots.  Known modules return at once."""
-        if id(module) in self._nodes or self._active or self._closed:
+        if (id(module) in self._nodes or self._active or self._closed
+                or id(module) in self._wrappers):
             return
-        if self.model is None:
-            name = self._root_name
-        else:
-            name = f"ext.{type(module).__name__}"
-            n = 1
-            while any(nd.address == name for nd in self._nodes.values()):
-                n += 1
-                name = f"ext.{type(module).__name__}_{n}"
+        inner = _unwrap(module)
+        if inner is not module:
+            # a data-parallel wrapper: its forward calls the module it holds,
+            # whose hooks (added now) see that very call; the wrapper is no node
+            self._wrappers.add(id(module))
+            if id(inner) not in self._nodes:
+                self._adopt(inner, self._root_name if self.model is None
+                            else self._ext_name(inner))
+            return
+        name = self._root_name if self.model is None else self._ext_name(module)
         node = self._adopt(module, name)
         # Hooks added now miss this call's pre-hooks (torch collected them
         # already) but not its forward hooks: play the pre-hook here.
@@ -713,13 +813,16 @@ class Probe:
             _check(self._lib.tm_recorder_flush(self._rec), "flush")
 
     def listen(self, path: str | os.PathLike[str] | None = None, wait: float | None = None,
-               quiet: bool = False) -> str:
+               quiet: bool = False, pause: float | None = None) -> str:
         """Lets tmdb attach to this process (`tmdb -ex "attach PID"`): starts
         libtensormorph's wire server on a Unix socket (default: PID.sock in
         $XDG_RUNTIME_DIR/tensormorph or /tmp/tensormorph-UID, a 0700
         directory).  With wait, blocks up to that many seconds until a
         debugger subscribes; the model then pauses at its next module event
-        so that the debugger's breakpoints apply from the start.  Returns the
+        so that the debugger's breakpoints apply from the start.  pause: how
+        long a stop may hold the model -- None until the debugger resumes it,
+        0 never (record and notify: tmdb shows the stop and reads on while
+        the model runs, as a server must), S seconds at most.  Returns the
         socket path; calling it again returns the same one."""
         if self._closed:
             raise ProbeError("listen: the probe is closed")
@@ -731,8 +834,13 @@ class Probe:
         lib.tm_server_opts_default(ctypes.byref(opts))
         if path is not None:
             opts.path = os.fsencode(path)
-        opts.probe_kind = b"pytorch"
+        opts.probe_kind = self.probe_kind.encode()
         opts.trace = self.path.encode() if self.path else None
+        if pause is not None:
+            if pause < 0:
+                raise ValueError(f"pause must be >= 0 seconds, got {pause}")
+            opts.no_pause = int(pause == 0)
+            opts.pause_ms = max(1, int(pause * 1000)) if pause > 0 else 0
         handle = ctypes.c_void_p()
         err = lib.tm_server_start(ctypes.byref(opts), ctypes.byref(handle))
         if err:
@@ -758,13 +866,26 @@ class Probe:
                       "running on", file=sys.stderr, flush=True)
         return self.address
 
+    @property
+    def debugger_attached(self) -> bool:
+        """Whether a debugger is subscribed to this probe right now."""
+        return bool(self._srv and self._live is not None and self._live.value & 1)
+
     def drop_debugger(self) -> bool:
         """Disconnects the attached debugger, if any, as if it had gone
         away: a paused model resumes and a debugger may attach again."""
-        if not self._srv or self._live is None or not self._live.value & 1:
+        if not self.debugger_attached:
             return False
         self._lib.tm_server_drop(self._srv)
         return True
+
+    def server_stats(self) -> dict[str, int]:
+        """The debugger server's counters ({} when not listening)."""
+        if not self._srv:
+            return {}
+        s = _lib.ServerStats()
+        self._lib.tm_server_get_stats(self._srv, ctypes.byref(s))
+        return {name: getattr(s, name) for name, _ in _lib.ServerStats._fields_}
 
     def stats(self) -> dict[str, int]:
         s = _lib.RecorderStats()
@@ -858,16 +979,24 @@ def attach(model: torch.nn.Module | None = None, level: int = 1,
     debugger).  With model=None the first root module called becomes
     `model` (torch's global module hooks), so an unmodified script can be
     recorded.  With TENSORMORPH_LISTEN=1 in the environment the probe also
-    listens for tmdb (see Probe.listen; TENSORMORPH_WAIT=S waits for it).
+    listens for tmdb (see Probe.listen; TENSORMORPH_WAIT=S waits for it);
+    TENSORMORPH_LISTEN=PATH listens on PATH, in a distributed job on
+    rank_socket_path(PATH, rank).  In a distributed job `record` names the
+    job's recording: each rank writes its own trace (probe.path) and rank 0
+    the manifest (probe.manifest).
     Returns the probe; also usable as a context manager."""
     global _active
     probe = Probe(model, level, record, nodes, levels, lossless, **options)
     _active = weakref.ref(probe)
     where, wait = _env_listen()
     if where is not None:
+        path = None if where == "1" else where
         try:
+            if path is not None and probe.world_size > 1:
+                # every rank of the job sees the same variable
+                path = rank_socket_path(path, probe.rank)
             # a debugger that launched us waits for the socket: no banner
-            probe.listen(None if where == "1" else where, wait, quiet=wait is not None)
+            probe.listen(path, wait, quiet=wait is not None)
         except BaseException:
             probe.close()
             raise

@@ -114,7 +114,9 @@ class Trace:
         if m:
             mc = m.contents
             self.meta = {"probe_kind": _s(mc.probe_kind), "default_level": mc.default_level,
-                         "torch_version": _s(mc.torch_version), "command": _s(mc.command)}
+                         "torch_version": _s(mc.torch_version), "command": _s(mc.command),
+                         "rank": mc.rank, "world_size": mc.world_size,
+                         "start_unix_ns": mc.start_unix_ns}
             for i in range(mc.npairs):
                 self.meta[_s(mc.keys[i]) or ""] = _s(mc.values[i])
 

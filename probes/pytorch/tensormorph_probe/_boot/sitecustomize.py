@@ -9,6 +9,12 @@ attaches with model=None (the first root module called becomes `model`) and
 lets the probe's atexit handler close the trace.  The variables are removed
 from the environment so that the program's own Python subprocesses do not
 attach too.  A sitecustomize of the user's further down sys.path still runs.
+
+A distributed launcher (torchrun, python -m torch.distributed.run or
+torch.distributed.launch) runs no model: there this does nothing and leaves
+the variables in the environment, which its workers inherit (the elastic
+agent starts them with a copy of the launcher's environment plus RANK,
+WORLD_SIZE, ...); each worker attaches as rank RANK and removes them.
 """
 
 import importlib.util
@@ -20,8 +26,45 @@ _VARS = ("TENSORMORPH_PROBE_CONFIG", "TENSORMORPH_LISTEN", "TENSORMORPH_WAIT",
          "TENSORMORPH_LEVEL", "TENSORMORPH_RECORD")
 
 
+_LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch")
+_LAUNCHER_SCRIPTS = ("torchrun",)
+
+
+def _is_launcher(argv: list) -> bool:
+    """Whether the interpreter's command line (sys.orig_argv) runs a
+    distributed launcher rather than a training script.  Reads the options
+    as CPython does: flags may be bundled (-uB), and -c, -m, -W and -X take
+    the rest of their argument or the next one."""
+    i = 1
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            return i + 1 < len(argv) and os.path.basename(argv[i + 1]) in _LAUNCHER_SCRIPTS
+        if arg.startswith("--"):
+            i += 2 if arg == "--check-hash-based-pycs" else 1
+            continue
+        if not arg.startswith("-") or arg == "-":
+            return os.path.basename(arg) in _LAUNCHER_SCRIPTS
+        for j in range(1, len(arg)):
+            ch = arg[j]
+            if ch in "cmWX":
+                value = arg[j + 1:]
+                if not value:
+                    i += 1
+                    value = argv[i] if i < len(argv) else ""
+                if ch == "c":
+                    return False
+                if ch == "m":
+                    return value in _LAUNCHER_MODULES
+                break
+        i += 1
+    return False
+
+
 def _attach() -> None:
     env = os.environ
+    if _is_launcher(list(getattr(sys, "orig_argv", sys.argv))):
+        return
     cfg = env.get("TENSORMORPH_PROBE_CONFIG")
     if cfg:
         opts = json.loads(cfg)

@@ -11,10 +11,11 @@ told otherwise.  So a serving probe
     model does not run eagerly: module hooks then record nothing;
   - keeps one step per model forward (a batch of requests), and the ids of
     the requests of each step, since requests are the time axis of a server;
-  - does not let a debugger pause the server unless the user asked for it
-    (TENSORMORPH_SERVING_PAUSE=SECONDS), and then for at most that long per
-    stop: libtensormorph has no "record and notify" breakpoints yet, so a
-    breakpoint always blocks the model thread until the debugger resumes.
+  - does not let a debugger pause the server unless the user asked for it:
+    by default a breakpoint records and notifies (tmdb shows the stop and
+    reads on, the server keeps answering); with
+    TENSORMORPH_SERVING_PAUSE=SECONDS a stop holds the model for at most that
+    long, and libtensormorph's server then resumes it by itself.
 
 Everything that observes the model is tensormorph_probe.Probe; this module
 only decides when and how to start it.
@@ -23,23 +24,18 @@ only decides when and how to start it.
 from __future__ import annotations
 
 import collections
-import ctypes
 import functools
 import json
 import os
-import socket
 import sys
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from .. import _lib
-from .._flatten import FLATTEN_RULE
-from ..probe import Probe, ProbeError
+from ..probe import Probe, ProbeError, rank_socket_path
 
 ENV_LISTEN = "TENSORMORPH_LISTEN"
 ENV_WAIT = "TENSORMORPH_WAIT"
@@ -64,8 +60,9 @@ def requested(env: Mapping[str, str] | None = None) -> bool:
 
 
 def pause_timeout(env: Mapping[str, str] | None = None) -> float | None:
-    """TENSORMORPH_SERVING_PAUSE: None when real pauses were not asked for,
-    else the most seconds one stop may hold the server (> 0)."""
+    """TENSORMORPH_SERVING_PAUSE: None when real pauses were not asked for
+    (stops record and notify), else the most seconds one stop may hold the
+    server (> 0)."""
     env = os.environ if env is None else env
     v = env.get(ENV_PAUSE, "")
     if v in ("", "0"):
@@ -97,41 +94,19 @@ class Worker:
 
 
 class ServingProbe(Probe):
-    """A tensormorph_probe.Probe whose run metadata names the serving
-    framework and the worker's rank (tmdb's `info probe`: "Recorded by: vllm
-    probe, ..., rank 1 of 2"; the pairs `serving.*` say the rest)."""
+    """A tensormorph_probe.Probe of one serving worker: its run metadata
+    names the framework and the worker's rank (tmdb's `info probe`:
+    "Recorded by: vllm probe, ..., rank 1 of 2"; the pairs `serving.*` say
+    the rest), and a tensor-parallel server records one trace per rank plus
+    the manifest that replays them together, as any distributed job."""
 
     def __init__(self, worker: Worker, pairs: Sequence[tuple[str, str]], *args: Any,
                  **kwargs: Any) -> None:
         self._worker = worker
-        self._serving_pairs = list(pairs)
-        super().__init__(worker.model, *args, **kwargs)
-
-    def _write_meta(self) -> None:
-        # Probe._write_meta takes kind and rank from the environment (RANK,
-        # WORLD_SIZE), which servers do not set for their workers.
-        w = self._worker
-        meta = _lib.RunMeta()
-        meta.probe_kind = w.framework.encode()
-        meta.default_level = self.level
-        meta.torch_version = torch.__version__.encode()
-        meta.host = socket.gethostname().encode()
-        meta.start_unix_ns = time.time_ns()
-        meta.rank = w.rank
-        meta.world_size = w.world_size
-        meta.command = " ".join(sys.argv).encode()
-        pairs = [("nodes", ",".join(self._patterns)), ("flatten", FLATTEN_RULE)]
-        pairs += [(f"level:{p}", str(lv)) for p, lv in self._levels.items()]
-        pairs += self._serving_pairs
-        pairs = pairs[: _lib.TM_META_MAX_PAIRS]
-        keep = [(k.encode(), v.encode()) for k, v in pairs]     # alive until the call returns
-        meta.npairs = len(keep)
-        for i, (k, v) in enumerate(keep):
-            meta.keys[i] = k
-            meta.values[i] = v
-        err = self._lib.tm_recorder_meta(self._rec, ctypes.byref(meta))
-        if err:
-            raise ProbeError(f"run metadata: {_lib.strerror(err)}")
+        # servers do not set RANK/WORLD_SIZE for their workers
+        super().__init__(worker.model, *args, rank=worker.rank,
+                         world_size=worker.world_size, probe_kind=worker.framework,
+                         meta=list(pairs), **kwargs)
 
 
 def _clip(rid: Any) -> str:
@@ -140,8 +115,8 @@ def _clip(rid: Any) -> str:
 
 
 class Session:
-    """The serving probe of one worker: the Probe, its socket, the request
-    log and the pause watchdog."""
+    """The serving probe of one worker: the Probe, its socket and the
+    request log."""
 
     def __init__(self, worker: Worker, probe: Probe, requests_path: str | None,
                  pause: float | None) -> None:
@@ -154,18 +129,12 @@ class Session:
         self._history: collections.deque[tuple[int, list[str], int]] = collections.deque(
             maxlen=REQUEST_HISTORY)
         self._log = None
-        self._in_forward = 0
         self._inner_calls = 0
         self._warned_hooks = False
-        self._stop = threading.Event()
-        self._watchdog: threading.Thread | None = None
-        self.released = 0               # stops ended by the pause timeout
         m = worker.model
-        # _enter runs before the probe's hooks (a stop at the root's own
-        # ENTER event is inside the forward for the watchdog), _root_pre
-        # after them (the probe has moved step_count to this forward's step)
+        # _root_pre runs after the probe's hooks: the probe has moved
+        # step_count to this forward's step
         self._handles = [
-            m.register_forward_pre_hook(self._enter, prepend=True),
             m.register_forward_pre_hook(self._root_pre, with_kwargs=True),
             # always_call: a forward that raises still leaves the forward
             m.register_forward_hook(self._root_post, always_call=True),
@@ -175,9 +144,6 @@ class Session:
             self._handles.append(leaf.register_forward_pre_hook(self._leaf_pre))
 
     # --------------------------------------------------------- per forward
-
-    def _enter(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
-        self._in_forward += 1
 
     def _root_pre(self, module: torch.nn.Module, args: tuple[Any, ...],
                   kwargs: dict[str, Any]) -> None:
@@ -205,7 +171,6 @@ class Session:
         self._inner_calls += 1
 
     def _root_post(self, module: torch.nn.Module, args: tuple[Any, ...], out: Any) -> None:
-        self._in_forward = max(0, self._in_forward - 1)
         self.forwards += 1
         if not self._warned_hooks and self._inner_calls == 0:
             # The root was called but none of its modules: the body ran as a
@@ -223,53 +188,14 @@ class Session:
                 return list(ids)
         return None
 
-    # --------------------------------------------------------- pauses
-
-    def _debugger_subscribed(self) -> bool:
-        live = getattr(self.probe, "_live", None)
-        return bool(live is not None and live.value & 1)
-
-    def _next_seq(self) -> int:
-        return int(self.probe.stats()["next_seq"])
-
-    def start_watchdog(self) -> None:
-        """A stop that holds the model longer than self.pause seconds is
-        ended by cutting the debugger's connection: the server then takes
-        the path of a debugger that died (the model resumes, recording goes
-        on, tmdb says the probe went away)."""
-        if self.pause is None or self._watchdog is not None:
-            return
-        t = threading.Thread(target=self._watch, name="tensormorph-pause-watchdog",
-                             daemon=True)
-        self._watchdog = t
-        t.start()
-
-    def _watch(self) -> None:
-        assert self.pause is not None
-        tick = min(0.25, self.pause / 4)
-        last, since = -1, time.monotonic()
-        while not self._stop.wait(tick):
-            try:
-                seq = self._next_seq()
-            except Exception:
-                return
-            now = time.monotonic()
-            stalled = self._in_forward and self._debugger_subscribed()
-            if seq != last or not stalled:
-                last, since = seq, now
-                continue
-            if now - since >= self.pause:
-                if self.probe.drop_debugger():
-                    self.released += 1
-                    _say(f"rank {self.worker.rank}: a debugger stop held the server for "
-                         f"{self.pause:g} s ({ENV_PAUSE}); the debugger was disconnected "
-                         "and the server runs on")
-                last, since = -1, now
+    @property
+    def released(self) -> int:
+        """Stops the pause timeout ended (the server resumed by itself)."""
+        return self.probe.server_stats().get("timed_out", 0)
 
     # --------------------------------------------------------- end
 
     def close(self) -> None:
-        self._stop.set()
         for h in self._handles:
             h.remove()
         self._handles.clear()
@@ -318,21 +244,15 @@ def _listen_path(value: str, worker: Worker) -> str | None:
     """TENSORMORPH_LISTEN: "1" is the default socket (PID.sock in the
     private socket directory, one per worker process); an existing directory
     gets FRAMEWORK-rankR-PID.sock in it; a path is used as is by a server of
-    one worker and gets .rankR appended otherwise."""
+    one worker and is the rank's own otherwise (tm_server_rank_path:
+    "dbg.sock" -> "dbg.rank1.sock", as for any distributed job)."""
     if value == "1":
         return None
     if os.path.isdir(value):
         return os.path.join(value, f"{worker.framework}-rank{worker.rank}-{os.getpid()}.sock")
     if worker.world_size > 1:
-        return f"{value}.rank{worker.rank}"
+        return rank_socket_path(value, worker.rank)
     return value
-
-
-def _record_path(value: str, worker: Worker) -> str:
-    if worker.world_size <= 1:
-        return value
-    stem, ext = os.path.splitext(value)
-    return f"{stem}.rank{worker.rank}{ext or '.tmrun'}"
 
 
 _sessions: dict[int, Session] = {}
@@ -378,15 +298,6 @@ def start(worker: Worker, env: Mapping[str, str] | None = None, *,
                 raise ProbeError(msg.replace("WARNING: ", "") + f" ({ENV_STRICT} is set)")
             _say(msg)
 
-        if listen is not None and pause is None:
-            _say(f"{who}: not listening for a debugger: a breakpoint would pause the "
-                 "whole server until the debugger resumes it (libtensormorph has no "
-                 f"record-and-notify breakpoints yet).  Set {ENV_PAUSE}=SECONDS to allow "
-                 "real pauses of at most that long each.")
-            listen = None
-            if record is None:
-                return None
-
         pairs = [("serving", worker.framework), ("serving.rank", str(worker.rank)),
                  ("serving.world_size", str(worker.world_size)),
                  ("serving.tp_rank", str(worker.tp_rank)),
@@ -394,15 +305,15 @@ def start(worker: Worker, env: Mapping[str, str] | None = None, *,
                  ("serving.pid", str(os.getpid())),
                  ("serving.eager", "yes" if not worker.not_eager
                   else "no: " + "; ".join(worker.not_eager)),
-                 ("serving.pause", "off" if pause is None else f"{pause:g} s"),
+                 ("serving.pause", "record and notify" if pause is None
+                  else f"at most {pause:g} s"),
                  ("serving.step", "one model forward")]
         pairs += [(f"serving.{k}", v) for k, v in worker.extra.items()]
-        rec = _record_path(record, worker) if record else None
-        probe = ServingProbe(worker, pairs, level, rec)
+        probe = ServingProbe(worker, pairs, level, record)
         requests_path = None
         try:
-            if rec:
-                requests_path = os.path.splitext(rec)[0] + ".requests.jsonl"
+            if probe.path:
+                requests_path = os.path.splitext(probe.path)[0] + ".requests.jsonl"
             s = Session(worker, probe, None, pause)
             if listen is not None:
                 wait = env.get(ENV_WAIT)
@@ -411,11 +322,16 @@ def start(worker: Worker, env: Mapping[str, str] | None = None, *,
                 except ValueError:
                     raise ValueError(f"{ENV_WAIT} must be a number of seconds, "
                                      f"got {wait!r}") from None
-                _say(f"{who}: breakpoints will pause the server for at most {pause:g} s "
-                     "each")
-                s.start_watchdog()
+                if pause is None:
+                    _say(f"{who}: breakpoints record and notify: tmdb shows each stop, "
+                         f"the server keeps answering ({ENV_PAUSE}=SECONDS lets a stop "
+                         "hold it that long)")
+                else:
+                    _say(f"{who}: breakpoints will pause the server for at most {pause:g} s "
+                         "each")
                 # the probe's banner names the socket before any wait
-                s.address = probe.listen(_listen_path(listen, worker), seconds)
+                s.address = probe.listen(_listen_path(listen, worker), seconds,
+                                         pause=0 if pause is None else pause)
                 if requests_path is None:
                     requests_path = os.path.splitext(s.address)[0] + ".requests.jsonl"
             s.requests_path = requests_path if worker.request_ids is not None else None
