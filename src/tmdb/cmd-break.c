@@ -93,7 +93,7 @@ int tm_bp_bind(struct tm_session *s, struct bp *b, const char *where, int quiet)
 		if (!quiet) {
 			if (tm_address_is_pattern(a))
 				tm_error(s, "No node matches \"%s\".", where);
-			else if (b->has_slot && tm_nodetab_find(s->nodes, tm_address_path(a)))
+			else if (b->has_slot && tm_session_node(s, a))
 				tm_error(s, "Node \"%s\" has no %s slot.",
 					 tm_address_path(a),
 					 tm_slot_kind_name(b->slot.kind));

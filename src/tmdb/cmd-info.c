@@ -31,6 +31,7 @@ static int info_probe(struct tm_session *s, const char *args)
 	struct tm_probe_info pi;
 	const struct tm_summary *sum;
 	const struct tm_run_meta *m;
+	uint32_t i;
 
 	(void)args;
 	s->probe->ops->describe(s->probe, &pi);
@@ -43,11 +44,17 @@ static int info_probe(struct tm_session *s, const char *args)
 			tm_out(s, ", torch %s", m->torch_version);
 		if (m->host && *m->host)
 			tm_out(s, ", host %s", m->host);
-		if (m->world_size > 0)
+		if (m->world_size > 0 && m->rank >= 0)
 			tm_out(s, ", rank %d of %d", m->rank, m->world_size);
+		else if (m->world_size > 0)
+			tm_out(s, ", %d ranks", m->world_size);
 		tm_out(s, "\n");
 		if (m->command && *m->command)
 			tm_out(s, "Command: %s\n", m->command);
+		/* what the probe added: patterns, levels, a server's serving.* */
+		for (i = 0; i < m->npairs && i < TM_META_MAX_PAIRS; i++)
+			tm_out(s, "  %s = %s\n", m->keys[i] ? m->keys[i] : "",
+			       m->values[i] ? m->values[i] : "");
 	}
 	sum = pi.summary;
 	if (sum) {
@@ -393,6 +400,7 @@ static const struct info_sub subs[] = {
 	{ "frame", info_frame, 1, "The selected frame of the module call stack." },
 	{ "gaps", info_gaps, 1, "Every gap (lost range of events) in the trace." },
 	{ "graph", tm_view_info_graph, 1, "The module tree with each node's values at the playhead." },
+	{ "inferiors", tm_info_inferiors, 0, "The processes (ranks of a distributed job) debugged." },
 	{ "nodes", info_nodes, 1, "Graph nodes matching a pattern (all by default)." },
 	{ "probe", info_probe, 1, "The probe: trace file, recording, capabilities." },
 	{ "source", info_source, 0, "The current source file." },

@@ -666,9 +666,10 @@ static int cmd_record_exec(struct tm_session *s, const char *args, int from_tty)
 	err = s->probe->ops->record(s->probe, args);
 	if (err)
 		return probe_refused(s, "Cannot record", NULL, err);
-	tm_probe_remote_recording(s->probe, &events, &note);
+	/* a distributed job records one file per rank and their manifest */
+	path = tm_probe_remote_recording(s->probe, &events, &note);
 	tm_out(s, "Recording to %s: the %" PRIu64 " events received so far, and what comes "
-	       "next.\n", args, events);
+	       "next.\n", path ? path : args, events);
 	return 0;
 }
 

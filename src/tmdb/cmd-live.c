@@ -23,7 +23,7 @@
 
 static int is_live(const struct tm_session *s)
 {
-	return s->probe && !strcmp(s->probe->ops->name, "remote");
+	return tm_probe_is_live(s->probe);
 }
 
 /* The front end's record of the process coming and going (MI). */
@@ -35,6 +35,7 @@ static void notify(struct tm_session *s, int what, long pid)
 
 static int cmd_attach_exec(struct tm_session *s, const char *args, int from_tty)
 {
+	struct tm_probe_info pi;
 	struct tm_probe *p = NULL;
 	char *detail = NULL, *target;
 	int err;
@@ -68,6 +69,11 @@ static int cmd_attach_exec(struct tm_session *s, const char *args, int from_tty)
 	s->trace_path = target;
 	tm_out(s, "Attaching to %s, %u nodes.\n", tm_probe_remote_describe(p),
 	       tm_nodetab_count(s->nodes));
+	p->ops->describe(p, &pi);
+	if (!pi.can_pause)
+		tm_out(s, "The probe records and notifies: a stop is shown here but does "
+		       "not pause the process,\nwhich runs on; what tmdb cannot read in "
+		       "time is dropped as gaps.\n");
 	notify(s, TM_INF_STARTED, (long)tm_probe_remote_pid(p));
 	tm_bp_rebind_all(s);
 	return 0;
@@ -206,6 +212,21 @@ int tm_live_setting(struct tm_session *s, const char *args, int show, int *rc)
 		}
 		return 1;
 	}
+	if (word_is(args, "non-stop", &rest)) {
+		lv = tm_live_get(s);
+		if (!lv) {
+			*rc = -1;
+		} else if (show) {
+			tm_out(s, "Controlling the ranks of a distributed job in non-stop "
+			       "mode is %s.\n", lv->non_stop ? "on" : "off");
+		} else if (tm_parse_bool(rest, &b)) {
+			tm_error(s, "\"on\" or \"off\" expected.");
+			*rc = -1;
+		} else {
+			lv->non_stop = b;
+		}
+		return 1;
+	}
 	if (word_is(args, "probe-level", &rest)) {
 		lv = tm_live_get(s);
 		if (!lv) {
@@ -318,6 +339,7 @@ void tm_live_flow(struct tm_session *s, int ahead)
 		bps[n].cond = b->cond_src && !strchr(b->cond_src, '$') ? b->cond_src : NULL;
 		n++;
 	}
+	tm_probe_multi_set_non_stop(s->probe, s->live && s->live->non_stop);
 	s->probe->ops->flow(s->probe, ahead, bps, ahead ? n : 0);
 	free(bps);
 }

@@ -449,7 +449,7 @@ static int simple_term(struct tm_session *s, const char *src, struct tm_expr *e)
 	snprintf(addr, sizeof(addr), "%s:%.*s", path, (int)(dot - p), p);
 	if (tm_address_parse(addr, &a, NULL, NULL) != TM_OK)
 		return 0;
-	n = s->nodes ? tm_nodetab_find(s->nodes, tm_address_path(a)) : NULL;
+	n = tm_session_node(s, a);
 	if (!n) {
 		tm_address_free(a);
 		if (!s->nodes)

@@ -191,9 +191,13 @@ static int scan(struct tm_session *s, int dir, stop_fn fn, void *arg,
 {
 	struct tm_record rec;
 	unsigned gaps = 0, tick = 0;
-	int err, first_intr = 0;
+	int err, first_intr = 0, rank = -1;
 
 	memset(st, 0, sizeof(*st));
+	/* step, next, finish move within the playhead's rank, as GDB steps
+	 * the selected thread; breakpoints stop on any rank */
+	if (fn && s->have_cur && s->probe->ops->rank_of)
+		rank = tm_session_rank(s);
 	st->focus = UINT32_MAX;
 	if (dir == TM_DIR_BWD)
 		tm_lookup_invalidate(s);
@@ -294,7 +298,8 @@ static int scan(struct tm_session *s, int dir, stop_fn fn, void *arg,
 			s->focus = st->focus == UINT32_MAX ? s->focus : st->focus;
 			break;
 		}
-		if (fn && fn(s, &rec.u.event, arg)) {
+		if (fn && (rank < 0 || tm_event_rank(s, &rec.u.event) == rank) &&
+		    fn(s, &rec.u.event, arg)) {
 			s->scan_ev = NULL;
 			st->why = STOP_STEP;
 			tm_playhead_set(s, &rec.u.event);
@@ -392,6 +397,9 @@ static void report(struct tm_session *s, struct stop *st)
 	if (b)
 		queue_commands(s, b);
 	silent = b && s->pending_silent;
+	/* the end of a job's records is nobody's stop in particular */
+	if (!silent && st->why != STOP_END && st->why != STOP_START)
+		tm_inferior_note_switch(s);
 	switch (st->why) {
 	case STOP_BREAK:
 		s->stopped_bp = b->num;

@@ -294,8 +294,7 @@ static int cmd_list_exec(struct tm_session *s, const char *args, int from_tty)
 		}
 		center = (int)n;
 	} else {
-		const struct tm_node *nd = s->nodes ?
-					   tm_nodetab_find(s->nodes, args) : NULL;
+		const struct tm_node *nd = tm_session_node_text(s, args);
 		const char *colon = strrchr(args, ':');
 
 		if (!nd && colon && tm_parse_uint(colon + 1, &n) == 0) {

@@ -266,7 +266,7 @@ static int parse_tref(struct tm_session *s, const char *text, struct tref *r)
 			 "e.g. model.layers.0:out, or \"tensor\".", buf);
 		return -1;
 	}
-	n = tm_nodetab_find(s->nodes, tm_address_path(a));
+	n = tm_session_node(s, a);
 	if (!n) {
 		char path[TM_ADDRESS_MAX];
 
@@ -817,7 +817,7 @@ static int parse_sterm(struct tm_session *s, const char *text, int need_one,
 		return -1;
 	}
 	if (!tm_address_is_pattern(st->a) &&
-	    !tm_nodetab_find(s->nodes, tm_address_path(st->a))) {
+	    !tm_session_node(s, st->a)) {
 		char path[TM_ADDRESS_MAX];
 
 		snprintf(path, sizeof(path), "%s", tm_address_path(st->a));

@@ -6,12 +6,19 @@
  * may hold quotes and redirections) in a process group of its own, so that
  * Ctrl-C at the terminal reaches tmdb only, with stdin, stdout and stderr
  * inherited so its output passes through.  The environment asks the probe
- * inside it to serve the wire protocol on DIR/PID.sock and to wait for the
- * debugger before the model's first event (TENSORMORPH_LISTEN,
- * TENSORMORPH_WAIT); tmdb polls for that socket while the child lives and
- * attaches as `attach PID` does.  The child is always reaped: when its
- * connection ends, on `kill`, on a re-run and when tmdb quits; every wait
- * is bounded or ends at Ctrl-C.
+ * inside it to serve the wire protocol on a socket tmdb names
+ * (DIR/tmdb-PID-N.sock) and to wait for the debugger before the model's
+ * first event (TENSORMORPH_LISTEN, TENSORMORPH_WAIT); tmdb polls for that
+ * socket while the child lives and attaches as `attach` does.
+ *
+ * A launcher such as torchrun starts one Python process per rank, all with
+ * that environment; the probe of rank R then listens on DIR/tmdb-PID-N.rankR
+ * .sock (tm_server_rank_path).  tmdb connects to rank 0, learns the world
+ * size from its metadata, connects to every other rank and debugs them as
+ * one program (probe-multi.c).
+ *
+ * The child is always reaped: when its connection ends, on `kill`, on a
+ * re-run and when tmdb quits; every wait is bounded or ends at Ctrl-C.
  */
 #include "config.h"
 
@@ -198,6 +205,28 @@ static void unload_ours(struct tm_session *s)
 	lv->probe = NULL;
 }
 
+/*
+ * torchrun starts each rank in a session of its own, so killing the
+ * launcher's group leaves them running: they are killed by the pids their
+ * probes reported.
+ */
+static void kill_ranks(struct tm_session *s)
+{
+	struct tm_probe *sub;
+	size_t i;
+
+	if (!s->live->probe)
+		return;
+	for (i = 0; (sub = tm_probe_multi_sub(s->live->probe, i, NULL)); i++) {
+		pid_t pid = (pid_t)tm_probe_remote_pid(sub);
+
+		if (pid > 1 && !tm_probe_remote_closed(sub)) {
+			kill(-pid, SIGKILL);
+			kill(pid, SIGKILL);
+		}
+	}
+}
+
 void tm_inferior_kill(struct tm_session *s, int verbose)
 {
 	struct tm_live *lv = s->live;
@@ -207,6 +236,7 @@ void tm_inferior_kill(struct tm_session *s, int verbose)
 	if (!lv || !lv->pid)
 		return;
 	pid = lv->pid;
+	kill_ranks(s);
 	unload_ours(s);
 	kill(-(pid_t)pid, SIGKILL);
 	kill((pid_t)pid, SIGKILL);
@@ -334,42 +364,65 @@ static void child_exec(const struct tm_live *lv, const char *cmd, const char *pr
 		if (fd > 2)
 			close(fd);
 	}
-	setenv("TENSORMORPH_LISTEN", "1", 1);
+	setenv("TENSORMORPH_LISTEN", lv->sock, 1);
 	setenv("TENSORMORPH_WAIT", "30", 1);
 	if (lv->level >= 0) {
 		snprintf(lvl, sizeof(lvl), "%d", lv->level);
 		setenv("TENSORMORPH_LEVEL", lvl, 1);
 	}
-	base = base ? base + 1 : prog;
-	if (!strncmp(base, "python", 6))
-		python_env();
+	(void)base;
+	/* python, or a launcher (torchrun, a shell script) that starts it */
+	python_env();
 	execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
 	_exit(127);
 }
 
-/* Connects to DIR/PID.sock once it appears; -1 when the child is gone. */
-static int wait_socket(struct tm_session *s, long pid, struct tm_probe **out)
+/* DIR/tmdb-PID-N.sock: ours alone, a new one each run. */
+static int socket_name(struct tm_live *lv)
 {
-	char sock[128], *detail = NULL;
-	int waited, status, err = TM_ERR_NOT_FOUND;
+	char dir[sizeof(lv->sock)];
+	int n;
+
+	if (tm_server_socket_dir(dir, sizeof(dir), 1))
+		return -1;
+	n = snprintf(lv->sock, sizeof(lv->sock), "%s/tmdb-%ld-%u.sock", dir,
+		     (long)getpid(), ++lv->runs);
+	return n < 0 || (size_t)n >= sizeof(lv->sock) - 16 ? -1 : 0;
+}
+
+/* The child ended before its probe answered: say how; -1. */
+static int child_gone(struct tm_session *s, long pid, int status)
+{
+	s->live->pid = 0;
+	say_status(s, pid, status, 1);
+	notify(s, TM_INF_EXITED, pid, status);
+	return -1;
+}
+
+/*
+ * Waits until one of the n sockets appears and connects to it; returns its
+ * index, or -1 when the child is gone or the wait ended (said why).
+ */
+static int connect_first(struct tm_session *s, long pid, const char *const *paths,
+			 int n, struct tm_probe **out)
+{
+	char *detail = NULL;
+	int waited, status, i;
 
 	for (waited = 0; ; waited += POLL_US / 1000) {
 		pid_t r = waitpid((pid_t)pid, &status, WNOHANG);
 
 		if (r == (pid_t)pid) {
-			s->live->pid = 0;
 			free(detail);
-			say_status(s, pid, status, 1);
-			notify(s, TM_INF_EXITED, pid, status);
-			return -1;
+			return child_gone(s, pid, status);
 		}
-		if (tm_server_socket_path((pid_t)pid, sock, sizeof(sock)) == TM_OK &&
-		    !access(sock, F_OK)) {
+		for (i = 0; i < n; i++) {
+			if (access(paths[i], F_OK))
+				continue;
 			free(detail);
 			detail = NULL;
-			err = tm_probe_remote_open(sock, out, &detail);
-			if (err == TM_OK)
-				return 0;
+			if (tm_probe_remote_open(paths[i], out, &detail) == TM_OK)
+				return i;
 		}
 		if (tm_interrupted || waited >= START_TIMEOUT_MS) {
 			if (tm_interrupted)
@@ -379,14 +432,91 @@ static int wait_socket(struct tm_session *s, long pid, struct tm_probe **out)
 				tm_error(s, "Cannot attach to process %ld: %s.", pid, detail);
 			else
 				tm_error(s, "Process %ld did not open the tensormorph "
-					 "probe's socket within %d seconds (is the probe "
-					 "loaded?).", pid, START_TIMEOUT_MS / 1000);
+					 "probe's socket %s within %d seconds (is the "
+					 "probe loaded?).", pid, paths[0], START_TIMEOUT_MS / 1000);
 			free(detail);
 			tm_inferior_kill(s, 1);
 			return -1;
 		}
 		usleep(POLL_US);
 	}
+}
+
+/*
+ * Rank 0 of a distributed job answered: connects to the other ranks its
+ * metadata counts and makes one probe of them all.
+ */
+static int connect_ranks(struct tm_session *s, long pid, struct tm_probe *p0,
+			 struct tm_probe **out)
+{
+	struct tm_live *lv = s->live;
+	struct tm_probe_info pi;
+	struct tm_probe **subs;
+	char path[sizeof(lv->sock) + 16], *detail = NULL;
+	int32_t world, r;
+	int err;
+
+	p0->ops->describe(p0, &pi);
+	world = pi.meta ? pi.meta->world_size : 0;
+	if (world <= 1) {
+		*out = p0;
+		return 0;
+	}
+	subs = calloc((size_t)world, sizeof(*subs));
+	if (!subs) {
+		p0->ops->detach(p0);
+		tm_inferior_kill(s, 1);
+		return -1;
+	}
+	subs[0] = p0;
+	for (r = 1; r < world; r++) {
+		const char *one = path;
+
+		if (tm_server_rank_path(lv->sock, r, path, sizeof(path)) ||
+		    connect_first(s, pid, &one, 1, &subs[r]) < 0) {
+			while (r-- > 0)
+				subs[r]->ops->detach(subs[r]);
+			free(subs);
+			if (lv->pid)
+				tm_inferior_kill(s, 1);
+			return -1;
+		}
+	}
+	err = tm_probe_multi_new(subs, (size_t)world, lv->prog, out, &detail);
+	free(subs);
+	if (err) {
+		tm_error(s, "Cannot debug the ranks together: %s.",
+			 detail ? detail : tm_strerror(err));
+		free(detail);
+		tm_inferior_kill(s, 1);
+		return -1;
+	}
+	tm_out(s, "[Attached to %s]\n", tm_probe_multi_describe(*out));
+	return 0;
+}
+
+/* Connects to the program's probe once its socket appears (rank 0's for a
+ * distributed job); -1 when the child is gone. */
+static int wait_socket(struct tm_session *s, long pid, struct tm_probe **out)
+{
+	struct tm_live *lv = s->live;
+	char rank0[sizeof(lv->sock) + 16];
+	const char *paths[2] = { lv->sock, rank0 };
+	struct tm_probe *p = NULL;
+	int which;
+
+	if (tm_server_rank_path(lv->sock, 0, rank0, sizeof(rank0))) {
+		tm_inferior_kill(s, 1);
+		return -1;
+	}
+	which = connect_first(s, pid, paths, 2, &p);
+	if (which < 0)
+		return -1;
+	if (which == 0) {
+		*out = p;
+		return 0;
+	}
+	return connect_ranks(s, pid, p, out);
 }
 
 int tm_inferior_start(struct tm_session *s, struct tm_probe **out)
@@ -423,6 +553,13 @@ int tm_inferior_start(struct tm_session *s, struct tm_probe **out)
 	}
 	snprintf(cmd, l, "exec %s%s%s", q, lv->args ? " " : "", lv->args ? lv->args : "");
 	free(q);
+	if (socket_name(lv)) {
+		tm_error(s, "No private directory for the probe's socket "
+			 "(see tm_server_socket_dir: $XDG_RUNTIME_DIR/tensormorph "
+			 "or /tmp/tensormorph-UID, ours and mode 0700).");
+		free(cmd);
+		return -1;
+	}
 	tm_out(s, "Starting program: %s%s%s\n", shown, lv->args ? " " : "",
 	       lv->args ? lv->args : "");
 	fflush(NULL);

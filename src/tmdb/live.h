@@ -37,6 +37,24 @@ int tm_probe_remote_closed(struct tm_probe *p);
  * asked after it did; NULL otherwise. */
 const char *tm_probe_remote_end_note(struct tm_probe *p);
 
+/* 1 for a live process or job (remote, or multi-rank over remotes). */
+int tm_probe_is_live(struct tm_probe *p);
+
+/*
+ * One rank among several (probe-multi.c): the history so far and record i
+ * of it (valid until the next call), the socket to poll, reading what is
+ * there, letting a paused model take its next step (or run ahead: 1 if it
+ * was resumed), and pausing a running one.
+ */
+size_t tm_probe_remote_count(struct tm_probe *p);
+int tm_probe_remote_peek(struct tm_probe *p, size_t i, struct tm_record *rec);
+int tm_probe_remote_fd(struct tm_probe *p);
+int tm_probe_remote_pump(struct tm_probe *p, int timeout_ms);
+int tm_probe_remote_go(struct tm_probe *p);
+/* 1 while the model is paused (after reading what the probe sent). */
+int tm_probe_remote_paused(struct tm_probe *p);
+void tm_probe_remote_interrupt(struct tm_probe *p);
+
 /* ------------------------------------------------------------- the program (inferior.c) */
 
 /*
@@ -50,9 +68,12 @@ struct tm_live {
 	long pid;               /* the child, 0: none */
 	struct tm_probe *probe; /* the probe run attached to it, while loaded */
 	int lockstep;           /* set lockstep on: no running ahead */
+	int non_stop;           /* set non-stop on: a stop pauses its rank only */
 	int level;              /* set probe-level N, -1: the probe's own */
 	char *tty;              /* -inferior-tty-set: its stdin/out/err, NULL: ours */
 	int stdin_null;         /* stdin from /dev/null (MI reads ours) */
+	unsigned runs;          /* programs started, for the socket name */
+	char sock[108];         /* the socket the probe is asked to listen on */
 };
 
 struct tm_live *tm_live_get(struct tm_session *s);

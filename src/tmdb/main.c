@@ -123,10 +123,16 @@ static char *join_args(int argc, char **argv)
 	return out;
 }
 
+static int do_recover_manifest(const char *in, const char *out);
+
 static int do_recover(const char *in, const char *out)
 {
 	char *report = NULL;
-	int err = tm_recover(in, out ? out : in, &report);
+	int err;
+
+	if (tm_probe_multi_is_manifest(in))
+		return do_recover_manifest(in, out);
+	err = tm_recover(in, out ? out : in, &report);
 
 	if (report) {
 		size_t l = strlen(report);
@@ -142,6 +148,34 @@ static int do_recover(const char *in, const char *out)
 		return 1;
 	}
 	return 0;
+}
+
+/* A distributed job's recording: every rank's file, each in place. */
+static int do_recover_manifest(const char *in, const char *out)
+{
+	struct tm_manifest *m = NULL;
+	char *detail = NULL;
+	int32_t r;
+	int rc = 0, err;
+
+	if (out) {
+		fprintf(stderr, "tmdb: \"%s\" is a run manifest: its rank files are "
+			"recovered in place, -o does not apply.\n", in);
+		return 1;
+	}
+	err = tm_manifest_read(in, &m, &detail);
+	if (err) {
+		fprintf(stderr, "tmdb: %s\n", detail ? detail : tm_strerror(err));
+		free(detail);
+		return 1;
+	}
+	for (r = 0; r < m->world_size; r++) {
+		printf("Rank %d: %s\n", (int)r, m->paths[r]);
+		fflush(stdout);
+		rc |= do_recover(m->paths[r], NULL);
+	}
+	tm_manifest_free(m);
+	return rc;
 }
 
 /* ./.tmdbinit runs only where ~/.tmdbinit allows it (it could be anyone's). */

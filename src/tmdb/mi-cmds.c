@@ -222,7 +222,7 @@ static int tmdb_setting(const char *word)
 			return 1;
 	/* the live settings (cmd-live.c) */
 	return !strcmp(word, "args") || !strcmp(word, "run-ahead") ||
-	       !strcmp(word, "probe-level");
+	       !strcmp(word, "probe-level") || !strcmp(word, "non-stop");
 }
 
 static struct mi_setting *setting_find(struct mi *m, const char *name)
@@ -287,7 +287,7 @@ static int mi_gdb_set(struct mi *m, struct mi_parse *c)
 static int mi_gdb_show(struct mi *m, struct mi_parse *c)
 {
 	static const char *const defaults[][2] = {
-		{ "mi-async", "off" }, { "non-stop", "off" }, { "width", "unlimited" },
+		{ "mi-async", "off" }, { "width", "unlimited" },
 		{ "height", "unlimited" }, { "language", "auto" },
 		{ "charset", "auto" }, { "print pretty", "off" },
 		{ "breakpoint pending", "auto" }, { "disassembly-flavor", "att" },
@@ -306,6 +306,12 @@ static int mi_gdb_show(struct mi *m, struct mi_parse *c)
 		return mi_error(m, "Out of memory.");
 	if (!strcmp(name, "version")) {
 		mi_kvf(&m->res, "value", "tmdb (tensormorph) %s", PACKAGE_VERSION);
+		free(name);
+		return 0;
+	}
+	if (!strcmp(name, "non-stop")) {
+		/* on|off, as front ends parse it (tmdb's own sentence is the CLI's) */
+		mi_kv(&m->res, "value", m->s->live && m->s->live->non_stop ? "on" : "off");
 		free(name);
 		return 0;
 	}
@@ -1524,21 +1530,43 @@ static int mi_thread_select(struct mi *m, struct mi_parse *c)
 	return 0;
 }
 
-static int mi_list_thread_groups(struct mi *m, struct mi_parse *c)
+/* One thread group: the program, or one rank of a distributed job. */
+static void thread_group(struct mi *m, int num, struct tm_probe *p, int rank)
 {
-	(void)c;
-	mi_open(&m->res, "groups", '[');
+	struct tm_probe_info pi;
+
 	mi_open(&m->res, NULL, '{');
-	mi_kv(&m->res, "id", "i1");
+	mi_kvf(&m->res, "id", "i%d", num);
 	mi_kv(&m->res, "type", "process");
 	/* a live process: its pid (GDB lists one for a running inferior) */
-	if (mi_is_live(m) && !tm_probe_remote_closed(m->s->probe))
-		mi_kvf(&m->res, "pid", "%" PRIu32, tm_probe_remote_pid(m->s->probe));
-	if (m->s->live && m->s->live->prog)
+	if (p && tm_probe_is_live(p) && !tm_probe_remote_closed(p))
+		mi_kvf(&m->res, "pid", "%" PRIu32, tm_probe_remote_pid(p));
+	if (rank >= 0)
+		mi_kvf(&m->res, "rank", "%d", rank);
+	if (m->s->live && m->s->live->prog) {
 		mi_kv(&m->res, "executable", m->s->live->prog);
-	else if (m->s->trace_path)
+	} else if (rank >= 0 && p) {
+		p->ops->describe(p, &pi);
+		if (pi.source)
+			mi_kv(&m->res, "executable", pi.source);
+	} else if (m->s->trace_path) {
 		mi_kv(&m->res, "executable", m->s->trace_path);
+	}
 	mi_close(&m->res, '}');
+}
+
+static int mi_list_thread_groups(struct mi *m, struct mi_parse *c)
+{
+	struct tm_probe *sub;
+	size_t i;
+	int rank;
+
+	(void)c;
+	mi_open(&m->res, "groups", '[');
+	for (i = 0; (sub = tm_probe_multi_sub(m->s->probe, i, &rank)); i++)
+		thread_group(m, (int)i + 1, sub, rank);
+	if (!i)
+		thread_group(m, 1, m->s->probe, -1);
 	mi_close(&m->res, ']');
 	return 0;
 }

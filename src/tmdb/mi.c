@@ -60,7 +60,7 @@ static struct mi *mi_of(struct tm_session *s)
 
 int mi_is_live(struct mi *m)
 {
-	return m->s->probe && !strcmp(m->s->probe->ops->name, "remote");
+	return tm_probe_is_live(m->s->probe);
 }
 
 /* ------------------------------------------------------------- input */
@@ -864,6 +864,9 @@ static void mi_on_stop(struct tm_session *s, const struct tm_stop *st)
 		}
 		mi_kvf(b, "step", "%" PRIu64, s->cur.step);
 		mi_kvf(b, "seq", "%" PRIu64, s->cur.seq);
+		/* a distributed job: which rank stopped (tmdb's extra key) */
+		if (s->probe->ops->nranks)
+			mi_kvf(b, "rank", "%d", tm_session_rank(s));
 		mi_tensor(m, b, "tensor");
 	}
 	if (st->why == STOP_CRASH && st->crash) {

@@ -109,6 +109,8 @@ enum {
 	MIR_REFUSED             /* not set: the model cannot run ahead */
 };
 
+static const struct tm_probe_ops remote_ops;
+
 static struct remote *impl(struct tm_probe *p)
 {
 	return (struct remote *)p;
@@ -480,7 +482,10 @@ static int remote_next(struct tm_probe *p, int dir, struct tm_record *rec)
 			rp->int_pending = 1;
 			tm_interrupted = 0;
 		}
-		if (rp->stopped) {
+		if (rp->stopped && !(rp->caps & TM_CAP_PAUSE)) {
+			/* record and notify: the STOP was news, the model runs */
+			rp->stopped = 0;
+		} else if (rp->stopped) {
 			memset(m, 0, sizeof(*m));
 			m->type = TM_MSG_RESUME;
 			m->u.resume.mode = rp->ahead ? TM_RESUME_CONTINUE : TM_RESUME_STEP;
@@ -654,8 +659,13 @@ static int remote_record(struct tm_probe *p, const char *path)
 const char *tm_probe_remote_recording(struct tm_probe *p, uint64_t *events,
 				      const char **note)
 {
-	struct remote *rp = impl(p);
+	struct remote *rp;
 
+	*events = 0;
+	*note = NULL;
+	if (p->ops != &remote_ops)
+		return tm_probe_multi_recording(p, events);
+	rp = impl(p);
 	*events = rp->rec_events;
 	*note = rp->rec_note[0] ? rp->rec_note : NULL;
 	return rp->rec ? rp->rec_path : NULL;
@@ -885,30 +895,150 @@ static const struct tm_probe_ops remote_ops = {
 	.record = remote_record,
 };
 
+/* ------------------------------------------------------------- one rank of many */
+
+/*
+ * probe-multi.c drives several of these together and so cannot let one
+ * block in next_event() past its newest record: it reads the history
+ * directly, polls every socket itself and resumes each paused model.
+ */
+size_t tm_probe_remote_count(struct tm_probe *p)
+{
+	return impl(p)->n;
+}
+
+int tm_probe_remote_peek(struct tm_probe *p, size_t i, struct tm_record *rec)
+{
+	struct remote *rp = impl(p);
+
+	if (i >= rp->n)
+		return TM_ERR_END;
+	to_record(&rp->recs[i], rec);
+	return TM_OK;
+}
+
+int tm_probe_remote_fd(struct tm_probe *p)
+{
+	return impl(p)->fd;
+}
+
+int tm_probe_remote_pump(struct tm_probe *p, int timeout_ms)
+{
+	return pump(impl(p), timeout_ms);
+}
+
+int tm_probe_remote_go(struct tm_probe *p)
+{
+	struct remote *rp = impl(p);
+	struct tm_msg *m = rp->msg;
+
+	if (rp->closed || !rp->stopped)
+		return 0;
+	if (!(rp->caps & TM_CAP_PAUSE)) {
+		rp->stopped = 0;        /* notify only: it never waited */
+		return 0;
+	}
+	memset(m, 0, sizeof(*m));
+	m->type = TM_MSG_RESUME;
+	m->u.resume.mode = rp->ahead ? TM_RESUME_CONTINUE : TM_RESUME_STEP;
+	m->u.resume.count = 1;
+	rp->stopped = 0;
+	rp->running = rp->ahead;
+	return send_msg(rp, m) ? 0 : 1;
+}
+
+int tm_probe_remote_paused(struct tm_probe *p)
+{
+	struct remote *rp = impl(p);
+
+	/* a STOP may be on its way: read what is there */
+	while (pump(rp, 0))
+		;
+	return rp->stopped;
+}
+
+void tm_probe_remote_interrupt(struct tm_probe *p)
+{
+	struct remote *rp = impl(p);
+
+	if (rp->closed || rp->stopped)
+		return;
+	memset(rp->msg, 0, sizeof(*rp->msg));
+	rp->msg->type = TM_MSG_INTERRUPT;
+	send_msg(rp, rp->msg);
+	rp->running = 0;
+}
+
+/*
+ * The process-level questions below are asked of the session's probe, which
+ * for a torchrun job is probe-multi.c's: it answers for all its ranks.
+ */
+int tm_probe_is_live(struct tm_probe *p)
+{
+	struct tm_probe_info pi;
+
+	if (!p)
+		return 0;
+	if (p->ops == &remote_ops)
+		return 1;
+	if (!p->ops->nranks)
+		return 0;
+	p->ops->describe(p, &pi);
+	return !strcmp(pi.kind, "live");
+}
+
 uint32_t tm_probe_remote_pid(struct tm_probe *p)
 {
-	return impl(p)->pid;
+	if (p->ops != &remote_ops)
+		p = tm_probe_multi_sub(p, 0, NULL);
+	return p ? impl(p)->pid : 0;
 }
 
 int tm_probe_remote_closed(struct tm_probe *p)
 {
-	return impl(p)->closed;
+	struct tm_probe *sub;
+	size_t i;
+
+	if (p->ops == &remote_ops)
+		return impl(p)->closed;
+	for (i = 0; (sub = tm_probe_multi_sub(p, i, NULL)); i++)
+		if (!impl(sub)->closed)
+			return 0;
+	return 1;
 }
 
-const char *tm_probe_remote_end_note(struct tm_probe *p)
+static const char *end_note(struct remote *rp)
 {
-	struct remote *rp = impl(p);
-
 	if (!rp->closed || rp->end_noted)
 		return NULL;
 	rp->end_noted = 1;
 	return rp->end_note[0] ? rp->end_note : "the connection closed";
 }
 
+const char *tm_probe_remote_end_note(struct tm_probe *p)
+{
+	struct tm_probe *sub;
+	const char *note = NULL, *n;
+	size_t i;
+
+	if (p->ops == &remote_ops)
+		return end_note(impl(p));
+	if (!tm_probe_remote_closed(p))
+		return NULL;
+	/* every rank's connection has ended: the first reason says it */
+	for (i = 0; (sub = tm_probe_multi_sub(p, i, NULL)); i++)
+		if ((n = end_note(impl(sub))) && !note)
+			note = n;
+	return note;
+}
+
 const char *tm_probe_remote_describe(struct tm_probe *p)
 {
-	struct remote *rp = impl(p);
+	struct remote *rp;
 
+	if (p->ops != &remote_ops)
+		return tm_probe_multi_describe(p);
+	rp = impl(p);
 	snprintf(rp->describe_text, sizeof(rp->describe_text), "process %u (%s)",
 		 rp->pid, rp->kind);
 	return rp->describe_text;

@@ -110,6 +110,25 @@ struct tm_probe_ops {
 	 * replay).
 	 */
 	int (*record)(struct tm_probe *p, const char *path);
+	/*
+	 * A distributed job's probe (probe-multi.c; NULL for one process):
+	 * how many ranks, and the rank of the record at seq (-1: none).
+	 */
+	int (*nranks)(struct tm_probe *p);
+	int (*rank_of)(struct tm_probe *p, uint64_t seq);
+	/*
+	 * As latest(), but among the events of one step of the node's rank
+	 * with seq <= at_seq: ranks compared at equal steps (TQL's
+	 * spread(@*:...)), each as far as the merged axis has reached at
+	 * at_seq, so that live and replayed sessions agree.  *final_from is
+	 * the first seq from which the answer cannot change any more (the rank
+	 * is past the step there), UINT64_MAX if not yet known.  NULL for one
+	 * process.
+	 */
+	int (*latest_in_step)(struct tm_probe *p, uint32_t node, int evkind,
+			      const struct tm_slot *slot, uint32_t call,
+			      uint64_t step, uint64_t at_seq, struct tm_event *out,
+			      uint32_t *reason, uint64_t *final_from);
 };
 
 struct tm_probe {
@@ -122,5 +141,30 @@ struct tm_probe {
  */
 int tm_probe_replay_open(const char *path, struct tm_probe **out,
 			 char **detail);
+
+/*
+ * The ranks of a distributed job as one probe (probe-multi.c): from a run
+ * manifest or a directory holding one, or from one probe per rank (taken
+ * over: they are detached with it, also on failure).  source names it in
+ * `info program`.
+ */
+int tm_probe_multi_open(const char *path, struct tm_probe **out, char **detail);
+int tm_probe_multi_new(struct tm_probe **subs, size_t n, const char *source,
+		       struct tm_probe **out, char **detail);
+/* 1 if path is a run manifest or a directory (a multi-rank recording). */
+int tm_probe_multi_is_manifest(const char *path);
+/* Rank i's probe (and its rank), NULL past the last or if p is not multi. */
+struct tm_probe *tm_probe_multi_sub(struct tm_probe *p, size_t i, int *rank);
+/*
+ * Non-stop (1): when the session stops, only the rank it stopped on is
+ * paused and the others run on to their own breakpoints; all-stop (0, the
+ * default) pauses every rank.  No-op if p is not multi.
+ */
+void tm_probe_multi_set_non_stop(struct tm_probe *p, int on);
+/* "2 ranks (processes 4242, 4243)"; NULL if p is not multi. */
+const char *tm_probe_multi_describe(struct tm_probe *p);
+/* The manifest `record FILE` writes for a live job (NULL: none) and the
+ * events its ranks wrote so far. */
+const char *tm_probe_multi_recording(struct tm_probe *p, uint64_t *events);
 
 #endif /* TMDB_PROBE_H */

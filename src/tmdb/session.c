@@ -96,6 +96,16 @@ static const struct tm_tensor *session_lookup(void *user, uint32_t node,
 					      const struct tm_event **event,
 					      uint32_t *reason);
 
+static void step_cache_clear(struct tm_session *s)
+{
+	size_t i;
+
+	for (i = 0; i < s->nlks; i++)
+		if (s->lks[i].e.have)
+			tm_event_release(&s->lks[i].e.ev);
+	s->nlks = 0;
+}
+
 struct tm_session *tm_session_new(void)
 {
 	struct tm_session *s = calloc(1, sizeof(*s));
@@ -105,6 +115,7 @@ struct tm_session *tm_session_new(void)
 	s->out = stdout;
 	s->err = stderr;
 	s->next_bpnum = 1;
+	s->shown_rank = -1;
 	s->next_display = 1;
 	s->focus = UINT32_MAX;
 	s->set.listsize = 10;
@@ -159,6 +170,8 @@ void tm_session_free(struct tm_session *s)
 	tm_lines_free(s->pending, s->npending);
 	free(s->frames);
 	free(s->lk);
+	step_cache_clear(s);
+	free(s->lks);
 	free(s->list_file);
 	free(s->set.prompt);
 	tm_tql_funcs_free(s->funcs);
@@ -184,9 +197,11 @@ int tm_need_trace(struct tm_session *s)
 void tm_session_unload(struct tm_session *s)
 {
 	tm_playhead_clear(s);
+	step_cache_clear(s);
 	if (s->probe)
 		s->probe->ops->detach(s->probe);
 	s->probe = NULL;
+	s->shown_rank = -1;
 	s->nodes = NULL;
 	free(s->trace_path);
 	s->trace_path = NULL;
@@ -220,7 +235,10 @@ int tm_session_load(struct tm_session *s, const char *path)
 	char *detail = NULL;
 	int err;
 
-	err = tm_probe_replay_open(path, &p, &detail);
+	if (tm_probe_multi_is_manifest(path))
+		err = tm_probe_multi_open(path, &p, &detail);
+	else
+		err = tm_probe_replay_open(path, &p, &detail);
 	if (err != TM_OK) {
 		if (detail)
 			tm_error(s, "%s", detail);
@@ -244,7 +262,22 @@ int tm_session_load(struct tm_session *s, const char *path)
 		const struct tm_summary *sum = info.summary;
 		uint64_t steps = sum->nevents ? sum->last_step - sum->first_step + 1 : 0;
 
-		trace_warnings(s, path, sum);
+		if (p->ops->nranks) {
+			struct tm_probe *sub;
+			struct tm_probe_info si;
+			size_t i;
+
+			/* each rank's file has its own state and its own fix */
+			for (i = 0; (sub = tm_probe_multi_sub(p, i, NULL)); i++) {
+				sub->ops->describe(sub, &si);
+				if (si.summary)
+					trace_warnings(s, si.source, si.summary);
+			}
+		} else {
+			trace_warnings(s, path, sum);
+		}
+		if (p->ops->nranks)
+			tm_out(s, "%d ranks, ", p->ops->nranks(p));
 		tm_out(s, "%" PRIu64 " events in %" PRIu64 " step%s, "
 		       "%u nodes, %" PRIu64 " gap%s.\n",
 		       sum->nevents, steps, steps == 1 ? "" : "s",
@@ -528,6 +561,16 @@ void tm_print_gap(struct tm_session *s, const struct tm_gap *g, int dir)
 			 g->count == 1 ? "" : "s");
 	else
 		snprintf(lost, sizeof(lost), "an unknown number of events");
+	if (s->probe && s->probe->ops->rank_of) {
+		/* one rank's loss: its own seqs mean nothing on the merged axis */
+		tm_out(s, "%s gap on rank %d at step %" PRIu64 ": seq %" PRIu64
+		       ", %s lost (%s).\n",
+		       s->scan_gap_after ? "The trace ends with a" :
+		       dir == TM_DIR_BWD ? "Crossed back over" : "Crossed",
+		       s->probe->ops->rank_of(s->probe, g->first_seq), g->step,
+		       g->first_seq, lost, why);
+		return;
+	}
 	tm_out(s, "%s gap at step %" PRIu64 ": seq %" PRIu64 "-%" PRIu64
 	       ", %s lost (%s).\n",
 	       s->scan_gap_after ? "The trace ends with a" :
@@ -674,16 +717,157 @@ found:
 	return event_tensor(&e->ev, slot);
 }
 
+/*
+ * A rank's value at a step, for spread(@*:...) and max/min over ranks:
+ * ranks run at their own pace, so they are compared at equal steps, each as
+ * far as the merged axis has reached at the event evaluated (a live job's
+ * later records do not exist yet; a replay must stop where it would).
+ * Answers are kept while they hold: a find asks the same ones at every
+ * event of a step.
+ */
+static const struct tm_tensor *session_lookup_step(void *user, uint32_t node,
+						   struct tm_slot slot, uint32_t call,
+						   uint64_t step,
+						   const struct tm_event **event,
+						   uint32_t *reason)
+{
+	struct tm_session *s = user;
+	const struct tm_event *now = s->scan_ev ? s->scan_ev :
+				     s->have_cur ? &s->cur : NULL;
+	int kind = tm_slot_event_kind(slot.kind), err;
+	struct step_ent *e, *grown;
+	struct tm_event ev;
+	uint64_t at;
+	size_t i;
+
+	*reason = 0;
+	if (event)
+		*event = NULL;
+	if (!now || !s->probe || !s->probe->ops->latest_in_step)
+		return NULL;
+	at = now->seq;
+	for (i = 0; i < s->nlks; i++) {
+		e = &s->lks[i];
+		if (e->e.node == node && e->e.kind == kind && e->e.call == call &&
+		    e->step == step && e->e.slot.kind == slot.kind &&
+		    e->e.slot.index == slot.index)
+			goto found;
+	}
+	if (s->nlks >= 1024)
+		step_cache_clear(s);
+	grown = realloc(s->lks, (s->nlks + 1) * sizeof(*s->lks));
+	if (!grown)
+		return NULL;
+	s->lks = grown;
+	e = &s->lks[s->nlks++];
+	memset(e, 0, sizeof(*e));
+	e->e.node = node;
+	e->e.kind = (uint8_t)kind;
+	e->e.slot = slot;
+	e->e.call = call;
+	e->step = step;
+	e->at = UINT64_MAX;
+	e->final_from = UINT64_MAX;
+found:
+	/* still right: asked at the same seq, or both settled */
+	if (e->at != at && !(at >= e->final_from && e->at >= e->final_from)) {
+		if (e->e.have)
+			tm_event_release(&e->e.ev);
+		e->e.have = 0;
+		err = s->probe->ops->latest_in_step(s->probe, node, kind, &slot, call,
+						    step, at, &ev, &e->e.reason,
+						    &e->final_from);
+		if (err == TM_OK) {
+			e->e.ev = ev;
+			e->e.have = 1;
+		}
+		e->at = at;
+	}
+	*reason = e->e.reason;
+	if (!e->e.have)
+		return NULL;
+	if (event)
+		*event = &e->e.ev;
+	return event_tensor(&e->e.ev, slot);
+}
+
 void tm_tql_ctx_init(struct tm_session *s, struct tm_tql_ctx *ctx,
 		     const struct tm_event *ev, const struct tm_tensor *t)
 {
 	s->env.user = s;
 	s->env.lookup = session_lookup;
 	s->env.variable = tm_session_variable;
+	s->env.lookup_step = session_lookup_step;
 	ctx->event = ev;
 	ctx->tensor = t;
 	ctx->nodes = s->nodes;
 	ctx->env = &s->env;
+	ctx->rank = ev ? tm_event_rank(s, ev) : tm_session_rank(s);
+}
+
+/*
+ * The rank an event comes from: the @R: of its node in a distributed job's
+ * merged table, else the rank the trace was recorded in (one rank's file
+ * replayed alone), else 0.
+ */
+int tm_event_rank(struct tm_session *s, const struct tm_event *ev)
+{
+	const struct tm_node *n = s->nodes ? tm_nodetab_get(s->nodes, ev->node) : NULL;
+	struct tm_probe_info pi;
+	const char *rest;
+	int r;
+
+	if (n && (r = tm_address_node_rank(n->address, &rest)) >= 0)
+		return r;
+	if (s->probe) {
+		s->probe->ops->describe(s->probe, &pi);
+		if (pi.meta && pi.meta->rank >= 0 && !s->probe->ops->nranks)
+			return pi.meta->rank;
+	}
+	return 0;
+}
+
+/* The rank that unqualified addresses name: the playhead's (inferior N moves it). */
+int tm_session_rank(struct tm_session *s)
+{
+	return s->have_cur ? tm_event_rank(s, &s->cur) : 0;
+}
+
+/*
+ * The node an exact address names.  In a distributed job's table every
+ * node is @R:-qualified; an address written without a rank names the
+ * playhead's rank, as GDB evaluates in the selected inferior.
+ */
+const struct tm_node *tm_session_node(struct tm_session *s, const tm_address *a)
+{
+	char buf[TM_ADDRESS_MAX + 16];
+	const struct tm_node *n;
+	int r = tm_address_rank(a);
+
+	if (!s->nodes)
+		return NULL;
+	if (r >= 0) {
+		snprintf(buf, sizeof(buf), "@%d:%s", r, tm_address_path(a));
+		return tm_nodetab_find(s->nodes, buf);
+	}
+	n = tm_nodetab_find(s->nodes, tm_address_path(a));
+	if (n || r == TM_RANK_ANY || !s->probe || !s->probe->ops->nranks)
+		return n;
+	snprintf(buf, sizeof(buf), "@%d:%s", tm_session_rank(s), tm_address_path(a));
+	return tm_nodetab_find(s->nodes, buf);
+}
+
+/* tm_session_node of a text; NULL if it does not parse. */
+const struct tm_node *tm_session_node_text(struct tm_session *s, const char *text)
+{
+	const struct tm_node *n;
+	tm_address *a = NULL;
+
+	if (tm_address_parse(text, &a, NULL, NULL) != TM_OK)
+		return NULL;
+	n = tm_session_node(s, a);
+	tm_address_free(a);
+	return n;
 }
 
 int tm_compile(struct tm_session *s, const char *src, int want_bool,
@@ -697,6 +881,7 @@ int tm_compile(struct tm_session *s, const char *src, int want_bool,
 	o.nodes = s->nodes;
 	o.funcs = s->funcs;
 	o.want_bool = want_bool;
+	o.rank = tm_session_rank(s);
 	err = tm_tql_compile(src, &o, out, &errors);
 	if (err != TM_OK) {
 		if (errors) {
@@ -769,7 +954,7 @@ int tm_frames_compute(struct tm_session *s)
 	struct tm_record rec;
 	const struct tm_node *n;
 	uint64_t target;
-	int err, guard = 0;
+	int err, guard = 0, rank;
 
 	if (s->frames_valid)
 		return 0;
@@ -792,13 +977,17 @@ int tm_frames_compute(struct tm_session *s)
 		return 0;
 	}
 	target = s->cur.seq;
+	/* a distributed job's other ranks have call stacks of their own */
+	rank = s->probe->ops->rank_of ? tm_session_rank(s) : -1;
 	err = s->probe->ops->seek(s->probe, TM_SEEK_STEP, s->cur.step);
 	while (err == TM_OK) {
 		err = s->probe->ops->next_event(s->probe, TM_DIR_FWD, &rec);
 		if (err != TM_OK)
 			break;
 		if (rec.type == TM_REC_GAP) {
-			if (rec.u.gap.first_seq <= target)
+			if (rec.u.gap.first_seq <= target &&
+			    (rank < 0 || s->probe->ops->rank_of(s->probe,
+								rec.u.gap.first_seq) == rank))
 				s->frames_gap = 1;
 			continue;
 		}
@@ -806,6 +995,10 @@ int tm_frames_compute(struct tm_session *s)
 			continue;
 		if (rec.u.event.seq > target)
 			break;
+		/* another rank's, or the end of this rank's previous step */
+		if (rank >= 0 && (tm_event_rank(s, &rec.u.event) != rank ||
+				  rec.u.event.step != s->cur.step))
+			continue;
 		if (rec.u.event.kind == TM_EV_ENTER)
 			frames_push(s, rec.u.event.node, rec.u.event.call,
 				    rec.u.event.seq);

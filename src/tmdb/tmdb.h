@@ -128,6 +128,14 @@ struct lookup_ent {
 	struct tm_event ev;
 };
 
+/* One rank's value at one step (TQL's cross-rank aggregates). */
+struct step_ent {
+	struct lookup_ent e;
+	uint64_t step;
+	uint64_t at;            /* the seq it was looked up at */
+	uint64_t final_from;    /* from this seq on it cannot change */
+};
+
 /* A source of command lines: a file, readline, or stored lines. */
 struct tm_input {
 	struct tm_input *prev;
@@ -202,6 +210,7 @@ struct tm_session {
 	struct tm_event cur;
 	int cursor_after;       /* probe cursor sits after cur (else before) */
 	int stopped_bp;         /* breakpoint number of the last stop, 0 */
+	int shown_rank;         /* rank the last "[Switching to" named, -1 */
 	uint32_t focus;         /* focus tensor index in cur, UINT32_MAX none */
 
 	/* module call stack at the playhead (lazy) */
@@ -214,6 +223,8 @@ struct tm_session {
 	/* addressed-term cache */
 	struct lookup_ent *lk;
 	size_t nlk;
+	struct step_ent *lks;   /* the same at a step, per rank */
+	size_t nlks;
 
 	struct bp *bps;
 	int next_bpnum;
@@ -289,6 +300,10 @@ void tm_tql_ctx_init(struct tm_session *s, struct tm_tql_ctx *ctx,
 		     const struct tm_event *ev, const struct tm_tensor *t);
 int tm_compile(struct tm_session *s, const char *src, int want_bool,
 	       tm_tql_prog **out);
+int tm_event_rank(struct tm_session *s, const struct tm_event *ev);
+int tm_session_rank(struct tm_session *s);
+const struct tm_node *tm_session_node(struct tm_session *s, const tm_address *a);
+const struct tm_node *tm_session_node_text(struct tm_session *s, const char *text);
 
 /* expressions (cmd-print.c): simple terms are answered directly, the rest by TQL */
 enum term_field {
@@ -404,6 +419,10 @@ enum tm_inferior_event {
 	TM_INF_GONE             /* killed or detached: no exit status */
 };
 
+/* cmd-inferior.c: the ranks of a distributed job */
+int tm_info_inferiors(struct tm_session *s, const char *args);
+void tm_inferior_note_switch(struct tm_session *s);
+
 /* names for completion: NULL past the end (cmd-info.c, cmd-lang.c) */
 const char *tm_info_sub_name(size_t i);
 const char *tm_setting_name(size_t i);
@@ -433,7 +452,7 @@ TM_CMD(document); TM_CMD(if); TM_CMD(while); TM_CMD(source); TM_CMD(help);
 TM_CMD(apropos); TM_CMD(quit); TM_CMD(end); TM_CMD(recover); TM_CMD(capture);
 TM_CMD(level); TM_CMD(record);
 TM_CMD(heatmap); TM_CMD(plot); TM_CMD(x); TM_CMD(tui); TM_CMD(layout);
-TM_CMD(attach); TM_CMD(detach); TM_CMD(kill);
+TM_CMD(attach); TM_CMD(detach); TM_CMD(kill); TM_CMD(inferior);
 #undef TM_CMD
 
 #endif /* TMDB_H */

@@ -76,6 +76,7 @@ struct opts {
 	long payload_dim;
 	int split_params;       /* data and grad in separate PARAM events */
 	int no_finite_stats;    /* all-NaN tensors lack the finite stats */
+	long rank, world;       /* one rank of a distributed job (-1, 0: not) */
 };
 
 /* What mktrace knows about each node beyond the table entry. */
@@ -693,7 +694,8 @@ static void usage(void)
 		"               [--abandon] [--truncate BYTES] [--chunk-bytes N]\n"
 		"               [--level 0|1|2] [--crash-step S]\n"
 		"               [--payload ADDRESS] [--payload-inf S] [--payload-dim N]\n"
-		"               [--split-params] [--no-finite-stats]\n");
+		"               [--split-params] [--no-finite-stats]\n"
+		"               [--rank R --world W]\n");
 	exit(2);
 }
 
@@ -731,6 +733,7 @@ int main(int argc, char **argv)
 	g->o.level = 2;
 	g->o.crash_step = -1;
 	g->o.payload_inf = -1;
+	g->o.rank = -1;
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i];
 
@@ -768,6 +771,10 @@ int main(int argc, char **argv)
 			g->o.no_finite_stats = 1;
 		else if (!strcmp(a, "--chunk-bytes"))
 			g->o.chunk_bytes = num_arg(argc, argv, &i);
+		else if (!strcmp(a, "--rank"))
+			g->o.rank = num_arg(argc, argv, &i);
+		else if (!strcmp(a, "--world"))
+			g->o.world = num_arg(argc, argv, &i);
 		else
 			usage();
 	}
@@ -789,9 +796,11 @@ int main(int argc, char **argv)
 	meta.default_level = (uint8_t)g->o.level;
 	meta.torch_version = "2.5.1";
 	meta.host = "mktrace";
-	meta.start_unix_ns = UINT64_C(1700000000000000000);
-	meta.rank = -1;
-	meta.world_size = 0;
+	/* the ranks of a job start half an event apart: they interleave */
+	meta.start_unix_ns = UINT64_C(1700000000000000000) +
+			     (uint64_t)(g->o.rank > 0 ? g->o.rank : 0) * 500;
+	meta.rank = (int32_t)g->o.rank;
+	meta.world_size = (int32_t)g->o.world;
 	meta.command = "python train.py --toy";
 	if (tm_writer_meta(g->w, &meta) != TM_OK) {
 		fprintf(stderr, "mktrace: meta: %s\n", tm_writer_detail(g->w));

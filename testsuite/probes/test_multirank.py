@@ -1,0 +1,262 @@
+"""Debugging a torch.distributed job as one program (issue: multi-rank runs).
+
+tmdb launches a real torchrun job (DDP over gloo on CPU, 2 and 4 ranks)
+whose rank R gets a NaN at step 3, stops every rank at the first NaN
+output of the job and names the rank; the per-rank recordings the probes
+wrote meanwhile, replayed together through their manifest, print the same
+session.  All-stop pauses the ranks that did not hit (non-stop does not),
+`info inferiors` and `inferior N` select ranks, and cross-rank TQL finds
+where ranks disagree.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import read
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+DDP = ROOT / "examples" / "train_ddp.py"
+RANKS = HERE / "ranks_model.py"
+TMDB = os.environ.get("TMDB", "")
+
+pytestmark = pytest.mark.skipif(not TMDB or not os.path.exists(TMDB),
+                                reason="TMDB (the tmdb binary of this build) is not set")
+
+# Lines that differ between a live job and its replay by design (as in
+# test_live.py), plus how the ranks were attached.
+_SETTING = re.compile(r"^(Starting program: |\[Process \d+ |Reading trace |\[Attached to |"
+                      r"\d+ ranks, \d+ events in |Program not running|"
+                      r"(Temporary b|B)reakpoint \d+ (at |\()|tensormorph-probe: )")
+
+
+def _torchrun(n, script, *args):
+    return ["torchrun", "--standalone", f"--nproc-per-node={n}", str(script), *map(str, args)]
+
+
+def _tmdb(args, env=None, timeout=300):
+    return subprocess.run([TMDB, "-batch", "-nx", *args], capture_output=True, text=True,
+                          env=env, timeout=timeout)
+
+
+def _comparable(text):
+    out, skip = [], False
+    for ln in text.splitlines():
+        # where the job's last record lands depends on arrival order live
+        if skip:
+            skip = False
+            continue
+        if ln == "End of trace.":
+            skip = True
+            continue
+        if not _SETTING.match(ln):
+            out.append(ln)
+    return out
+
+
+@pytest.mark.parametrize("world,bad", [(2, 1), pytest.param(4, 2, marks=pytest.mark.slow)])
+def test_live_job_equals_replay(tmp_path, world, bad):
+    """The first NaN of the job stops it on the rank that made it; the
+    recording of each rank, replayed through the manifest, agrees."""
+    cmds = HERE / "live" / "ddp.cmds"
+    trace = tmp_path / "run.tmrun"
+    env = dict(os.environ, TENSORMORPH_RECORD=str(trace), TENSORMORPH_LEVEL="1")
+    live = _tmdb(["-x", str(cmds), "--args",
+                  *_torchrun(world, DDP, "--steps", 6, "--nan-rank", bad, "--nan-step", 3)],
+                 env=env)
+    manifest = tmp_path / "run.manifest"
+    assert manifest.exists(), live.stdout + live.stderr
+    for r in range(world):
+        assert (tmp_path / f"run.rank{r}.tmrun").exists()
+    assert f"[Attached to {world} ranks (processes " in live.stdout, live.stdout
+    replay = _tmdb(["-x", str(cmds), str(manifest)])
+    a, b = _comparable(live.stdout), _comparable(replay.stdout)
+    assert a == b, "live and replayed sessions differ:\n" + "\n".join(
+        f"live:   {x}\nreplay: {y}" for x, y in zip(a, b, strict=False) if x != y)
+    for what in [f"[Switching to inferior {bad + 1} (rank {bad})]",
+                 f"Breakpoint 1, @{bad}:model.proj (out) at step 3, fwd",
+                 f"#1  @{bad}:model (Net)", f"$2 = {bad}",
+                 "[Switching to inferior 1 (rank 0)]",
+                 "Temporary breakpoint 2, @0:model.", "$4 = 4", "Run till exit"]:
+        assert what in live.stdout, f"{what!r} not in the live session:\n{live.stdout}"
+    # no rank's NaN before the injected one: the stop is the job's first
+    assert live.stdout.count("Breakpoint 1, ") == 1
+    assert re.search(r"^\[Process \d+ exited normally\]$", live.stdout, re.M), live.stdout
+    assert f"{world} ranks, " in replay.stdout
+
+
+def _interactive(env, script_args, before_continue, settle=2.0, before_run=""):
+    """A tmdb session at a terminal-like pipe: stops at the job's first NaN,
+    waits `settle` seconds, runs `before_continue`, then lets the job end."""
+    tm = subprocess.Popen([TMDB, "-nx", "-q", "--args", *script_args], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    out = []
+    try:
+        tm.stdin.write(before_run + "break model.** if tensor.nan_count > 0\nrun\n")
+        tm.stdin.flush()
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            line = tm.stdout.readline()
+            if not line:
+                break
+            out.append(line)
+            if line.startswith("Breakpoint 1, "):
+                break
+        assert any(ln.startswith("Breakpoint 1, @1:") for ln in out), "".join(out)
+        time.sleep(settle)
+        tm.stdin.write(before_continue + "delete\ncontinue\nquit\n")
+        tm.stdin.flush()
+        rest, _ = tm.communicate(timeout=120)
+        out.append(rest)
+    finally:
+        if tm.poll() is None:
+            tm.kill()
+            tm.wait()
+    return "".join(out)
+
+
+def _longest_pause(trace):
+    """The longest time between two events of a rank after its first few:
+    every rank waits at its first event until tmdb has attached to all."""
+    _, events, _ = read(str(trace))
+    times = [e.time_ns for e in events][2:]
+    return max(b - a for a, b in zip(times, times[1:], strict=False)) / 1e9
+
+
+def test_all_stop_pauses_every_rank(tmp_path):
+    """A hit on rank 1 pauses rank 0 too, although rank 0 never waits for
+    rank 1 (it trains until rank 1 is done): its recording shows the time
+    the user spent at the prompt."""
+    trace = tmp_path / "run.tmrun"
+    env = dict(os.environ, TENSORMORPH_RECORD=str(trace), TENSORMORPH_LEVEL="1")
+    out = _interactive(env, _torchrun(2, RANKS, 20, tmp_path / "done"), "info inferiors\n")
+    assert re.search(r"^\s+1\s+0\s+process \d+ \(pytorch\) \(paused\)", out, re.M), out
+    assert re.search(r"^\*\s+2\s+1\s+process \d+ \(pytorch\) \(paused\)", out, re.M), out
+    assert _longest_pause(tmp_path / "run.rank0.tmrun") > 1.5
+    assert re.search(r"^\[Process \d+ exited normally\]$", out, re.M), out
+
+
+@pytest.mark.slow
+def test_non_stop_lets_other_ranks_run(tmp_path):
+    """set non-stop on: only the rank that hit is paused; rank 0 trains on
+    (until rank 1, resumed, ends the job)."""
+    trace = tmp_path / "run.tmrun"
+    env = dict(os.environ, TENSORMORPH_RECORD=str(trace), TENSORMORPH_LEVEL="1")
+    out = _interactive(env, _torchrun(2, RANKS, 20, tmp_path / "done"),
+                       "info inferiors\n", settle=3.0, before_run="set non-stop on\n")
+    assert re.search(r"^\s+1\s+0\s+process \d+ \(pytorch\) \(running\)", out, re.M), out
+    assert re.search(r"^\*\s+2\s+1\s+process \d+ \(pytorch\) \(paused\)", out, re.M), out
+    # rank 0 trained on (10 ms steps) for the 3 s rank 1 was held
+    _, events, _ = read(str(tmp_path / "run.rank0.tmrun"))
+    assert max(e.step for e in events) > 100
+    assert _longest_pause(tmp_path / "run.rank0.tmrun") < 1.0
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    """One recorded 2-rank DDP job with a NaN on rank 1 at step 3, level 2."""
+    d = tmp_path_factory.mktemp("job")
+    env = dict(os.environ)
+    r = subprocess.run([sys.executable, "-m", "tensormorph_probe", "record", "-o",
+                        str(d / "run.tmrun"), "--level", "2", "--",
+                        *_torchrun(2, DDP, "--steps", 6, "--nan-rank", 1, "--nan-step", 3)],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return d
+
+
+def test_inferiors_and_rank_addresses(job):
+    """info inferiors lists the ranks; inferior N moves the playhead to that
+    rank; addresses without @R: name the playhead's rank."""
+    r = _tmdb(["-ex", "info inferiors", "-ex", "break model.proj if tensor.nan_count > 0",
+               "-ex", "run", "-ex", "info inferiors", "-ex", "print model.proj:out.nan_count",
+               "-ex", "print @1:model.proj:out.nan_count", "-ex", "inferior 1",
+               "-ex", "print rank", "-ex", "print model.proj:out.nan_count", "-ex", "inferior",
+               "-ex", "print @2:model.proj:out.nan_count", str(job)])
+    out = r.stdout + r.stderr
+    assert re.search(r"^\* 1\s+0\s+trace, \d+ events\s+\S*run\.rank0\.tmrun$", out, re.M), out
+    assert re.search(r"^  2\s+1\s+trace, \d+ events\s+\S*run\.rank1\.tmrun$", out, re.M), out
+    assert "Breakpoint 1, @1:model.proj (out) at step 3, fwd" in out
+    assert re.search(r"^\* 2\s+1\s+trace", out, re.M), out
+    # at rank 1's stop, an address without @R: is rank 1's
+    assert "$1 = 32" in out and "$2 = 32" in out, out
+    assert "[Switching to inferior 1 (rank 0)]" in out
+    assert "$3 = 0" in out and "$4 = 0" in out, out   # rank 0's proj: clean
+    assert "[Current inferior is 1 (rank 0)" in out
+    assert "no node '@2:model.proj'; did you mean '@0:model.proj'" in out, out
+
+
+def test_manifest_errors(tmp_path, job):
+    """A manifest naming a missing rank file, or malformed, says what and
+    where; nothing crashes."""
+    bad = tmp_path / "bad.manifest"
+    bad.write_text("tmrun-manifest 1\nworld_size 2\nrank 0 run.rank0.tmrun\n"
+                   "rank 1 nowhere.tmrun\n")
+    (tmp_path / "run.rank0.tmrun").write_bytes((job / "run.rank0.tmrun").read_bytes())
+    r = _tmdb(["-ex", "info inferiors", str(bad)])
+    assert r.returncode != 0 or "rank 1" in r.stderr
+    assert "rank 1" in r.stderr and "nowhere.tmrun" in r.stderr, r.stderr
+    bad.write_text("tmrun-manifest 1\nworld_size 2\nrank 0 run.rank0.tmrun\n")
+    r = _tmdb([str(bad)])
+    assert re.search(r"bad\.manifest:\d+: .*rank 1", r.stderr), r.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = _tmdb([str(empty)])
+    assert "no run manifest" in r.stderr, r.stderr
+
+
+def test_directory_and_find_by_rank(job):
+    """tmdb DIR replays the manifest in it; find conditions on rank: rank
+    0's first NaN is the gradient DDP averaged with rank 1's."""
+    r = _tmdb(["-ex", "find rank == 0 && tensor.nan_count > 0", "-ex", "print rank",
+               "-ex", "print $_step", str(job)])
+    out = r.stdout + r.stderr
+    assert "2 ranks, " in out
+    assert "@0:model.embed.weight (grad) at step 3, bwd" in out, out
+    assert "$1 = 0" in out and "$2 = 3" in out
+
+
+def test_record_live_job(tmp_path):
+    """record FILE in a live job writes one trace per rank and the manifest,
+    which replays as the job."""
+    r = _tmdb(["-ex", "break model.proj if tensor.nan_count > 0", "-ex", "run",
+               "-ex", f"record {tmp_path / 'saved.tmrun'}", "-ex", "delete", "-ex", "continue",
+               "-ex", "record stop", "--args",
+               *_torchrun(2, DDP, "--steps", 6, "--nan-rank", 1, "--nan-step", 3)])
+    out = r.stdout + r.stderr
+    assert f"Recording to {tmp_path / 'saved.manifest'}: the " in out, out
+    assert re.search(r"^Recording stopped: \S+saved\.manifest, \d+ events\.$", out, re.M), out
+    replay = _tmdb(["-ex", "info inferiors", "-ex", "break model.proj if tensor.nan_count > 0",
+                    "-ex", "run", str(tmp_path / "saved.manifest")])
+    assert "2 ranks, " in replay.stdout, replay.stdout + replay.stderr
+    assert "saved.rank1.tmrun" in replay.stdout
+    assert "Breakpoint 1, @1:model.proj (out) at step 3, fwd" in replay.stdout
+
+
+def test_find_where_ranks_disagree(tmp_path):
+    """The DDP divergence hunt: rank 1's model.fc weights drift after step
+    2's update; spread over the ranks at equal steps finds step 3, where
+    the recorded weights first differ.  Activations differ from the start
+    (every rank has its own data); the head's weights never do."""
+    r = subprocess.run([sys.executable, "-m", "tensormorph_probe", "record", "-o",
+                        str(tmp_path / "run.tmrun"), "--level", "2", "--",
+                        *_torchrun(2, DDP, "--steps", 6, "--skew-rank", 1, "--skew-step", 2)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = _tmdb(["-ex", "find spread(@*:model.fc.weight:data.l2) > 0", "-ex", "print $_step",
+               "-ex", "print spread(@*:model.fc.weight:data.l2) > 0.001",
+               "-ex", "find spread(@*:model.head.weight:data.l2) > 0",
+               "-ex", "goto start", "-ex", "find spread(@*:model.fc:out.l2) > 0",
+               "-ex", "print $_step", str(tmp_path / "run.manifest")])
+    out = r.stdout + r.stderr
+    assert re.search(r"^@[01]:model\.fc\.weight \(data\) at step 3, bwd$", out, re.M), out
+    assert "$1 = 3" in out and "$2 = true" in out, out
+    assert "Not found." in out, out
+    assert "$3 = 0" in out, out
