@@ -346,20 +346,33 @@ static int sub_align(struct rank *rk, size_t c)
 	return TM_OK;
 }
 
-/* Records of rank rk on the axis before position pos. */
-static size_t count_before(const struct rank *rk, uint64_t pos)
+enum lfield { BY_GPOS, BY_BOUND, BY_STEP };
+
+/*
+ * The first of the rank's records on the axis whose field is >= value
+ * (every one of these rises along a rank's records).
+ */
+static size_t first_from(const struct rank *rk, enum lfield f, uint64_t value)
 {
 	size_t lo = 0, hi = rk->indexed;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
+		const struct lrec *l = &rk->recs[mid];
+		uint64_t v = f == BY_GPOS ? l->gpos : f == BY_BOUND ? l->bound : l->step;
 
-		if (rk->recs[mid].gpos < pos)
+		if (v < value)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
 	return lo;
+}
+
+/* Records of rank rk on the axis before position pos. */
+static size_t count_before(const struct rank *rk, uint64_t pos)
+{
+	return first_from(rk, BY_GPOS, pos);
 }
 
 /* Rewrites a rank's record onto the merged axis. */
@@ -598,22 +611,14 @@ static int multi_seek(struct tm_probe *p, int kind, uint64_t value)
 	}
 }
 
-/* The merged position of the rank's event with local seq (binary search). */
+/* The merged position of the rank's event with local seq. */
 static uint64_t gpos_of_seq(const struct rank *rk, uint64_t seq)
 {
-	size_t lo = 0, hi = rk->indexed;
+	size_t i;
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (rk->recs[mid].bound < seq)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	for (; lo < rk->indexed && rk->recs[lo].key <= seq; lo++)
-		if (rk->recs[lo].type == TM_REC_EVENT && rk->recs[lo].key == seq)
-			return rk->recs[lo].gpos;
+	for (i = first_from(rk, BY_BOUND, seq); i < rk->indexed && rk->recs[i].key <= seq; i++)
+		if (rk->recs[i].type == TM_REC_EVENT && rk->recs[i].key == seq)
+			return rk->recs[i].gpos;
 	return UINT64_MAX;
 }
 
@@ -655,20 +660,10 @@ static int multi_latest(struct tm_probe *p, uint32_t node, int evkind,
 	return TM_OK;
 }
 
-/* Local records of the rank before its first record of a step after step. */
+/* Local records of the rank up to its last record of step. */
 static size_t count_to_step(const struct rank *rk, uint64_t step)
 {
-	size_t lo = 0, hi = rk->indexed;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (rk->recs[mid].step <= step)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return step == UINT64_MAX ? rk->indexed : first_from(rk, BY_STEP, step + 1);
 }
 
 static int multi_latest_in_step(struct tm_probe *p, uint32_t node, int evkind,

@@ -446,6 +446,29 @@ static void to_record(const struct hrec *h, struct tm_record *rec)
 }
 
 /*
+ * A paused model takes its next step, or runs ahead to the mirrored
+ * breakpoints; 1 if resumed, 0 if it was not paused, -1 if the connection
+ * broke.  A probe that records and notifies never waited: its STOP was
+ * news, and nothing is sent.
+ */
+static int resume_paused(struct remote *rp)
+{
+	struct tm_msg *m = rp->msg;
+
+	if (!rp->stopped)
+		return 0;
+	rp->stopped = 0;
+	if (!(rp->caps & TM_CAP_PAUSE))
+		return 0;
+	memset(m, 0, sizeof(*m));
+	m->type = TM_MSG_RESUME;
+	m->u.resume.mode = rp->ahead ? TM_RESUME_CONTINUE : TM_RESUME_STEP;
+	m->u.resume.count = 1;
+	rp->running = rp->ahead;
+	return send_msg(rp, m) ? -1 : 1;
+}
+
+/*
  * Forward past the newest record: let the model take one step and wait for
  * what it sends.  Ctrl-C while the model runs gives up waiting.
  */
@@ -482,19 +505,8 @@ static int remote_next(struct tm_probe *p, int dir, struct tm_record *rec)
 			rp->int_pending = 1;
 			tm_interrupted = 0;
 		}
-		if (rp->stopped && !(rp->caps & TM_CAP_PAUSE)) {
-			/* record and notify: the STOP was news, the model runs */
-			rp->stopped = 0;
-		} else if (rp->stopped) {
-			memset(m, 0, sizeof(*m));
-			m->type = TM_MSG_RESUME;
-			m->u.resume.mode = rp->ahead ? TM_RESUME_CONTINUE : TM_RESUME_STEP;
-			m->u.resume.count = 1;
-			rp->stopped = 0;
-			rp->running = rp->ahead;
-			if (send_msg(rp, m))
-				return TM_ERR_END;
-		}
+		if (resume_paused(rp) < 0)
+			return TM_ERR_END;
 		pump(rp, POLL_MS);
 	}
 	if (rp->int_pending) {
@@ -930,21 +942,8 @@ int tm_probe_remote_pump(struct tm_probe *p, int timeout_ms)
 int tm_probe_remote_go(struct tm_probe *p)
 {
 	struct remote *rp = impl(p);
-	struct tm_msg *m = rp->msg;
 
-	if (rp->closed || !rp->stopped)
-		return 0;
-	if (!(rp->caps & TM_CAP_PAUSE)) {
-		rp->stopped = 0;        /* notify only: it never waited */
-		return 0;
-	}
-	memset(m, 0, sizeof(*m));
-	m->type = TM_MSG_RESUME;
-	m->u.resume.mode = rp->ahead ? TM_RESUME_CONTINUE : TM_RESUME_STEP;
-	m->u.resume.count = 1;
-	rp->stopped = 0;
-	rp->running = rp->ahead;
-	return send_msg(rp, m) ? 0 : 1;
+	return rp->closed ? 0 : resume_paused(rp) > 0;
 }
 
 int tm_probe_remote_paused(struct tm_probe *p)
