@@ -462,6 +462,13 @@ static int connect_ranks(struct tm_session *s, long pid, struct tm_probe *p0,
 		*out = p0;
 		return 0;
 	}
+	if (world > TM_MANIFEST_MAX_WORLD) {
+		tm_error(s, "Rank 0 says the job has %d ranks; tmdb debugs at most %d.",
+			 (int)world, TM_MANIFEST_MAX_WORLD);
+		p0->ops->detach(p0);
+		tm_inferior_kill(s, 1);
+		return -1;
+	}
 	subs = calloc((size_t)world, sizeof(*subs));
 	if (!subs) {
 		p0->ops->detach(p0);

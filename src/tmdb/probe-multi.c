@@ -935,42 +935,33 @@ static int multi_rank_of(struct tm_probe *p, uint64_t seq)
 	return m->r[m->idx[seq].rank].rank;
 }
 
-/* A replayed job has no process to move, capture from or record. */
+/* What a replayed and a live job share; a replay has no process to move,
+ * set levels in or record from. */
+#define MULTI_OPS \
+	.name = "multi", \
+	.describe = multi_describe, \
+	.nodes = multi_nodes, \
+	.next_event = multi_next, \
+	.seek = multi_seek, \
+	.latest = multi_latest, \
+	.capture = multi_capture, \
+	.set_breakpoint = multi_set_bp, \
+	.clear_breakpoint = multi_clear_bp, \
+	.detail = multi_detail, \
+	.detach = multi_detach, \
+	.nranks = multi_nranks, \
+	.rank_of = multi_rank_of, \
+	.latest_in_step = multi_latest_in_step
+
 static const struct tm_probe_ops multi_replay_ops = {
-	.name = "multi",
-	.describe = multi_describe,
-	.nodes = multi_nodes,
-	.next_event = multi_next,
-	.seek = multi_seek,
-	.latest = multi_latest,
-	.capture = multi_capture,
-	.set_breakpoint = multi_set_bp,
-	.clear_breakpoint = multi_clear_bp,
-	.detail = multi_detail,
-	.detach = multi_detach,
-	.nranks = multi_nranks,
-	.rank_of = multi_rank_of,
-	.latest_in_step = multi_latest_in_step,
+	MULTI_OPS,
 };
 
 static const struct tm_probe_ops multi_live_ops = {
-	.name = "multi",
-	.describe = multi_describe,
-	.nodes = multi_nodes,
-	.next_event = multi_next,
-	.seek = multi_seek,
-	.latest = multi_latest,
-	.capture = multi_capture,
-	.set_breakpoint = multi_set_bp,
-	.clear_breakpoint = multi_clear_bp,
-	.detail = multi_detail,
-	.detach = multi_detach,
+	MULTI_OPS,
 	.flow = multi_flow,
 	.set_level = multi_set_level,
 	.record = multi_record,
-	.nranks = multi_nranks,
-	.rank_of = multi_rank_of,
-	.latest_in_step = multi_latest_in_step,
 };
 
 /* ------------------------------------------------------------- opening */
@@ -1084,9 +1075,17 @@ int tm_probe_multi_new(struct tm_probe **subs, size_t n, const char *source,
 		m->r[r].p = subs[r];
 		subs[r]->ops->describe(subs[r], &pi);
 		m->r[r].live = !strcmp(pi.kind, "live");
-		m->r[r].rank = pi.meta && pi.meta->rank >= 0 ? pi.meta->rank : (int)r;
+		m->r[r].rank = (int)r;
 		if (pi.meta && pi.meta->start_unix_ns && pi.meta->start_unix_ns < t0)
 			t0 = pi.meta->start_unix_ns;
+		/* a manifest naming the wrong file for a rank would merge two
+		 * copies of one rank's nodes into one table */
+		if (pi.meta && pi.meta->rank >= 0 && pi.meta->rank != (int32_t)r) {
+			snprintf(m->detail, sizeof(m->detail), "rank %zu: %s was recorded "
+				 "by rank %d", r, pi.source ? pi.source : "its trace",
+				 (int)pi.meta->rank);
+			return fail(m, TM_ERR_CORRUPT, detail);
+		}
 	}
 	m->live = m->r[0].live;
 	if (m->live)

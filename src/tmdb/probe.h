@@ -144,8 +144,9 @@ int tm_probe_replay_open(const char *path, struct tm_probe **out,
 
 /*
  * The ranks of a distributed job as one probe (probe-multi.c): from a run
- * manifest or a directory holding one, or from one probe per rank (taken
- * over: they are detached with it, also on failure).  source names it in
+ * manifest or a directory holding one, or from one probe per rank, subs[r]
+ * being rank r's (taken over: they are detached with it, also on failure;
+ * one whose metadata names another rank is refused).  source names it in
  * `info program`.
  */
 int tm_probe_multi_open(const char *path, struct tm_probe **out, char **detail);
