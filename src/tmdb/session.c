@@ -201,6 +201,7 @@ void tm_session_unload(struct tm_session *s)
 	if (s->probe)
 		s->probe->ops->detach(s->probe);
 	s->probe = NULL;
+	s->rank_of_probe = NULL;
 	s->shown_rank = -1;
 	s->nodes = NULL;
 	free(s->trace_path);
@@ -812,19 +813,26 @@ void tm_tql_ctx_init(struct tm_session *s, struct tm_tql_ctx *ctx,
  */
 int tm_event_rank(struct tm_session *s, const struct tm_event *ev)
 {
-	const struct tm_node *n = s->nodes ? tm_nodetab_get(s->nodes, ev->node) : NULL;
+	const struct tm_node *n;
 	struct tm_probe_info pi;
 	const char *rest;
 	int r;
 
-	if (n && (r = tm_address_node_rank(n->address, &rest)) >= 0)
-		return r;
-	if (s->probe) {
-		s->probe->ops->describe(s->probe, &pi);
-		if (pi.meta && pi.meta->rank >= 0 && !s->probe->ops->nranks)
-			return pi.meta->rank;
+	if (!s->probe)
+		return 0;
+	if (s->probe->ops->nranks) {
+		n = s->nodes ? tm_nodetab_get(s->nodes, ev->node) : NULL;
+		r = n ? tm_address_node_rank(n->address, &rest) : TM_RANK_NONE;
+		return r >= 0 ? r : 0;
 	}
-	return 0;
+	/* one process: its rank is the trace's, asked once (this is called
+	 * for every condition evaluated) */
+	if (s->rank_of_probe != s->probe) {
+		s->probe->ops->describe(s->probe, &pi);
+		s->trace_rank = pi.meta && pi.meta->rank >= 0 ? pi.meta->rank : 0;
+		s->rank_of_probe = s->probe;
+	}
+	return s->trace_rank;
 }
 
 /* The rank that unqualified addresses name: the playhead's (inferior N moves it). */

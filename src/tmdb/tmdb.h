@@ -211,6 +211,8 @@ struct tm_session {
 	int cursor_after;       /* probe cursor sits after cur (else before) */
 	int stopped_bp;         /* breakpoint number of the last stop, 0 */
 	int shown_rank;         /* rank the last "[Switching to" named, -1 */
+	const struct tm_probe *rank_of_probe;   /* trace_rank is this probe's */
+	int trace_rank;         /* a one-process trace's rank (meta), else 0 */
 	uint32_t focus;         /* focus tensor index in cur, UINT32_MAX none */
 
 	/* module call stack at the playhead (lazy) */
