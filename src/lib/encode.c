@@ -349,6 +349,39 @@ int tm_encode_crash(struct tm_buf *b, const struct tm_crash *c)
 	return enc_end(&e);
 }
 
+int tm_encode_annot(struct tm_buf *b, const struct tm_annot *a)
+{
+	struct enc e;
+	size_t bound = 1 + 6 * UV_MAX;
+	uint32_t i;
+	int err = 0;
+
+	if (!a || !a->key || !*a->key || strlen(a->key) >= TM_ANNOT_MAX_KEY ||
+	    a->nvalues > TM_ANNOT_MAX_VALUES || a->count < a->nvalues ||
+	    (a->nvalues && !a->values))
+		return TM_ERR_INVALID_ARG;
+	bound += str_bound(a->key, &err);
+	for (i = 0; i < a->nvalues; i++) {
+		if (!a->values[i] || strlen(a->values[i]) >= TM_ANNOT_MAX_VALUE)
+			return TM_ERR_INVALID_ARG;
+		bound += str_bound(a->values[i], &err);
+	}
+	if (err)
+		return err;
+	enc_begin(&e, b, TM_REC_ANNOT, bound);
+	if (e.err)
+		return e.err;
+	enc_uv(&e, a->seq);
+	enc_uv(&e, a->step);
+	enc_uv(&e, a->time_ns);
+	enc_str(&e, a->key);
+	enc_uv(&e, a->count);
+	enc_uv(&e, a->nvalues);
+	for (i = 0; i < a->nvalues; i++)
+		enc_str(&e, a->values[i]);
+	return enc_end(&e);
+}
+
 int tm_encode_record(struct tm_buf *b, const struct tm_record *r)
 {
 	switch (r->type) {
@@ -357,6 +390,7 @@ int tm_encode_record(struct tm_buf *b, const struct tm_record *r)
 	case TM_REC_EVENT: return tm_encode_event(b, &r->u.event);
 	case TM_REC_GAP: return tm_encode_gap(b, &r->u.gap);
 	case TM_REC_CRASH: return tm_encode_crash(b, &r->u.crash);
+	case TM_REC_ANNOT: return tm_encode_annot(b, &r->u.annot);
 	default: return TM_ERR_INVALID_ARG;
 	}
 }
@@ -365,6 +399,7 @@ int tm_encode_record(struct tm_buf *b, const struct tm_record *r)
 
 struct tm_decoder {
 	struct tm_tensor tensors[TM_MAX_TENSORS];
+	const char *values[TM_ANNOT_MAX_VALUES];    /* an annotation's */
 	/* strings of the current record, NUL-terminated copies */
 	char *strs;
 	size_t strs_len, strs_cap;
@@ -668,6 +703,43 @@ static int dec_crash(tm_decoder *d, struct tm_rd *r, struct tm_crash *c)
 	return TM_OK;
 }
 
+/* The same limits as the encoder's: a file cannot say more than a probe can. */
+static int dec_annot(tm_decoder *d, struct tm_rd *r, struct tm_annot *a)
+{
+	size_t key, offs[TM_ANNOT_MAX_VALUES];
+	uint64_t count, nv, i;
+	int err = 0;
+
+	a->seq = tm_rd_uvarint(r);
+	a->step = tm_rd_uvarint(r);
+	a->time_ns = tm_rd_uvarint(r);
+	key = dec_str(d, r, &err);
+	count = tm_rd_uvarint(r);
+	nv = tm_rd_uvarint(r);
+	if (r->bad || err)
+		return dec_fail(d, err ? err : TM_ERR_CORRUPT, "annotation: record ends early");
+	if (key == SIZE_MAX || strlen(str_at(d, key)) >= TM_ANNOT_MAX_KEY)
+		return dec_fail(d, TM_ERR_CORRUPT, "annotation: bad key");
+	if (nv > TM_ANNOT_MAX_VALUES || count > UINT32_MAX || count < nv)
+		return dec_fail(d, TM_ERR_TOO_LARGE, "annotation: %llu of %llu values",
+				(unsigned long long)nv, (unsigned long long)count);
+	for (i = 0; i < nv; i++) {
+		offs[i] = dec_str(d, r, &err);
+		if (r->bad || err)
+			return dec_fail(d, err ? err : TM_ERR_CORRUPT,
+					"annotation: record ends early");
+		if (offs[i] != SIZE_MAX && strlen(str_at(d, offs[i])) >= TM_ANNOT_MAX_VALUE)
+			return dec_fail(d, TM_ERR_TOO_LARGE, "annotation: value too long");
+	}
+	a->key = str_at(d, key);
+	a->count = (uint32_t)count;
+	a->nvalues = (uint32_t)nv;
+	for (i = 0; i < nv; i++)
+		d->values[i] = offs[i] == SIZE_MAX ? "" : str_at(d, offs[i]);
+	a->values = d->values;
+	return TM_OK;
+}
+
 int tm_decode_record(tm_decoder *d, const uint8_t *buf, size_t len,
 		     struct tm_record *rec, size_t *used)
 {
@@ -697,6 +769,7 @@ int tm_decode_record(tm_decoder *d, const uint8_t *buf, size_t len,
 	case TM_REC_EVENT: err = dec_event(d, &r, &rec->u.event); break;
 	case TM_REC_GAP: err = dec_gap(d, &r, &rec->u.gap); break;
 	case TM_REC_CRASH: err = dec_crash(d, &r, &rec->u.crash); break;
+	case TM_REC_ANNOT: err = dec_annot(d, &r, &rec->u.annot); break;
 	case 0:
 		return dec_fail(d, TM_ERR_CORRUPT, "record type 0");
 	default:

@@ -58,6 +58,16 @@ struct tm_reader {
 
 	size_t ci, ri;                  /* cursor: before record ri of ev chunk ci */
 
+	/* tm_reader_annotation: the last answer, and the chunk it came from */
+	tm_decoder *adec;
+	uint8_t *abuf;
+	size_t abuf_cap, abuf_len;
+	size_t acached;                 /* ev index of the chunk in abuf, or SIZE_MAX */
+	struct tm_annot ann;            /* points into adec */
+	uint64_t ann_step;
+	char ann_key[TM_ANNOT_MAX_KEY];
+	int ann_state;                  /* 0 none, 1 found, -1 looked up, none */
+
 	uint8_t *filter;                /* per node id: 1 = events pass */
 	int has_filter;
 
@@ -114,15 +124,17 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
 }
 
 /*
- * Reads, checks and decompresses one chunk's payload into r->buf.
- * The caller has validated the header (sizes capped, inside the file).
+ * Reads, checks and decompresses one chunk's payload into *buf (c->raw_len
+ * bytes).  The caller has validated the header (sizes capped, inside the
+ * file).
  */
-static int load_payload(tm_reader *r, const struct tmrun_chunk *c)
+static int load_payload_into(tm_reader *r, const struct tmrun_chunk *c,
+			     uint8_t **buf, size_t *buf_cap)
 {
 	int err;
 
 	if ((err = grow((void **)&r->stored, &r->stored_cap, c->stored_len + 1, 1)) ||
-	    (err = grow((void **)&r->buf, &r->buf_cap, c->raw_len + 1, 1)))
+	    (err = grow((void **)buf, buf_cap, c->raw_len + 1, 1)))
 		return rfail(r, err, "%s: out of memory reading chunk at offset %llu",
 			     r->path, (unsigned long long)c->offset);
 	err = read_at(r, r->stored, c->stored_len, c->offset + TMRUN_CHUNK_HEADER_SIZE);
@@ -133,13 +145,13 @@ static int load_payload(tm_reader *r, const struct tmrun_chunk *c)
 		return rfail(r, TM_ERR_CRC, "%s: chunk at offset %llu: checksum mismatch "
 			     "(the file is damaged)", r->path, (unsigned long long)c->offset);
 	if (c->codec == TMRUN_CODEC_NONE) {
-		memcpy(r->buf, r->stored, c->stored_len);
+		memcpy(*buf, r->stored, c->stored_len);
 	} else {
 		size_t n;
 
 		/* The frame's own content size must agree with the header: zstd
 		 * never writes more than raw_len, so a lying frame is an error. */
-		n = ZSTD_decompressDCtx(r->dctx, r->buf, c->raw_len, r->stored,
+		n = ZSTD_decompressDCtx(r->dctx, *buf, c->raw_len, r->stored,
 					c->stored_len);
 		if (ZSTD_isError(n) || n != c->raw_len)
 			return rfail(r, TM_ERR_CORRUPT, "%s: chunk at offset %llu: "
@@ -147,8 +159,16 @@ static int load_payload(tm_reader *r, const struct tmrun_chunk *c)
 				     (unsigned long long)c->offset,
 				     ZSTD_isError(n) ? ZSTD_getErrorName(n) : "size differs");
 	}
-	r->buf_len = c->raw_len;
 	return TM_OK;
+}
+
+/* ... into the cursor's buffer r->buf. */
+static int load_payload(tm_reader *r, const struct tmrun_chunk *c)
+{
+	int err = load_payload_into(r, c, &r->buf, &r->buf_cap);
+
+	r->buf_len = err ? 0 : c->raw_len;
+	return err;
 }
 
 /* Walks the records of the loaded payload: type u8 + length uvarint. */
@@ -279,6 +299,23 @@ int tm_reader_seek_end(tm_reader *r)
 	return TM_OK;
 }
 
+/* First EVENTS chunk whose running maximum of key reaches target (nev: none):
+ * every record before it is below target. */
+static size_t first_reaching(const tm_reader *r, const uint64_t *pm, uint64_t target)
+{
+	size_t lo = 0, hi = r->nev;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (pm[mid] >= target)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return lo;
+}
+
 enum seek_key { KEY_SEQ, KEY_STEP, KEY_TIME };
 
 /* The largest value of key a record covers (a gap covers up to last_seq). */
@@ -303,19 +340,10 @@ static int seek_key(tm_reader *r, enum seek_key k, uint64_t target)
 {
 	const uint64_t *pm = k == KEY_SEQ ? r->pmax_seq :
 			     k == KEY_STEP ? r->pmax_step : r->pmax_time;
-	size_t lo = 0, hi = r->nev, i;
+	/* This chunk holds a record that reaches target. */
+	size_t lo = first_reaching(r, pm, target), i;
 	int err;
 
-	/* First chunk whose running maximum reaches target: every record
-	 * before it is below target, and this chunk holds one that is not. */
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (pm[mid] >= target)
-			hi = mid;
-		else
-			lo = mid + 1;
-	}
 	if (lo == r->nev)
 		return tm_reader_seek_end(r);
 	if ((err = load_ev(r, lo)) != TM_OK)
@@ -346,6 +374,92 @@ int tm_reader_seek_step(tm_reader *r, uint64_t step)
 int tm_reader_seek_time(tm_reader *r, uint64_t time_ns)
 {
 	return seek_key(r, KEY_TIME, time_ns);
+}
+
+/* Looks for the annotation in the chunk held in r->abuf. */
+static int find_annot(tm_reader *r, const struct tmrun_chunk *c, uint64_t step,
+		      const char *key, struct tm_record *rec)
+{
+	size_t off = 0, used;
+	int err;
+
+	while (off < r->abuf_len) {
+		struct tm_rd rd = { r->abuf + off, r->abuf + r->abuf_len, 0 };
+		uint8_t type = tm_rd_u8(&rd);
+		uint64_t len = tm_rd_uvarint(&rd);
+		size_t hdr = (size_t)(rd.p - (r->abuf + off));
+
+		if (rd.bad || len > r->abuf_len - off - hdr || type == 0)
+			return rfail(r, TM_ERR_CORRUPT, "%s: chunk at offset %llu: "
+				     "bad record at byte %zu", r->path,
+				     (unsigned long long)c->offset, off);
+		if (type == TM_REC_ANNOT) {
+			err = tm_decode_record(r->adec, r->abuf + off, r->abuf_len - off,
+					       rec, &used);
+			if (err)
+				return rfail(r, err, "%s: chunk at offset %llu: %s", r->path,
+					     (unsigned long long)c->offset,
+					     tm_decoder_detail(r->adec));
+			if (rec->u.annot.step == step && !strcmp(rec->u.annot.key, key))
+				return TM_OK;
+		}
+		off += hdr + (size_t)len;
+	}
+	return TM_ERR_NOT_FOUND;
+}
+
+/*
+ * The writer counts an annotation's step in its chunk's step range and
+ * writes it before the step's events, so it lies in the first chunk whose
+ * running maximum reaches the step, or in a later one that still starts
+ * at or before it.  Its own decoder and buffer leave the cursor's record
+ * alone: conditions look annotations up while holding an event.
+ */
+int tm_reader_annotation(tm_reader *r, uint64_t step, const char *key,
+			 const struct tm_annot **out)
+{
+	struct tm_record rec;
+	size_t ci;
+	int err = TM_ERR_NOT_FOUND;
+
+	if (!r || !key || !out)
+		return TM_ERR_INVALID_ARG;
+	*out = NULL;
+	if (r->ann_state && r->ann_step == step && !strcmp(r->ann_key, key)) {
+		*out = r->ann_state > 0 ? &r->ann : NULL;
+		return r->ann_state > 0 ? TM_OK : TM_ERR_NOT_FOUND;
+	}
+	if (strlen(key) >= sizeof(r->ann_key))
+		return TM_ERR_NOT_FOUND;
+	if (!r->adec && !(r->adec = tm_decoder_new()))
+		return TM_ERR_NOMEM;
+	r->ann_state = 0;
+	for (ci = first_reaching(r, r->pmax_step, step); ci < r->nev; ci++) {
+		const struct tmrun_chunk *c = &r->chunks[r->ev[ci]];
+
+		if (c->min_step > step)
+			break;
+		if (r->acached != ci) {
+			r->acached = SIZE_MAX;
+			if ((err = load_payload_into(r, c, &r->abuf, &r->abuf_cap)))
+				return err;
+			r->abuf_len = c->raw_len;
+			r->acached = ci;
+		}
+		err = find_annot(r, c, step, key, &rec);
+		if (err != TM_ERR_NOT_FOUND)
+			break;
+	}
+	if (err && err != TM_ERR_NOT_FOUND)
+		return err;
+	r->ann_step = step;
+	strcpy(r->ann_key, key);
+	r->ann_state = err ? -1 : 1;
+	if (err)
+		return err;
+	r->ann = rec.u.annot;
+	*out = &r->ann;
+	return TM_OK;
 }
 
 int tm_reader_set_filter(tm_reader *r, const tm_address *pattern)
@@ -652,6 +766,7 @@ int tm_reader_open(const char *path, unsigned flags, tm_reader **out, char **det
 	r->fd = -1;
 	r->flags = flags;
 	r->cached = SIZE_MAX;
+	r->acached = SIZE_MAX;
 	r->path = tm_strdup0(path);
 	r->nodes = tm_nodetab_new();
 	r->dec = tm_decoder_new();
@@ -752,6 +867,8 @@ void tm_reader_close(tm_reader *r)
 	free(r->pmax_time);
 	tm_nodetab_free(r->nodes);
 	tm_decoder_free(r->dec);
+	tm_decoder_free(r->adec);
+	free(r->abuf);
 	ZSTD_freeDCtx(r->dctx);
 	free(r->stored);
 	free(r->buf);

@@ -37,6 +37,7 @@ int tm_encode_node(struct tm_buf *b, const struct tm_node *n);
 int tm_encode_event(struct tm_buf *b, const struct tm_event *e);
 int tm_encode_gap(struct tm_buf *b, const struct tm_gap *g);
 int tm_encode_crash(struct tm_buf *b, const struct tm_crash *c);
+int tm_encode_annot(struct tm_buf *b, const struct tm_annot *a);
 int tm_encode_record(struct tm_buf *b, const struct tm_record *r);
 
 /*
@@ -88,6 +89,7 @@ int tm_writer_event(tm_writer *w, const struct tm_event *e);
 int tm_writer_events(tm_writer *w, const struct tm_event *e, size_t n);
 int tm_writer_gap(tm_writer *w, const struct tm_gap *g);
 int tm_writer_crash(tm_writer *w, const struct tm_crash *c);
+int tm_writer_annot(tm_writer *w, const struct tm_annot *a);
 /* Appends an already-encoded record stream (from tm_encode_*). */
 int tm_writer_raw(tm_writer *w, const uint8_t *recs, size_t len);
 /* Closes the open chunk now (and fsyncs if asked). */
@@ -163,6 +165,14 @@ int tm_reader_seek_step(tm_reader *r, uint64_t step);
 int tm_reader_seek_time(tm_reader *r, uint64_t time_ns);
 int tm_reader_rewind(tm_reader *r);     /* before the first record */
 int tm_reader_seek_end(tm_reader *r);   /* after the last record */
+/*
+ * The annotation key of step (tm_annot: a serving probe's "request" ids),
+ * written anywhere in the file: TM_OK with *out valid until the next call
+ * of this function, TM_ERR_NOT_FOUND if there is none, or the error of a
+ * damaged chunk.  Does not move the cursor or touch the record it returned.
+ */
+int tm_reader_annotation(tm_reader *r, uint64_t step, const char *key,
+			 const struct tm_annot **out);
 /*
  * Only events of nodes matching the pattern are returned (gaps and crashes
  * always are).  NULL removes the filter.  The reader keeps its own copy.

@@ -255,6 +255,30 @@ struct tm_crash {
 	const char *frames[TM_MAX_FRAMES];  /* "0x... symbol+off" lines */
 };
 
+/* ---------------------------------------------------------------- annotations */
+
+/*
+ * What a step was about, beyond the tensors: a serving probe's step is one
+ * model forward over a batch of requests, and the annotation "request" names
+ * them.  One record per (step, key), written before the step's first event;
+ * it applies to every event of that step.  values keeps at most
+ * TM_ANNOT_MAX_VALUES strings of under TM_ANNOT_MAX_VALUE bytes; count is
+ * how many the step really had, so a reader can tell a list was cut short.
+ */
+#define TM_ANNOT_MAX_VALUES 1024
+#define TM_ANNOT_MAX_VALUE 256
+#define TM_ANNOT_MAX_KEY 64
+
+struct tm_annot {
+	uint64_t seq;           /* seq of the step's first event (the next seq) */
+	uint64_t step;
+	uint64_t time_ns;
+	const char *key;        /* "request" */
+	uint32_t count;         /* values the step had (>= nvalues) */
+	uint32_t nvalues;
+	const char *const *values;
+};
+
 /* ---------------------------------------------------------------- nodes */
 
 enum tm_node_kind {
@@ -323,6 +347,7 @@ enum tm_record_type {
 	TM_REC_EVENT = 3,
 	TM_REC_GAP = 4,
 	TM_REC_CRASH = 5,
+	TM_REC_ANNOT = 6,
 	/* 64..127 are wire-protocol messages (doc/wire.md) */
 	TM_REC__FILE_MAX = 63
 };
@@ -337,6 +362,7 @@ struct tm_record {
 		struct tm_event event;
 		struct tm_gap gap;
 		struct tm_crash crash;
+		struct tm_annot annot;
 	} u;
 };
 

@@ -10,7 +10,7 @@
 #include "tm-tmrun.h"
 
 #define TMRUN_VERSION_MAJOR 1
-#define TMRUN_VERSION_MINOR 0
+#define TMRUN_VERSION_MINOR 1     /* 1.1: ANNOT records */
 
 /* File header: 32 bytes at offset 0. */
 #define TMRUN_FILE_HEADER_SIZE 32

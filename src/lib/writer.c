@@ -460,6 +460,24 @@ int tm_writer_crash(tm_writer *w, const struct tm_crash *c)
 	LOCKED(w, do_crash(w, c));
 }
 
+/* An annotation's step counts in the chunk's step range, so that the
+ * reader finds it with the same search as the step's events. */
+static int do_annot(tm_writer *w, const struct tm_annot *a)
+{
+	int err = tm_encode_annot(&w->raw, a);
+
+	if (err)
+		return err;
+	return account(w, a->seq, a->seq, a->step, a->time_ns);
+}
+
+int tm_writer_annot(tm_writer *w, const struct tm_annot *a)
+{
+	if (!a)
+		return TM_ERR_INVALID_ARG;
+	LOCKED(w, do_annot(w, a));
+}
+
 /*
  * Pre-encoded records (the live probe forwards what it received): decoded
  * once to validate them and keep the chunk's seq/step/time ranges exact.
@@ -485,6 +503,7 @@ static int do_raw(tm_writer *w, const uint8_t *recs, size_t len)
 		case TM_REC_EVENT: err = do_event(w, &rec.u.event); break;
 		case TM_REC_GAP: err = do_gap(w, &rec.u.gap); break;
 		case TM_REC_CRASH: err = do_crash(w, &rec.u.crash); break;
+		case TM_REC_ANNOT: err = do_annot(w, &rec.u.annot); break;
 		default: break;
 		}
 		off += used;

@@ -163,6 +163,21 @@ static void write_trace(const char *path, int finish, int with_payload, int neve
 			check(tm_writer_gap(w, &g), "gap");
 			i = 25;
 		}
+		if (i % 10 == 0) {
+			/* a serving step's request ids (TQL `request`) */
+			static const char *const ids[] = { "cmpl-1-0", "chatcmpl-2" };
+			struct tm_annot a;
+
+			memset(&a, 0, sizeof(a));
+			a.seq = i;
+			a.step = i / 10;
+			a.time_ns = i * 1000;
+			a.key = "request";
+			a.values = ids;
+			a.nvalues = 2;
+			a.count = 3;
+			check(tm_writer_annot(w, &a), "annotation");
+		}
 		make_event(&e, t, i, (uint32_t)(i % 7),
 			   with_payload && i % 9 == 0 ? payload : NULL, 8);
 		check(tm_writer_event(w, &e), "event");

@@ -348,6 +348,84 @@ static void test_event_copy_is_deep(void)
 	CU_ASSERT_PTR_NULL(c.tensors);
 }
 
+/* A serving step's request ids: round trip, the encoder's limits, and a
+ * decoder that holds a file to the same limits. */
+static void test_annotation_roundtrip_and_limits(void)
+{
+	static char many[TM_ANNOT_MAX_VALUES + 1][8];
+	const char *vals[TM_ANNOT_MAX_VALUES + 1];
+	char longv[TM_ANNOT_MAX_VALUE + 1];
+	struct tm_annot a = { 0 };
+	struct tm_buf b = { 0 };
+	struct tm_record rec;
+	tm_decoder *d = tm_decoder_new();
+	size_t used, i;
+
+	for (i = 0; i <= TM_ANNOT_MAX_VALUES; i++) {
+		snprintf(many[i], sizeof(many[i]), "r%zu", i);
+		vals[i] = many[i];
+	}
+	a.seq = 77;
+	a.step = 12;
+	a.time_ns = 123456;
+	a.key = "request";
+	a.values = vals;
+	a.nvalues = TM_ANNOT_MAX_VALUES;
+	a.count = 5000;
+	CU_ASSERT_EQUAL_FATAL(tm_encode_annot(&b, &a), TM_OK);
+	CU_ASSERT_EQUAL_FATAL(tm_decode_record(d, b.data, b.len, &rec, &used), TM_OK);
+	CU_ASSERT_EQUAL(used, b.len);
+	CU_ASSERT_EQUAL(rec.type, TM_REC_ANNOT);
+	CU_ASSERT_EQUAL(rec.u.annot.seq, 77);
+	CU_ASSERT_EQUAL(rec.u.annot.step, 12);
+	CU_ASSERT_EQUAL(rec.u.annot.time_ns, 123456);
+	CU_ASSERT_STRING_EQUAL(rec.u.annot.key, "request");
+	CU_ASSERT_EQUAL(rec.u.annot.count, 5000);
+	CU_ASSERT_EQUAL_FATAL(rec.u.annot.nvalues, TM_ANNOT_MAX_VALUES);
+	CU_ASSERT_STRING_EQUAL(rec.u.annot.values[0], "r0");
+	CU_ASSERT_STRING_EQUAL(rec.u.annot.values[TM_ANNOT_MAX_VALUES - 1], "r1023");
+
+	/* what a probe cannot say is refused, and nothing is appended */
+	b.len = 0;
+	a.nvalues = TM_ANNOT_MAX_VALUES + 1;
+	CU_ASSERT_EQUAL(tm_encode_annot(&b, &a), TM_ERR_INVALID_ARG);
+	a.nvalues = 2;
+	a.count = 1;
+	CU_ASSERT_EQUAL(tm_encode_annot(&b, &a), TM_ERR_INVALID_ARG);
+	a.count = 2;
+	a.key = "";
+	CU_ASSERT_EQUAL(tm_encode_annot(&b, &a), TM_ERR_INVALID_ARG);
+	a.key = "request";
+	memset(longv, 'x', TM_ANNOT_MAX_VALUE);
+	longv[TM_ANNOT_MAX_VALUE] = 0;
+	vals[1] = longv;
+	CU_ASSERT_EQUAL(tm_encode_annot(&b, &a), TM_ERR_INVALID_ARG);
+	CU_ASSERT_EQUAL(b.len, 0);
+
+	/* a file that says more is refused by the decoder: 1025 values */
+	vals[1] = many[1];
+	a.nvalues = 1;
+	a.count = 1;
+	CU_ASSERT_EQUAL_FATAL(tm_encode_annot(&b, &a), TM_OK);
+	/* body: seq step time key(len 7 + "request") count nvalues value:
+	 * patch nvalues (the byte after count) to 1025 = 0x81 0x08 */
+	{
+		uint8_t bad[64];
+		size_t k = 2 + 1 + 1 + 3 + 1 + 7 + 1;   /* type, len, seq, step, time(3), key, count */
+
+		CU_ASSERT_FATAL(b.len + 1 < sizeof(bad));
+		memcpy(bad, b.data, k);
+		bad[k] = 0x81;
+		bad[k + 1] = 0x08;
+		memcpy(bad + k + 2, b.data + k + 1, b.len - k - 1);
+		bad[1] = (uint8_t)(b.len + 1 - 2);
+		CU_ASSERT_EQUAL(tm_decode_record(d, bad, b.len + 1, &rec, &used),
+				TM_ERR_TOO_LARGE);
+	}
+	tm_buf_free(&b);
+	tm_decoder_free(d);
+}
+
 int main(void)
 {
 	static const struct tm_test_case cases[] = {
@@ -356,6 +434,7 @@ int main(void)
 		TM_TEST(test_encoder_rejects_nonsense),
 		TM_TEST(test_decoder_hostile_input),
 		TM_TEST(test_event_copy_is_deep),
+		TM_TEST(test_annotation_roundtrip_and_limits),
 		{ NULL, NULL }
 	};
 	return tm_test_run("encode", cases);

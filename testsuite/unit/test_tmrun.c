@@ -547,6 +547,136 @@ static void test_killed_writer_and_recover(void)
 	tm_reader_close(r);
 }
 
+/*
+ * Annotations (a serving probe's request ids): written before each step's
+ * first event, found by step wherever the chunks cut, without moving the
+ * cursor or spoiling the record it returned, and kept by recovery.
+ */
+static void annot_values(uint64_t step, char ids[2][32], const char *vals[2])
+{
+	snprintf(ids[0], 32, "cmpl-%llu", (unsigned long long)step);
+	snprintf(ids[1], 32, "cmpl-%llu", (unsigned long long)step + 1);
+	vals[0] = ids[0];
+	vals[1] = ids[1];
+}
+
+static tm_writer *write_annotated(const char *path, const struct gen *g, uint64_t n)
+{
+	struct tm_writer_opts o;
+	struct tm_run_meta m = { 0 };
+	tm_writer *w;
+	uint64_t seq;
+
+	tm_writer_opts_default(&o);
+	o.chunk_bytes = 1500;
+	CU_ASSERT_EQUAL_FATAL(tm_writer_open(path, &o, &w), TM_OK);
+	m.probe_kind = "vllm";
+	m.rank = -1;
+	CU_ASSERT_EQUAL(tm_writer_meta(w, &m), TM_OK);
+	add_nodes(w, g->nnodes);
+	for (seq = 0; seq < n; seq++) {
+		struct tm_event e;
+		struct tm_tensor t;
+
+		if (seq % g->per_step == 0) {
+			char ids[2][32];
+			const char *vals[2];
+			struct tm_annot a = { 0 };
+
+			annot_values(seq / g->per_step, ids, vals);
+			a.seq = seq;
+			a.step = seq / g->per_step;
+			a.time_ns = seq * 1000;
+			a.key = "request";
+			a.values = vals;
+			a.nvalues = 2;
+			a.count = 3;    /* one id not kept */
+			CU_ASSERT_EQUAL(tm_writer_annot(w, &a), TM_OK);
+			if (a.step % 2 == 0) {
+				a.key = "lora";
+				a.nvalues = 1;
+				a.count = 1;
+				CU_ASSERT_EQUAL(tm_writer_annot(w, &a), TM_OK);
+			}
+		}
+		gen_event(g, seq, &e, &t);
+		CU_ASSERT_EQUAL(tm_writer_event(w, &e), TM_OK);
+	}
+	return w;
+}
+
+/* Steps [0, steps) are annotated; with whole, none after them is. */
+static void check_annotations(tm_reader *r, uint64_t steps, int whole)
+{
+	const struct tm_annot *a;
+	uint64_t st;
+	char ids[2][32];
+	const char *vals[2];
+
+	/* backwards: no help from a cache that only looks ahead */
+	for (st = steps; st-- > 0;) {
+		annot_values(st, ids, vals);
+		CU_ASSERT_EQUAL_FATAL(tm_reader_annotation(r, st, "request", &a), TM_OK);
+		CU_ASSERT_EQUAL(a->step, st);
+		CU_ASSERT_STRING_EQUAL(a->key, "request");
+		CU_ASSERT_EQUAL(a->count, 3);
+		CU_ASSERT_EQUAL_FATAL(a->nvalues, 2);
+		CU_ASSERT_STRING_EQUAL(a->values[0], vals[0]);
+		CU_ASSERT_STRING_EQUAL(a->values[1], vals[1]);
+		CU_ASSERT_EQUAL(tm_reader_annotation(r, st, "lora", &a),
+				st % 2 ? TM_ERR_NOT_FOUND : TM_OK);
+	}
+	if (whole) {
+		CU_ASSERT_EQUAL(tm_reader_annotation(r, steps, "request", &a),
+				TM_ERR_NOT_FOUND);
+		CU_ASSERT_PTR_NULL(a);
+	}
+	CU_ASSERT_EQUAL(tm_reader_annotation(r, 3, "nope", &a), TM_ERR_NOT_FOUND);
+}
+
+static void test_annotations(void)
+{
+	struct gen g = { 5, 40, 0 };
+	const char *p = tmp_path("annot.tmrun"), *q = tmp_path("annot-rec.tmrun");
+	const struct tm_annot *a;
+	struct tm_record rec;
+	tm_reader *r;
+	uint64_t seq = 0, st;
+
+	CU_ASSERT_EQUAL(tm_writer_close(write_annotated(p, &g, 400)), TM_OK);
+	CU_ASSERT_EQUAL_FATAL(tm_reader_open(p, 0, &r, NULL), TM_OK);
+	CU_ASSERT(tm_reader_summary(r)->nchunks > 20);
+	check_annotations(r, 10, 1);
+	/* the cursor sees events only, and a lookup leaves its record alone */
+	while (tm_reader_next(r, &rec) == TM_OK) {
+		CU_ASSERT_EQUAL_FATAL(rec.type, TM_REC_EVENT);
+		CU_ASSERT_EQUAL(tm_reader_annotation(r, (seq * 7) % 10, "request", &a), TM_OK);
+		CU_ASSERT_EQUAL(rec.u.event.seq, seq);
+		check_event(&g, &rec);
+		seq++;
+	}
+	CU_ASSERT_EQUAL(seq, 400);
+	/* annotations count in the chunks' steps, and seeking by step still
+	 * lands on the step's first event */
+	for (st = 0; st < 10; st++) {
+		CU_ASSERT_EQUAL(tm_reader_seek_step(r, st), TM_OK);
+		CU_ASSERT_EQUAL_FATAL(tm_reader_next(r, &rec), TM_OK);
+		CU_ASSERT_EQUAL(rec.u.event.seq, st * g.per_step);
+	}
+	tm_reader_close(r);
+	/* the same without the index (scanned), and after a killed writer's
+	 * recovery */
+	CU_ASSERT_EQUAL_FATAL(tm_reader_open(p, TM_READER_NO_INDEX, &r, NULL), TM_OK);
+	check_annotations(r, 10, 1);
+	tm_reader_close(r);
+	tm_writer_abandon(write_annotated(p, &g, 400));
+	CU_ASSERT_EQUAL(tm_recover(p, q, NULL), TM_OK);
+	CU_ASSERT_EQUAL_FATAL(tm_reader_open(q, 0, &r, NULL), TM_OK);
+	CU_ASSERT(tm_reader_summary(r)->nevents > 300);
+	check_annotations(r, tm_reader_summary(r)->nevents / g.per_step, 0);
+	tm_reader_close(r);
+}
+
 /* An idle writer still gets its events to disk within max_age. */
 static void test_age_flush_thread(void)
 {
@@ -624,6 +754,7 @@ int main(void)
 		TM_TEST(test_not_a_trace),
 		TM_TEST(test_killed_writer_and_recover),
 		TM_TEST(test_age_flush_thread),
+		TM_TEST(test_annotations),
 		TM_TEST(test_million_events),
 		{ NULL, NULL }
 	};
