@@ -23,7 +23,8 @@ enum tm_tql_type {
 	TM_TQL_INT,           /* int64 */
 	TM_TQL_NUM,           /* double */
 	TM_TQL_STR,
-	TM_TQL_SHAPE          /* tensor.shape: rank + dims */
+	TM_TQL_SHAPE,         /* tensor.shape: rank + dims */
+	TM_TQL_LIST           /* request: strings, tested with == and =~ */
 };
 
 struct tm_tql_value {
@@ -36,6 +37,8 @@ struct tm_tql_value {
 		double d;
 		struct { const char *s; size_t len; } str;
 		struct { const int64_t *dims; uint8_t rank; } shape;
+		/* n items kept of count (count > n: the list was cut short) */
+		struct { const char *const *items; uint32_t n, count; } list;
 	} v;
 };
 /*
@@ -47,7 +50,8 @@ struct tm_tql_value {
 /* Why stat (enum tm_stat) is absent from a tensor of ev (NULL: unknown). */
 uint32_t tm_tql_absent_reason(const struct tm_event *ev, int stat);
 
-/* "3", "1.5e+06", "true", "\"model.fc1\"", "[4, 32]", "<unknown: level>". */
+/* "3", "1.5e+06", "true", "\"model.fc1\"", "[4, 32]", "<unknown: level>",
+ * "[\"cmpl-1\", \"cmpl-2\"]" (a list cut short ends ", ... (N more)]"). */
 int tm_tql_value_format(const struct tm_tql_value *v, char *buf, size_t len);
 /*
  * The words inside "<unknown: ...>" for unknown_reason bits: gap reasons
@@ -86,6 +90,13 @@ struct tm_tql_env {
 					      uint64_t step,
 					      const struct tm_event **event,
 					      uint32_t *reason);
+	/*
+	 * The annotation key of ev's step (struct tm_annot): TQL `request` and
+	 * `request.count` read key "request".  NULL, or a NULL answer, makes
+	 * them unknown ("not recorded"): a step whose batch is not known.
+	 */
+	const struct tm_annot *(*annotation)(void *user, const struct tm_event *ev,
+					     const char *key);
 };
 
 struct tm_tql_ctx {
@@ -153,7 +164,7 @@ int tm_tql_funcs_load(tm_tql_funcs *f, const char *spec, char **error);
 const char *tm_tql_funcs_name(const tm_tql_funcs *f, size_t n);
 
 /* Field names for completion: "tensor.nan_count", "node.path", "step",
- * ..., "rank". */
+ * ..., "rank", "request", "request.count". */
 const char *const *tm_tql_field_names(void);
 
 #ifdef __cplusplus

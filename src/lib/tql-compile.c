@@ -34,7 +34,7 @@ static const char *const field_names[] = {
 	"tensor.mean", "tensor.abs_max", "tensor.l2", "tensor.std",
 	"tensor.zero_count", "tensor.shape", "tensor.dtype", "tensor.rank",
 	"node.path", "node.type", "node.depth",
-	"step", "phase", "seq", "time", "rank",
+	"step", "phase", "seq", "time", "rank", "request", "request.count",
 	NULL
 };
 
@@ -47,7 +47,8 @@ static const char *const efield_names[EF__COUNT] = {
 	[EF_STEP] = "step", [EF_SEQ] = "seq", [EF_TIME] = "time",
 	[EF_PHASE] = "phase", [EF_NODE_PATH] = "node.path",
 	[EF_NODE_TYPE] = "node.type", [EF_NODE_DEPTH] = "node.depth",
-	[EF_RANK] = "rank",
+	[EF_RANK] = "rank", [EF_REQUEST] = "request",
+	[EF_REQUEST_COUNT] = "request.count",
 };
 
 enum {
@@ -133,6 +134,7 @@ static const char *type_name(int t)
 	case TM_TQL_NUM: return "a number";
 	case TM_TQL_STR: return "a string";
 	case TM_TQL_SHAPE: return "a shape";
+	case TM_TQL_LIST: return "a list of request ids";
 	case T_DYN: return "a variable";
 	default: return "unknown";
 	}
@@ -399,14 +401,24 @@ static void gen_binary(struct tql_gen *g, const struct tql_node *n)
 		return;
 	}
 	case TK_MATCH:
-		gen_conv(g, n->a, TM_TQL_STR);
+		gen_conv(g, n->a, ta == TM_TQL_LIST ? TM_TQL_LIST : TM_TQL_STR);
 		gen_conv(g, n->b, TM_TQL_STR);
-		emit(g, OP_MATCH, 0, 0);
+		emit(g, ta == TM_TQL_LIST ? OP_ANY_MATCH : OP_MATCH, 0, 0);
 		return;
 	default: {
 		/* comparisons: EQ NE LT LE GT GE in token order */
 		int k = n->op - TK_EQ, base;
 
+		if (ta == TM_TQL_LIST || tb == TM_TQL_LIST) {
+			/* == / != only (checked): the list first, whichever
+			 * side it was written on */
+			gen_conv(g, ta == TM_TQL_LIST ? n->a : n->b, TM_TQL_LIST);
+			gen_conv(g, ta == TM_TQL_LIST ? n->b : n->a, TM_TQL_STR);
+			emit(g, OP_ANY_EQ_S, 0, 0);
+			if (n->op == TK_NE)
+				emit(g, OP_NOT, 0, 0);
+			return;
+		}
 		t = cmp_type(ta, tb);
 		switch (t) {
 		case TM_TQL_INT: base = OP_EQ_I; break;
@@ -1178,7 +1190,7 @@ static int check_word(struct tql_cc *cc, struct tql_node *n)
 			n->res = R_EVENT;
 			n->aux = (uint32_t)i;
 			return i == EF_PHASE || i == EF_NODE_PATH || i == EF_NODE_TYPE ?
-				TM_TQL_STR : TM_TQL_INT;
+				TM_TQL_STR : i == EF_REQUEST ? TM_TQL_LIST : TM_TQL_INT;
 		}
 	if (n->word.len > 7 && !memcmp(n->word.s, "tensor.", 7) &&
 	    !memchr(n->word.s + 7, '.', n->word.len - 7) &&
@@ -1235,6 +1247,17 @@ static int check_binary(struct tql_cc *cc, struct tql_node *n)
 
 	if (ta == T_ERR || tb == T_ERR)
 		return T_ERR;
+	/* A step's request ids: does one of them equal / match the string? */
+	if ((ta == TM_TQL_LIST || tb == TM_TQL_LIST) && n->op != TK_AND && n->op != TK_OR) {
+		int other = ta == TM_TQL_LIST ? tb : ta;
+
+		if ((n->op == TK_EQ || n->op == TK_NE || (n->op == TK_MATCH && ta == TM_TQL_LIST)) &&
+		    (other == TM_TQL_STR || other == T_DYN))
+			return TM_TQL_BOOL;
+		return binary_error(cc, n, "%s is a list of request ids: test it with "
+				    "== \"ID\", != \"ID\" or =~ \"PATTERN\"",
+				    "request", NULL, NULL);
+	}
 	switch (n->op) {
 	case TK_AND:
 	case TK_OR:

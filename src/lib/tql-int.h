@@ -83,6 +83,8 @@ enum tql_efield {
 	EF_STEP = 0, EF_SEQ, EF_TIME, EF_PHASE,
 	EF_NODE_PATH, EF_NODE_TYPE, EF_NODE_DEPTH,
 	EF_RANK,        /* the process's rank: ctx->rank, not the event's */
+	EF_REQUEST,     /* the step's request ids: env->annotation("request") */
+	EF_REQUEST_COUNT,
 	EF__COUNT
 };
 

@@ -12,6 +12,7 @@
  */
 #include "config.h"
 
+#include <fnmatch.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,6 +173,23 @@ static void event_field(const struct tm_tql_ctx *ctx, uint32_t f, struct tm_tql_
 	}
 	if (!e) {
 		set_unknown(v, 0);
+		return;
+	}
+	if (f == EF_REQUEST || f == EF_REQUEST_COUNT) {
+		const struct tm_annot *a = ctx->env && ctx->env->annotation ?
+			ctx->env->annotation(ctx->env->user, e, "request") : NULL;
+
+		if (!a) {
+			set_unknown(v, 0);
+		} else if (f == EF_REQUEST_COUNT) {
+			set_int(v, a->count);
+		} else {
+			v->type = TM_TQL_LIST;
+			v->unknown_reason = 0;
+			v->v.list.items = a->values;
+			v->v.list.n = a->nvalues;
+			v->v.list.count = a->count;
+		}
 		return;
 	}
 	switch (f) {
@@ -372,6 +390,30 @@ static int glob_match(tm_tql_prog *p, const struct tm_tql_value *s,
 			      tm_address_has_slot(p->glob) || tm_address_call(p->glob);
 	}
 	return p->glob_bad ? -1 : tm_address_match_path(p->glob, p->scratch[0]);
+}
+
+/* Does one item of list equal (match: fnmatch) the string s?  Strings from
+ * variables need not be NUL-terminated: the pattern is copied. */
+static int any_item(tm_tql_prog *p, const struct tm_tql_value *list,
+		    const struct tm_tql_value *s, int match)
+{
+	uint32_t i;
+
+	if (match) {
+		if (s->v.str.len > TM_ADDRESS_MAX)
+			return -1;
+		if (s->v.str.len)
+			memcpy(p->scratch[1], s->v.str.s, s->v.str.len);
+		p->scratch[1][s->v.str.len] = '\0';
+	}
+	for (i = 0; i < list->v.list.n; i++) {
+		const char *it = list->v.list.items[i];
+
+		if (match ? fnmatch(p->scratch[1], it, 0) == 0 :
+		    strlen(it) == s->v.str.len && !memcmp(it, s->v.str.s, s->v.str.len))
+			return 1;
+	}
+	return 0;
 }
 
 static int str_eq(const struct tm_tql_value *a, const struct tm_tql_value *b)
@@ -635,6 +677,19 @@ void tql_run(tm_tql_prog *p, const struct tql_insn *code,
 	}
 
 	/* Kleene logic: false wins for &&, true for ||. */
+	L_ANY_EQ_S: BINARY(); set_bool(a, any_item(p, a, b, 0)); DISPATCH();
+	L_ANY_MATCH: {
+		int m;
+
+		BINARY();
+		m = any_item(p, a, b, 1);
+		if (m < 0)
+			set_unknown(a, 0);
+		else
+			set_bool(a, m);
+		DISPATCH();
+	}
+
 	L_NOT: UNARY(); a->v.b = !a->v.b; DISPATCH();
 	L_JFALSE:
 		if (sp[-1].type == TM_TQL_BOOL && !sp[-1].v.b)
@@ -892,6 +947,18 @@ int tm_tql_value_format(const struct tm_tql_value *v, char *buf, size_t len)
 		if (n >= 0 && (size_t)n < len)
 			n += snprintf(buf + n, len - (size_t)n, "]");
 		break;
+	case TM_TQL_LIST:
+		n = snprintf(buf, len, "[");
+		for (i = 0; i < v->v.list.n && n >= 0 && (size_t)n < len; i++)
+			n += snprintf(buf + n, len - (size_t)n, "%s\"%s\"", i ? ", " : "",
+				      v->v.list.items[i]);
+		if (n >= 0 && (size_t)n < len && v->v.list.count > v->v.list.n)
+			n += snprintf(buf + n, len - (size_t)n, "%s... (%u more)",
+				      v->v.list.n ? ", " : "",
+				      v->v.list.count - v->v.list.n);
+		if (n >= 0 && (size_t)n < len)
+			n += snprintf(buf + n, len - (size_t)n, "]");
+		break;
 	default:
 		return TM_ERR_INVALID_ARG;
 	}
@@ -903,7 +970,7 @@ int tm_tql_value_format(const struct tm_tql_value *v, char *buf, size_t len)
 static const char *const tf_names[] = { "shape", "dtype", "rank", "numel" };
 static const char *const ef_names[EF__COUNT] = {
 	"step", "seq", "time", "phase", "node.path", "node.type", "node.depth",
-	"rank"
+	"rank", "request", "request.count"
 };
 
 /*

@@ -75,6 +75,18 @@ static int variable(void *user, const char *name, struct tm_tql_value *out)
 	return TM_ERR_NOT_FOUND;
 }
 
+/* request: a batch of ids, some cut off (count > nvalues) */
+static const struct tm_annot *annotation(void *user, const struct tm_event *ev,
+					 const char *key)
+{
+	static const char *const ids[] = { "cmpl-1-0", "", "chatcmpl-x*[" };
+	static const struct tm_annot a = { .step = 120, .key = "request",
+					   .values = ids, .nvalues = 3, .count = 9 };
+
+	(void)user;
+	return ev->step == a.step && !strcmp(key, a.key) ? &a : NULL;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static tm_nodetab *nodes;
@@ -89,7 +101,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	};
 	struct tm_event ev = { .seq = 7, .step = 120, .node = 2, .time_ns = 5000000,
 			       .ntensors = 1, .tensors = &t };
-	struct tm_tql_env env = { NULL, lookup, variable, lookup_step };
+	struct tm_tql_env env = { NULL, lookup, variable, lookup_step, annotation };
 	struct tm_tql_ctx ctx = { &ev, &t, NULL, &env, 0 };
 	struct tm_tql_compile_opts opts = { 0 };
 	tm_tql_prog *p = NULL;

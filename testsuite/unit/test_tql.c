@@ -1050,7 +1050,7 @@ static const struct tm_tensor *id_lookup(void *user, uint32_t node, struct tm_sl
 static int resolved(tm_nodetab *t, int32_t rank, const char *src, char **errp)
 {
 	struct tm_tql_compile_opts opts = { t, NULL, 0, rank };
-	struct tm_tql_env env = { NULL, id_lookup, NULL, NULL };
+	struct tm_tql_env env = { NULL, id_lookup, NULL, NULL, NULL };
 	struct tm_tql_ctx ctx = { NULL, NULL, t, &env, 0 };
 	struct tm_tql_value v;
 	tm_tql_prog *p = NULL;
@@ -1080,6 +1080,74 @@ static void expect_error(tm_nodetab *t, int32_t rank, const char *src, const cha
 	if (!err || !strstr(err, msg))
 		printf("\n  %s: want \"%s\", got %s", src, msg, err ? err : "(none)");
 	free(err);
+}
+
+/* The step's request ids, from env->annotation: == / != / =~ test every
+ * id, request.count is the batch's true size, and no annotation is unknown. */
+static const struct tm_annot *annot_of(void *user, const struct tm_event *ev,
+				       const char *key)
+{
+	const struct tm_annot *a = user;
+
+	return a && ev->step == a->step && !strcmp(key, a->key) ? a : NULL;
+}
+
+static void test_request_field(void)
+{
+	static const char *const ids[] = { "cmpl-7-0", "chatcmpl-9", "cmpl-12-1" };
+	struct tm_annot a = { .step = 3, .key = "request", .values = ids, .nvalues = 3,
+			      .count = 5 };
+	struct tm_tql_env env = { .user = &a, .annotation = annot_of };
+	struct tm_event ev = { .step = 3 };
+	struct tm_tql_ctx ctx = { &ev, NULL, nodes, &env, 0 };
+	struct tm_tql_value v;
+	char buf[128];
+	static const struct { const char *src; int want; } conds[] = {
+		{ "request == \"chatcmpl-9\"", 1 },
+		{ "\"chatcmpl-9\" == request", 1 },
+		{ "request == \"cmpl-7\"", 0 },
+		{ "request != \"cmpl-7\"", 1 },
+		{ "request != \"cmpl-12-1\"", 0 },
+		{ "request =~ \"cmpl-12-*\"", 1 },
+		{ "request =~ \"chat*\" && request.count == 5", 1 },
+		{ "request =~ \"cmpl-[89]*\"", 0 },
+		{ "request.count > 4 || step == 0", 1 },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(conds) / sizeof(conds[0]); i++) {
+		tm_tql_prog *p = compile_ok(conds[i].src, 1);
+
+		CU_ASSERT_EQUAL(tm_tql_test(p, &ctx), conds[i].want);
+		if (tm_tql_test(p, &ctx) != conds[i].want)
+			printf("\n  %s: want %d", conds[i].src, conds[i].want);
+		/* another step's batch is not known: unknown, never false */
+		ev.step = 4;
+		CU_ASSERT_EQUAL(tm_tql_test(p, &ctx), -1);
+		ev.step = 3;
+		tm_tql_free(p);
+	}
+	{
+		tm_tql_prog *p = compile_ok("request", 0);
+
+		CU_ASSERT_EQUAL(tm_tql_result_type(p), TM_TQL_LIST);
+		CU_ASSERT_EQUAL(tm_tql_eval(p, &ctx, &v), TM_OK);
+		CU_ASSERT_EQUAL(v.type, TM_TQL_LIST);
+		CU_ASSERT_EQUAL(tm_tql_value_format(&v, buf, sizeof(buf)), TM_OK);
+		CU_ASSERT_STRING_EQUAL(buf,
+			"[\"cmpl-7-0\", \"chatcmpl-9\", \"cmpl-12-1\", ... (2 more)]");
+		/* no env, or an env without annotations: unknown */
+		ctx.env = NULL;
+		CU_ASSERT_EQUAL(tm_tql_eval(p, &ctx, &v), TM_OK);
+		CU_ASSERT_EQUAL(v.type, TM_TQL_UNKNOWN);
+		ctx.env = &env;
+		tm_tql_free(p);
+	}
+	expect_error(nodes, 0, "request > 3", "list of request ids");
+	expect_error(nodes, 0, "request + 1", "list of request ids");
+	expect_error(nodes, 0, "\"x\" =~ request", "list of request ids");
+	expect_error(nodes, 0, "request == 3", "list of request ids");
+	expect_error(nodes, 0, "request && step > 1", "true or false");
 }
 
 static void test_rank_resolution(void)
@@ -1275,7 +1343,7 @@ static void ddp_eval(tm_nodetab *t, struct ddp_env *de, const char *src, int64_t
 		     char *out, size_t len)
 {
 	struct tm_tql_compile_opts opts = { t, NULL, 0, 0 };
-	struct tm_tql_env env = { de, ddp_lookup, NULL, ddp_lookup_step };
+	struct tm_tql_env env = { de, ddp_lookup, NULL, ddp_lookup_step, NULL };
 	struct tm_event ev = { .step = (uint64_t)step, .node = 1 };
 	struct tm_tql_ctx ctx = { step >= 0 ? &ev : NULL, NULL, t, &env, 0 };
 	struct tm_tql_value v;
@@ -1520,7 +1588,7 @@ static void test_rankset_world(void)
 {
 	tm_nodetab *t = tm_nodetab_new();
 	struct tm_tql_compile_opts opts = { NULL, NULL, 0, 0 };
-	struct tm_tql_env env = { NULL, NULL, NULL, big_lookup_step };
+	struct tm_tql_env env = { NULL, NULL, NULL, big_lookup_step, NULL };
 	struct tm_event ev = { .step = 2 };
 	struct tm_tql_ctx ctx = { &ev, NULL, NULL, &env, 0 };
 	struct tm_tql_value v;
@@ -1584,6 +1652,7 @@ int main(void)
 		TM_TEST(test_no_allocation),
 		TM_TEST(test_ffi_load),
 		TM_TEST(test_rank_field),
+		TM_TEST(test_request_field),
 		TM_TEST(test_rank_names),
 		TM_TEST(test_rank_resolution),
 		TM_TEST(test_rank_node_path),
