@@ -92,6 +92,14 @@ struct tm_recorder {
 	struct tm_recorder_stats st;
 	char detail[256];
 
+	/* Annotations wait here, encoded, until the writer reaches the ring
+	 * position (head) they were made at: a file keeps them in stream
+	 * order, which seeking by step relies on.  alock is a leaf lock. */
+	pthread_mutex_t alock;
+	struct pending_annot *annq;
+	size_t annq_first, annq_len, annq_cap;
+	int crashing;                   /* the fatal-signal handler writes */
+
 	/* live forwarding (tm_recorder_serve) */
 	_Atomic(tm_server *) srv;
 	tm_nodetab *nodes;              /* what the writer has, with its ids */
@@ -111,6 +119,11 @@ struct tm_recorder {
 	uint64_t last_seq, last_step, last_time, last_gen;
 	uint32_t last_node;
 	uint8_t last_phase;
+};
+
+struct pending_annot {
+	uint64_t at;                    /* written before ring slot counter at */
+	struct tm_buf rec;
 };
 
 void tm_recorder_opts_default(struct tm_recorder_opts *o)
@@ -604,6 +617,118 @@ int tm_recorder_gap(tm_recorder *r, uint64_t count, uint32_t reason,
 	return TM_OK;
 }
 
+int tm_recorder_annotate(tm_recorder *r, uint64_t step, uint64_t time_ns,
+			 const char *key, const char *const *values,
+			 uint32_t nvalues, uint32_t count)
+{
+	struct pending_annot *a;
+	struct tm_annot an;
+	struct tm_buf enc = { 0 };
+	tm_server *srv;
+	uint64_t at;
+	int err;
+
+	if (!r)
+		return TM_ERR_INVALID_ARG;
+	memset(&an, 0, sizeof(an));
+	an.step = step;
+	an.time_ns = time_ns;
+	an.key = key;
+	an.values = values;
+	an.nvalues = nvalues;
+	an.count = count;
+	/* flock: between submits, so the seq is the next event's and the
+	 * server sees the annotation before that event */
+	pthread_mutex_lock(&r->flock);
+	srv = atomic_load_explicit(&r->srv, memory_order_relaxed);
+	pthread_mutex_lock(&r->lock);
+	if (r->closed) {
+		pthread_mutex_unlock(&r->lock);
+		pthread_mutex_unlock(&r->flock);
+		return TM_ERR_CLOSED;
+	}
+	an.seq = r->next_seq;
+	at = r->head;
+	pthread_mutex_unlock(&r->lock);
+	err = tm_encode_annot(&enc, &an);
+	if (!err && r->w) {
+		pthread_mutex_lock(&r->alock);
+		if (r->annq_first + r->annq_len == r->annq_cap) {
+			if (r->annq_first) {
+				memmove(r->annq, r->annq + r->annq_first,
+					r->annq_len * sizeof(*r->annq));
+				r->annq_first = 0;
+			} else {
+				size_t cap = r->annq_cap ? 2 * r->annq_cap : 16;
+				void *p = realloc(r->annq, cap * sizeof(*r->annq));
+
+				if (!p)
+					err = TM_ERR_NOMEM;
+				else {
+					r->annq = p;
+					r->annq_cap = cap;
+				}
+			}
+		}
+		if (!err) {
+			a = &r->annq[r->annq_first + r->annq_len];
+			a->at = at;
+			a->rec = enc;
+			enc.data = NULL;
+			__atomic_store_n(&r->annq_len, r->annq_len + 1, __ATOMIC_RELEASE);
+		}
+		pthread_mutex_unlock(&r->alock);
+	}
+	tm_buf_free(&enc);
+	/* kept even with no debugger: one that attaches mid-step needs it */
+	if (!err && srv)
+		tm_server_annot(srv, &an);
+	pthread_mutex_unlock(&r->flock);
+	if (err)
+		set_detail(r, "recording an annotation", err);
+	return err;
+}
+
+/*
+ * Writes the annotations made at ring positions up to at, in order; returns
+ * the position of the next one still waiting (UINT64_MAX: none).  Called
+ * where write_slots is (wlock held, or the crash handler's ownership).
+ */
+static uint64_t write_annots(tm_recorder *r, uint64_t at)
+{
+	uint64_t next = UINT64_MAX;
+
+	if (!__atomic_load_n(&r->annq_len, __ATOMIC_ACQUIRE))
+		return next;
+	/* the crashed thread may hold alock: its annotations are lost then */
+	if (r->crashing ? pthread_mutex_trylock(&r->alock) != 0 :
+	    pthread_mutex_lock(&r->alock) != 0)
+		return next;
+	while (r->annq_len) {
+		struct pending_annot *a = &r->annq[r->annq_first];
+		int err;
+
+		if (a->at > at) {
+			next = a->at;
+			break;
+		}
+		if (!r->st.writer_err) {
+			err = tm_writer_raw(r->w, a->rec.data, a->rec.len);
+			if (err) {
+				r->st.writer_err = err;
+				set_detail(r, "writing the trace", err);
+			}
+		}
+		tm_buf_free(&a->rec);
+		r->annq_first++;
+		__atomic_store_n(&r->annq_len, r->annq_len - 1, __ATOMIC_RELEASE);
+	}
+	if (!r->annq_len)
+		r->annq_first = 0;
+	pthread_mutex_unlock(&r->alock);
+	return next;
+}
+
 /*
  * Writes slots [from, to) and adds up the tensor and payload units they
  * hold.  No locks of its own: write_range holds wlock, and the crash
@@ -617,6 +742,7 @@ static void write_slots(tm_recorder *r, uint64_t from, uint64_t to,
 
 	while (i < to) {
 		uint64_t k = i % r->o.ring_events, n = 0;
+		uint64_t next_at = write_annots(r, i);
 
 		if (r->slots[k].type == SLOT_GAP) {
 			if (!r->st.writer_err) {
@@ -627,7 +753,8 @@ static void write_slots(tm_recorder *r, uint64_t from, uint64_t to,
 			i++;
 		} else {
 			/* A run of event slots that does not wrap goes in one call. */
-			while (i + n < to && (i + n) % r->o.ring_events >= k &&
+			while (i + n < to && i + n < next_at &&
+			       (i + n) % r->o.ring_events >= k &&
 			       r->slots[(i + n) % r->o.ring_events].type == SLOT_EVENT) {
 				tfree += r->slots[(i + n) % r->o.ring_events].tused;
 				pfree += r->slots[(i + n) % r->o.ring_events].pused;
@@ -645,6 +772,7 @@ static void write_slots(tm_recorder *r, uint64_t from, uint64_t to,
 			set_detail(r, "writing the trace", err);
 		}
 	}
+	write_annots(r, to);
 	*tfree_out = tfree;
 	*pfree_out = pfree;
 }
@@ -723,6 +851,11 @@ static void free_parts(tm_recorder *r)
 	free(r->crash_tens);
 	tm_nodetab_free(r->nodes);
 	tm_buf_free(&r->meta_enc);
+	while (r->annq_len) {
+		tm_buf_free(&r->annq[r->annq_first++].rec);
+		r->annq_len--;
+	}
+	free(r->annq);
 	free(r);
 }
 
@@ -765,6 +898,7 @@ int tm_recorder_new(tm_writer *w, const struct tm_recorder_opts *opts,
 	pthread_mutex_init(&r->flock, NULL);
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_mutex_init(&r->wlock, NULL);
+	pthread_mutex_init(&r->alock, NULL);
 	pthread_cond_init(&r->not_empty, NULL);
 	pthread_cond_init(&r->not_full, NULL);
 	pthread_cond_init(&r->drained, NULL);
@@ -774,6 +908,7 @@ int tm_recorder_new(tm_writer *w, const struct tm_recorder_opts *opts,
 			pthread_mutex_destroy(&r->flock);
 			pthread_mutex_destroy(&r->lock);
 			pthread_mutex_destroy(&r->wlock);
+			pthread_mutex_destroy(&r->alock);
 			pthread_cond_destroy(&r->not_empty);
 			pthread_cond_destroy(&r->not_full);
 			pthread_cond_destroy(&r->drained);
@@ -976,6 +1111,7 @@ int tm_recorder_flush(tm_recorder *r)
 		return TM_OK;
 	wait_empty(r);
 	pthread_mutex_lock(&r->wlock);
+	write_annots(r, r->written_to);
 	err = r->st.writer_err ? r->st.writer_err : tm_writer_flush(r->w);
 	pthread_mutex_unlock(&r->wlock);
 	return err;
@@ -1036,6 +1172,8 @@ int tm_recorder_close(tm_recorder *r)
 			pthread_join(r->thread, NULL);
 		else
 			tm_recorder_drain(r);
+		/* made after the last event: nothing else reaches them */
+		write_annots(r, UINT64_MAX);
 		err = r->st.writer_err;
 		if (err)
 			tm_writer_abandon(r->w);
@@ -1045,6 +1183,7 @@ int tm_recorder_close(tm_recorder *r)
 	pthread_mutex_destroy(&r->flock);
 	pthread_mutex_destroy(&r->lock);
 	pthread_mutex_destroy(&r->wlock);
+	pthread_mutex_destroy(&r->alock);
 	pthread_cond_destroy(&r->not_empty);
 	pthread_cond_destroy(&r->not_full);
 	pthread_cond_destroy(&r->drained);
@@ -1113,6 +1252,7 @@ tm_server *tm_recorder__crash(tm_recorder *r, struct tm_crash *c, int pos_set,
 		if (have_wlock && !r->st.writer_err) {
 			uint64_t from = r->written_to > r->tail ? r->written_to : r->tail;
 
+			r->crashing = 1;
 			if (from < r->head)
 				write_slots(r, from, r->head, &tfree, &pfree);
 			if (r->gap_count && !r->st.writer_err) {

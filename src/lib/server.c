@@ -89,6 +89,17 @@ struct open_call {
 	uint32_t node, call;
 };
 
+static const struct tm_annot *server_annotation(void *user, const struct tm_event *ev,
+					      const char *key);
+
+/* The latest annotation of one key (tm_server_annot), a decoded copy. */
+#define MAX_ANNOT_KEYS 8
+struct sannot {
+	struct tm_buf enc;
+	tm_decoder *dec;
+	struct tm_annot a;      /* points into dec */
+};
+
 struct tm_server {
 	struct tm_server_opts o;
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
@@ -122,6 +133,9 @@ struct tm_server {
 	tm_nodetab *nodes;
 	struct tm_buf meta;     /* encoded META record, empty if none */
 	int32_t rank;           /* the meta's rank when >= 0, else 0: TQL `rank` */
+	struct sannot annots[MAX_ANNOT_KEYS];
+	unsigned nannots;
+	struct tm_tql_env env;  /* breakpoint conditions: annotations only */
 
 	/* breakpoints and resume state */
 	struct sbp *bps;
@@ -447,6 +461,7 @@ static int sbp_match(tm_server *srv, struct sbp *b, const struct tm_event *ev,
 	ctx.event = ev;
 	ctx.nodes = srv->nodes;
 	ctx.rank = srv->rank;
+	ctx.env = &srv->env;
 	for (i = 0; i < ev->ntensors; i++) {
 		if (!tensor_wanted(b, &ev->tensors[i]))
 			continue;
@@ -786,6 +801,10 @@ static void do_subscribe(tm_server *srv, const struct tm_msg *m)
 			if (tm_encode_node(&srv->scratch, tm_nodetab_get(srv->nodes, i)) == TM_OK)
 				queue_record(srv, TM_REC_NODE, 1);
 		}
+		/* the current step's annotations: a debugger attaching in the
+		 * middle of a forward knows its requests */
+		for (i = 0; i < srv->nannots; i++)
+			queue_buf(srv, TM_REC_ANNOT, &srv->annots[i].enc, 1);
 		/* tm_server_wait_client: the model stops at its next event, as
 		 * after INTERRUPT, decided under the same lock as the
 		 * subscription so no event can slip through in between. */
@@ -1113,6 +1132,8 @@ int tm_server_start(const struct tm_server_opts *opts, tm_server **out)
 	srv->probe_kind = tm_strdup0(srv->o.probe_kind ? srv->o.probe_kind : "synthetic");
 	srv->trace = tm_strdup0(srv->o.trace);
 	srv->nodes = tm_nodetab_new();
+	srv->env.user = srv;
+	srv->env.annotation = server_annotation;
 	if (!srv->probe_kind || !srv->nodes) {
 		err = TM_ERR_NOMEM;
 		goto fail;
@@ -1183,6 +1204,8 @@ fail:
 
 void tm_server_stop(tm_server *srv)
 {
+	unsigned i;
+
 	if (!srv)
 		return;
 	if (srv->thread_started) {
@@ -1218,6 +1241,10 @@ void tm_server_stop(tm_server *srv)
 	tm_buf_free(&srv->scratch);
 	tm_buf_free(&srv->gscratch);
 	tm_buf_free(&srv->meta);
+	for (i = 0; i < srv->nannots; i++) {
+		tm_buf_free(&srv->annots[i].enc);
+		tm_decoder_free(srv->annots[i].dec);
+	}
 	tm_nodetab_free(srv->nodes);
 	free(srv->stack);
 	free(srv->probe_kind);
@@ -1487,6 +1514,63 @@ int tm_server_gap(tm_server *srv, const struct tm_gap *g)
 	}
 	pthread_mutex_unlock(&srv->lock);
 	return TM_OK;
+}
+
+/* TQL's env->annotation for the probe's own breakpoints: the latest
+ * annotation of key, if it is of the event's step (lock held). */
+static const struct tm_annot *server_annotation(void *user, const struct tm_event *ev,
+					      const char *key)
+{
+	tm_server *srv = user;
+	unsigned i;
+
+	for (i = 0; i < srv->nannots; i++)
+		if (!strcmp(srv->annots[i].a.key, key))
+			return srv->annots[i].a.step == ev->step ? &srv->annots[i].a : NULL;
+	return NULL;
+}
+
+int tm_server_annot(tm_server *srv, const struct tm_annot *a)
+{
+	struct sannot *sa = NULL;
+	struct tm_record rec;
+	size_t used;
+	unsigned i;
+	int err;
+
+	if (!srv || !a || !a->key)
+		return TM_ERR_INVALID_ARG;
+	pthread_mutex_lock(&srv->lock);
+	for (i = 0; i < srv->nannots; i++)
+		if (!strcmp(srv->annots[i].a.key, a->key))
+			sa = &srv->annots[i];
+	if (!sa && srv->nannots < MAX_ANNOT_KEYS) {
+		sa = &srv->annots[srv->nannots];
+		memset(sa, 0, sizeof(*sa));
+		if (!(sa->dec = tm_decoder_new()))
+			sa = NULL;
+		else
+			srv->nannots++;
+	}
+	err = sa ? TM_OK : TM_ERR_TOO_LARGE;
+	if (sa) {
+		/* encoded once: kept for the next subscriber, sent as is now */
+		sa->enc.len = 0;
+		err = tm_encode_annot(&sa->enc, a);
+		if (!err)
+			err = tm_decode_record(sa->dec, sa->enc.data, sa->enc.len, &rec, &used);
+		if (err) {
+			/* the slot stays, harmless, with a key nobody matches */
+			sa->a.key = "";
+			sa->a.step = UINT64_MAX;
+		} else {
+			sa->a = rec.u.annot;
+			if (srv->subscribed && a->seq >= srv->from_seq)
+				queue_buf(srv, TM_REC_ANNOT, &sa->enc, 1);
+		}
+	}
+	pthread_mutex_unlock(&srv->lock);
+	return err;
 }
 
 void tm_server_get_stats(tm_server *srv, struct tm_server_stats *st)

@@ -191,6 +191,20 @@ int tm_recorder_submit(tm_recorder *r, const struct tm_rec_event *ev,
 int tm_recorder_gap(tm_recorder *r, uint64_t count, uint32_t reason,
 		    uint64_t step, uint64_t time_ns, uint64_t *first_seq);
 
+/*
+ * Annotates step (struct tm_annot; key "request": a serving probe's request
+ * ids): written to the trace in stream order, after the events submitted
+ * before this call and before those after it, and forwarded at once to a
+ * served server, whose breakpoint conditions read it (TQL `request`).
+ * values holds nvalues strings (at most TM_ANNOT_MAX_VALUES, each under
+ * TM_ANNOT_MAX_VALUE bytes), count the step's true number (>= nvalues).
+ * Annotations not yet written when the process dies are lost with it,
+ * unless the fatal-signal handler can still write them with the ring.
+ */
+int tm_recorder_annotate(tm_recorder *r, uint64_t step, uint64_t time_ns,
+			 const char *key, const char *const *values,
+			 uint32_t nvalues, uint32_t count);
+
 /* Writes what is in the ring now (manual_drain, or to force progress). */
 int tm_recorder_drain(tm_recorder *r);
 /* Waits until everything submitted so far is written, then flushes the chunk. */

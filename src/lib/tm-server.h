@@ -133,6 +133,13 @@ int tm_server_event(tm_server *srv, const struct tm_event *ev);
 /* A gap the probe recorded: forwarded like an event. */
 int tm_server_gap(tm_server *srv, const struct tm_gap *g);
 /*
+ * An annotation of a step (tm_recorder_annotate calls it): forwarded like
+ * an event, and kept, the latest of each key (at most 8 keys), for the
+ * breakpoint conditions (TQL `request` holds at the events of its step)
+ * and for a debugger that subscribes later.
+ */
+int tm_server_annot(tm_server *srv, const struct tm_annot *a);
+/*
  * For a fatal-signal handler: queues a crash record for a subscribed
  * debugger and makes one non-blocking send.  Best effort: the server lock is
  * only tried for about 100 ms (TM_ERR_AGAIN then), bytes the socket does not

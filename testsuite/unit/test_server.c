@@ -141,8 +141,10 @@ struct client {
 	tm_decoder *rd;
 	uint64_t next_seq;      /* every seq seen so far, by events and gaps */
 	int seq_hole;           /* a seq was neither an event nor in a gap */
-	int nodes, metas, events, gaps, crashes;
+	int nodes, metas, events, gaps, crashes, annots;
 	uint32_t gap_reasons;
+	uint64_t annot_step;            /* the last annotation's */
+	uint64_t annot_seq;
 	struct tm_crash crash;          /* the last crash record (frames dropped) */
 	struct {                        /* the first events, as received */
 		uint64_t seq;
@@ -210,6 +212,14 @@ static void cl_record(struct client *c, const struct tm_frame *f)
 				rec.u.event.tensors[0].stat[TM_STAT_MAX] : 0;
 		}
 		c->events++;
+		break;
+	case TM_REC_ANNOT:
+		/* before the events of its step, in the stream's order */
+		if (rec.u.annot.seq != c->next_seq)
+			c->seq_hole = 1;
+		c->annots++;
+		c->annot_step = rec.u.annot.step;
+		c->annot_seq = rec.u.annot.seq;
 		break;
 	case TM_REC_CRASH:
 		c->crashes++;
@@ -1049,6 +1059,7 @@ struct rmodel {
 	pthread_t th;
 	atomic_int steps;       /* submits that returned */
 	atomic_int done;
+	int annotate;           /* each step serves requests req-S, req-S+1 */
 	float data[STEPS][4];
 	float ones[4];
 };
@@ -1099,6 +1110,15 @@ static void *rmodel_main(void *arg)
 	uint64_t s;
 
 	for (s = 0; s < STEPS; s++) {
+		if (m->annotate) {
+			char ids[2][16];
+			const char *vals[2] = { ids[0], ids[1] };
+
+			snprintf(ids[0], sizeof(ids[0]), "req-%d", (int)s);
+			snprintf(ids[1], sizeof(ids[1]), "req-%d", (int)s + 1);
+			tm_recorder_annotate(m->r, s, s * PER_STEP * 1000, "request",
+					     vals, 2, 2);
+		}
 		rec_batch(m, s, ev, t);
 		tm_recorder_submit(m->r, ev, PER_STEP, t, PER_STEP, NULL);
 		atomic_fetch_add(&m->steps, 1);
@@ -1179,6 +1199,7 @@ static void test_serve_pause(void)
 	CU_ASSERT_EQUAL(cl_break(c, 1, "model.fc2:out", "tensor.max > 10"), TM_OK);
 	CU_ASSERT_EQUAL(cl_subscribe(c, ""), TM_OK);
 	rec_nodes(r, 2, 4);     /* while the debugger watches */
+	m.annotate = 0;
 	rmodel_start(&m, r);
 	CU_ASSERT_EQUAL(cl_stop(c, TM_STOP_BREAKPOINT, 1), 6 * PER_STEP + 6);
 	CU_ASSERT_EQUAL(c->metas, 1);
@@ -1233,6 +1254,78 @@ static void test_serve_pause(void)
 }
 
 /*
+ * A server's steps annotated with their request ids: the probe's own
+ * breakpoint conditions test them (`request == "req-7"` holds in steps 6
+ * and 7 only), the debugger gets each annotation before its step's events,
+ * one that subscribes later gets the current one, and the trace has them
+ * all, in order.
+ */
+static void test_serve_annotations(void)
+{
+	tm_server *srv = start_bare("annot");
+	struct tm_run_meta meta;
+	const struct tm_annot *a;
+	tm_recorder *r = NULL;
+	tm_reader *rd = NULL;
+	char trace[128], want[16];
+	struct client *c;
+	struct rmodel m;
+	uint64_t s;
+
+	snprintf(trace, sizeof(trace), "%s/annot.tmrun", tmpdir);
+	CU_ASSERT_EQUAL_FATAL(tm_recorder_open(trace, NULL, &r), TM_OK);
+	memset(&meta, 0, sizeof(meta));
+	meta.probe_kind = "vllm";
+	meta.rank = -1;
+	CU_ASSERT_EQUAL(tm_recorder_meta(r, &meta), TM_OK);
+	rec_nodes(r, 0, 4);
+	CU_ASSERT_EQUAL(tm_recorder_serve(r, srv), TM_OK);
+	c = cl_connect(tm_server_path(srv));
+	cl_hello(c);
+	CU_ASSERT_EQUAL(cl_break(c, 1, "model.fc2:out", "request == \"req-7\""), TM_OK);
+	CU_ASSERT_EQUAL(cl_subscribe(c, ""), TM_OK);
+	memset(&m, 0, sizeof(m));
+	m.annotate = 1;
+	rmodel_start(&m, r);
+	CU_ASSERT_EQUAL(cl_stop(c, TM_STOP_BREAKPOINT, 1), 6 * PER_STEP + 6);
+	CU_ASSERT_EQUAL(c->annots, 7);
+	CU_ASSERT_EQUAL(c->annot_step, 6);
+	CU_ASSERT_EQUAL(c->annot_seq, 6 * PER_STEP);
+	cl_resume(c, TM_RESUME_CONTINUE, 1);
+	CU_ASSERT_EQUAL(cl_stop(c, TM_STOP_BREAKPOINT, 1), 7 * PER_STEP + 6);
+	cl_resume(c, TM_RESUME_CONTINUE, 1);
+	CU_ASSERT(rmodel_finishes(&m, 3000));
+	pthread_join(m.th, NULL);
+	CU_ASSERT_EQUAL(cl_next(c, 200), 0);
+	CU_ASSERT_EQUAL(c->annots, STEPS);
+	CU_ASSERT_EQUAL(c->events, NEVENTS);
+	CU_ASSERT_FALSE(c->seq_hole);
+	cl_close(c);
+	usleep(100000);
+	/* a debugger attaching now learns the current step's batch */
+	c = cl_connect(tm_server_path(srv));
+	cl_hello(c);
+	CU_ASSERT_EQUAL(cl_subscribe(c, ""), TM_OK);
+	CU_ASSERT_EQUAL(cl_next(c, 200), 0);
+	CU_ASSERT_EQUAL(c->annots, 1);
+	CU_ASSERT_EQUAL(c->annot_step, STEPS - 1);
+	cl_close(c);
+	CU_ASSERT_EQUAL(tm_recorder_serve(r, NULL), TM_OK);
+	CU_ASSERT_EQUAL(tm_recorder_close(r), TM_OK);
+	tm_server_stop(srv);
+	CU_ASSERT_EQUAL_FATAL(tm_reader_open(trace, 0, &rd, NULL), TM_OK);
+	for (s = 0; s < STEPS; s++) {
+		CU_ASSERT_EQUAL_FATAL(tm_reader_annotation(rd, s, "request", &a), TM_OK);
+		CU_ASSERT_EQUAL(a->seq, s * PER_STEP);
+		CU_ASSERT_EQUAL_FATAL(a->nvalues, 2);
+		snprintf(want, sizeof(want), "req-%d", (int)s + 1);
+		CU_ASSERT_STRING_EQUAL(a->values[1], want);
+	}
+	tm_reader_close(rd);
+	unlink(trace);
+}
+
+/*
  * A ring too small to keep up, and the probe's own gaps: the debugger gets
  * every seq, as events or gaps, in order.  No writer thread drains (manual),
  * so the ring keeps the first events and drops the rest.
@@ -1257,6 +1350,7 @@ static void test_serve_gaps(void)
 	c = cl_connect(tm_server_path(srv));
 	cl_hello(c);
 	CU_ASSERT_EQUAL(cl_subscribe(c, ""), TM_OK);
+	m.annotate = 0;
 	rmodel_start(&m, r);
 	CU_ASSERT(rmodel_finishes(&m, 3000));
 	pthread_join(m.th, NULL);
@@ -1378,6 +1472,7 @@ int main(void)
 		TM_TEST(test_state_word),
 		TM_TEST(test_serve_pause),
 		TM_TEST(test_serve_gaps),
+		TM_TEST(test_serve_annotations),
 		TM_TEST(test_serve_wait_and_crash),
 		{ NULL, NULL }
 	};
