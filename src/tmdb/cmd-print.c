@@ -41,6 +41,29 @@ int tm_val_set_scalar(struct tm_val *v, const struct tm_tql_value *src)
 		memcpy(v->str, src->v.str.s, src->v.str.len);
 		v->str[src->v.str.len] = 0;
 		v->v.v.str.s = v->str;
+	} else if (src->type == TM_TQL_LIST) {
+		/* one block: the item pointers, then the strings they point to */
+		size_t need = src->v.list.n * sizeof(char *), off;
+		const char **items;
+		uint32_t i;
+
+		for (i = 0; i < src->v.list.n; i++)
+			need += strlen(src->v.list.items[i]) + 1;
+		v->str = malloc(need ? need : 1);
+		if (!v->str) {
+			v->v.type = TM_TQL_UNKNOWN;
+			return -1;
+		}
+		items = (const char **)(void *)v->str;
+		off = src->v.list.n * sizeof(char *);
+		for (i = 0; i < src->v.list.n; i++) {
+			size_t l = strlen(src->v.list.items[i]) + 1;
+
+			memcpy(v->str + off, src->v.list.items[i], l);
+			items[i] = v->str + off;
+			off += l;
+		}
+		v->v.v.list.items = items;
 	} else if (src->type == TM_TQL_SHAPE) {
 		uint8_t r = src->v.shape.rank > TM_MAX_RANK ? TM_MAX_RANK :
 							      src->v.shape.rank;
@@ -131,6 +154,12 @@ void tm_tql_format(const struct tm_tql_value *v, char *buf, size_t len)
 		if (off < len)
 			snprintf(buf + off, len - off, "]");
 		break;
+	case TM_TQL_LIST:
+		/* the library's text: a long batch is cut at len, as a long
+		 * string would be */
+		if (tm_tql_value_format(v, buf, len) && len > 4)
+			snprintf(buf + len - 5, 5, "...]");
+		break;
 	default:
 		fmt_unknown(v->unknown_reason, buf, len);
 		break;
@@ -194,6 +223,16 @@ int tm_val_equal(const struct tm_val *a, const struct tm_val *b)
 		return a->v.v.shape.rank == b->v.v.shape.rank &&
 		       !memcmp(a->v.v.shape.dims, b->v.v.shape.dims,
 			       a->v.v.shape.rank * sizeof(int64_t));
+	case TM_TQL_LIST: {
+		uint32_t i;
+
+		if (a->v.v.list.n != b->v.v.list.n || a->v.v.list.count != b->v.v.list.count)
+			return 0;
+		for (i = 0; i < a->v.v.list.n; i++)
+			if (strcmp(a->v.v.list.items[i], b->v.v.list.items[i]))
+				return 0;
+		return 1;
+	}
 	default: return 1;
 	}
 }
@@ -209,6 +248,7 @@ int tm_val_truth(const struct tm_val *v)
 	case TM_TQL_NUM: return v->v.v.d != 0;
 	case TM_TQL_STR: return v->v.v.str.len != 0;
 	case TM_TQL_SHAPE: return 1;
+	case TM_TQL_LIST: return v->v.v.list.count != 0;
 	default: return 0;
 	}
 }

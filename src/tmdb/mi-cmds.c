@@ -87,6 +87,7 @@ static const char *val_type(const struct tm_val *v)
 	case TM_TQL_NUM: return "float";
 	case TM_TQL_STR: return "string";
 	case TM_TQL_SHAPE: return "shape";
+	case TM_TQL_LIST: return "list";
 	default: return "unknown";
 	}
 }

@@ -935,6 +935,24 @@ static int multi_rank_of(struct tm_probe *p, uint64_t seq)
 	return m->r[m->idx[seq].rank].rank;
 }
 
+/* The rank's own probe knows its steps: ev in its node ids. */
+static const struct tm_annot *multi_annotation(struct tm_probe *p,
+					       const struct tm_event *ev,
+					       const char *key)
+{
+	struct multi *m = impl(p);
+	struct tm_event local_ev;
+	struct rank *rk;
+	uint32_t local;
+
+	rk = node_rank(m, ev->node, &local);
+	if (!rk || !rk->p->ops->annotation)
+		return NULL;
+	local_ev = *ev;
+	local_ev.node = local;
+	return rk->p->ops->annotation(rk->p, &local_ev, key);
+}
+
 /* What a replayed and a live job share; a replay has no process to move,
  * set levels in or record from. */
 #define MULTI_OPS \
@@ -951,7 +969,8 @@ static int multi_rank_of(struct tm_probe *p, uint64_t seq)
 	.detach = multi_detach, \
 	.nranks = multi_nranks, \
 	.rank_of = multi_rank_of, \
-	.latest_in_step = multi_latest_in_step
+	.latest_in_step = multi_latest_in_step, \
+	.annotation = multi_annotation
 
 static const struct tm_probe_ops multi_replay_ops = {
 	MULTI_OPS,

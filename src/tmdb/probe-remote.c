@@ -88,11 +88,26 @@ struct remote {
 	struct mirror *mir;     /* breakpoints as the probe has them */
 	size_t nmir;
 
+	/* annotations (a serving probe's request ids), in arrival order */
+	struct rannot *ann;
+	size_t nann, anncap;
+	tm_decoder *adec;       /* decodes the one asked for last */
+	size_t ann_cur;         /* its index, SIZE_MAX: none */
+	struct tm_annot ann_out;
+
 	/* record FILE: the history so far, then each record as it comes */
 	tm_writer *rec;
 	char *rec_path;
 	uint64_t rec_events;
 	char rec_note[512];     /* why recording stopped on its own */
+};
+
+/* An annotation as received, re-encoded; at: history records before it. */
+struct rannot {
+	size_t at;
+	uint64_t step;
+	char key[TM_ANNOT_MAX_KEY];
+	struct tm_buf enc;
 };
 
 /* A breakpoint mirrored to the probe: what tmdb asked, what the probe took. */
@@ -185,6 +200,54 @@ static void rec_fail(struct remote *rp, int err)
 }
 
 /* Keeps one record frame: nodes into the table, the rest into the history. */
+/*
+ * Keeps an annotation, re-encoded (the decoder's copy is gone with the next
+ * frame), and writes it to a recording at once: it came before the events
+ * of its step, and a trace keeps stream order.  A second one of the same
+ * step and key replaces the first.
+ */
+static int take_annot(struct remote *rp, const struct tm_annot *a)
+{
+	struct rannot *ra = NULL;
+	int err;
+
+	if (rp->nann && rp->ann[rp->nann - 1].step == a->step &&
+	    !strcmp(rp->ann[rp->nann - 1].key, a->key)) {
+		ra = &rp->ann[rp->nann - 1];
+		if (rp->ann_cur == rp->nann - 1)
+			rp->ann_cur = SIZE_MAX;
+	} else {
+		if (rp->nann == rp->anncap) {
+			size_t cap = rp->anncap ? rp->anncap * 2 : 64;
+			struct rannot *na;
+
+			if (cap > MAX_RECORDS || !(na = realloc(rp->ann, cap * sizeof(*na))))
+				return TM_ERR_NOMEM;
+			rp->ann = na;
+			rp->anncap = cap;
+		}
+		ra = &rp->ann[rp->nann++];
+		memset(ra, 0, sizeof(*ra));
+	}
+	ra->at = rp->n;
+	ra->step = a->step;
+	snprintf(ra->key, sizeof(ra->key), "%s", a->key);
+	ra->enc.len = 0;
+	err = tm_encode_annot(&ra->enc, a);
+	if (err) {
+		tm_buf_free(&ra->enc);
+		rp->nann--;
+		return err;
+	}
+	if (rp->rec) {
+		int werr = tm_writer_raw(rp->rec, ra->enc.data, ra->enc.len);
+
+		if (werr)
+			rec_fail(rp, werr);
+	}
+	return TM_OK;
+}
+
 static int take_record(struct remote *rp, const struct tm_frame *f)
 {
 	struct tm_record rec;
@@ -220,6 +283,8 @@ static int take_record(struct remote *rp, const struct tm_frame *f)
 				rec_fail(rp, werr);
 		}
 		return err;
+	case TM_REC_ANNOT:
+		return take_annot(rp, &rec.u.annot);
 	case TM_REC_EVENT:
 	case TM_REC_GAP:
 	case TM_REC_CRASH:
@@ -617,7 +682,7 @@ static int remote_record(struct tm_probe *p, const char *path)
 	struct remote *rp = impl(p);
 	tm_writer *w = NULL;
 	uint32_t i, n, id;
-	size_t k;
+	size_t k, a;
 	int err;
 
 	if (!path) {
@@ -648,7 +713,14 @@ static int remote_record(struct tm_probe *p, const char *path)
 	for (i = 0; !err && i < n; i++)
 		err = tm_writer_node(w, tm_nodetab_get(rp->nodes, i), &id);
 	rp->rec_events = 0;
-	for (k = 0; !err && k < rp->n; k++) {
+	/* each annotation before the record it preceded: stream order */
+	for (k = 0, a = 0; !err && k <= rp->n; k++) {
+		while (!err && a < rp->nann && rp->ann[a].at <= k) {
+			err = tm_writer_raw(w, rp->ann[a].enc.data, rp->ann[a].enc.len);
+			a++;
+		}
+		if (err || k == rp->n)
+			break;
 		err = rec_write(w, &rp->recs[k]);
 		if (rp->recs[k].type == TM_REC_EVENT)
 			rp->rec_events++;
@@ -745,6 +817,10 @@ static void remote_detach(struct tm_probe *p)
 	for (i = 0; i < rp->n; i++)
 		hrec_free(&rp->recs[i]);
 	free(rp->recs);
+	for (i = 0; i < rp->nann; i++)
+		tm_buf_free(&rp->ann[i].enc);
+	free(rp->ann);
+	tm_decoder_free(rp->adec);
 	for (i = 0; i < rp->nmir; i++) {
 		free(rp->mir[i].where);
 		free(rp->mir[i].cond);
@@ -890,6 +966,40 @@ static int remote_flow(struct tm_probe *p, int ahead,
 	return ahead;
 }
 
+/* Annotations arrive in step order: a binary search for the step. */
+static const struct tm_annot *remote_annotation(struct tm_probe *p,
+						const struct tm_event *ev,
+						const char *key)
+{
+	struct remote *rp = impl(p);
+	struct tm_record rec;
+	size_t lo = 0, hi = rp->nann, i, used;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (rp->ann[mid].step < ev->step)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (i = lo; i < rp->nann && rp->ann[i].step == ev->step; i++) {
+		if (strcmp(rp->ann[i].key, key))
+			continue;
+		if (rp->ann_cur == i)
+			return &rp->ann_out;
+		if (!rp->adec && !(rp->adec = tm_decoder_new()))
+			return NULL;
+		if (tm_decode_record(rp->adec, rp->ann[i].enc.data, rp->ann[i].enc.len,
+				     &rec, &used) || rec.type != TM_REC_ANNOT)
+			return NULL;
+		rp->ann_out = rec.u.annot;
+		rp->ann_cur = i;
+		return &rp->ann_out;
+	}
+	return NULL;
+}
+
 static const struct tm_probe_ops remote_ops = {
 	.name = "remote",
 	.describe = remote_describe,
@@ -905,6 +1015,7 @@ static const struct tm_probe_ops remote_ops = {
 	.flow = remote_flow,
 	.set_level = remote_set_level,
 	.record = remote_record,
+	.annotation = remote_annotation,
 };
 
 /* ------------------------------------------------------------- one rank of many */
@@ -1083,6 +1194,7 @@ int tm_probe_remote_open(const char *target, struct tm_probe **out, char **detai
 		return TM_ERR_NOMEM;
 	rp->base.ops = &remote_ops;
 	rp->fd = -1;
+	rp->ann_cur = SIZE_MAX;
 	rp->msg = malloc(sizeof(*rp->msg));
 	rp->dec = tm_frame_decoder_new(0);
 	rp->rd = tm_decoder_new();

@@ -192,6 +192,16 @@ static void replay_detach(struct tm_probe *p)
 	free(rp);
 }
 
+static const struct tm_annot *replay_annotation(struct tm_probe *p,
+						const struct tm_event *ev,
+						const char *key)
+{
+	const struct tm_annot *a;
+
+	/* a damaged chunk reads as "not known", as a gap would */
+	return tm_reader_annotation(impl(p)->r, ev->step, key, &a) ? NULL : a;
+}
+
 static const struct tm_probe_ops replay_ops = {
 	.name = "replay",
 	.describe = replay_describe,
@@ -204,6 +214,7 @@ static const struct tm_probe_ops replay_ops = {
 	.clear_breakpoint = replay_clear_bp,
 	.detail = replay_detail,
 	.detach = replay_detach,
+	.annotation = replay_annotation,
 };
 
 int tm_probe_replay_open(const char *path, struct tm_probe **out, char **detail)

@@ -129,6 +129,15 @@ struct tm_probe_ops {
 			      const struct tm_slot *slot, uint32_t call,
 			      uint64_t step, uint64_t at_seq, struct tm_event *out,
 			      uint32_t *reason, uint64_t *final_from);
+	/*
+	 * The annotation key of ev's step (struct tm_annot: a serving
+	 * probe's request ids, key "request"), NULL when none is known.
+	 * Valid until the next call; does not move the cursor or touch the
+	 * record ev came in.  NULL: the probe has none.
+	 */
+	const struct tm_annot *(*annotation)(struct tm_probe *p,
+					     const struct tm_event *ev,
+					     const char *key);
 };
 
 struct tm_probe {

@@ -95,6 +95,8 @@ static const struct tm_tensor *session_lookup(void *user, uint32_t node,
 					      struct tm_slot slot, uint32_t call,
 					      const struct tm_event **event,
 					      uint32_t *reason);
+static const struct tm_annot *session_annotation(void *user, const struct tm_event *ev,
+						 const char *key);
 
 static void step_cache_clear(struct tm_session *s)
 {
@@ -129,6 +131,7 @@ struct tm_session *tm_session_new(void)
 	s->env.user = s;
 	s->env.lookup = session_lookup;
 	s->env.variable = tm_session_variable;
+	s->env.annotation = session_annotation;
 	s->funcs = tm_tql_funcs_new();
 	return s;
 }
@@ -792,6 +795,17 @@ found:
 	return event_tensor(&e->e.ev, slot);
 }
 
+/* TQL `request`: the probe's annotation of the event's step. */
+static const struct tm_annot *session_annotation(void *user, const struct tm_event *ev,
+						 const char *key)
+{
+	struct tm_session *s = user;
+
+	if (!s->probe || !s->probe->ops->annotation)
+		return NULL;
+	return s->probe->ops->annotation(s->probe, ev, key);
+}
+
 void tm_tql_ctx_init(struct tm_session *s, struct tm_tql_ctx *ctx,
 		     const struct tm_event *ev, const struct tm_tensor *t)
 {
@@ -799,6 +813,7 @@ void tm_tql_ctx_init(struct tm_session *s, struct tm_tql_ctx *ctx,
 	s->env.lookup = session_lookup;
 	s->env.variable = tm_session_variable;
 	s->env.lookup_step = session_lookup_step;
+	s->env.annotation = session_annotation;
 	ctx->event = ev;
 	ctx->tensor = t;
 	ctx->nodes = s->nodes;

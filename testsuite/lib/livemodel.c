@@ -29,6 +29,8 @@
  *   --exit=CODE    exit with CODE (after the run, or at --at)
  *   --signal=N     die of signal N at --at (default: after the run)
  *   --at=STEP      before the first event of STEP
+ * and, as a serving probe does, --requests=N: step S runs requests
+ * req-S .. req-(S+N-1), announced before its first event (TQL `request`).
  */
 #include "config.h"
 
@@ -81,6 +83,32 @@ static void emit(tm_server *srv, tm_writer *w, uint64_t seq)
 	tm_server_event(srv, &ev);
 }
 
+/* --requests: the step's batch, as a serving probe annotates it. */
+static void annotate(tm_server *srv, tm_writer *w, uint64_t seq, int nreq)
+{
+	char ids[16][24];
+	const char *vals[16];
+	struct tm_annot a;
+	int j;
+
+	memset(&a, 0, sizeof(a));
+	for (j = 0; j < nreq && j < 16; j++) {
+		snprintf(ids[j], sizeof(ids[j]), "req-%llu",
+			 (unsigned long long)(seq / PER_STEP) + (unsigned long long)j);
+		vals[j] = ids[j];
+	}
+	a.seq = seq;
+	a.step = seq / PER_STEP;
+	a.time_ns = (seq + 1) * 1000;
+	a.key = "request";
+	a.values = vals;
+	a.nvalues = (uint32_t)j;
+	a.count = (uint32_t)nreq;
+	if (w)
+		tm_writer_annot(w, &a);
+	tm_server_annot(srv, &a);
+}
+
 /* The end --exit/--signal asked for; returns only without one. */
 static void finish(tm_server *srv, tm_writer *w, int code, int signo)
 {
@@ -115,7 +143,7 @@ int main(int argc, char **argv)
 	const char *listen = getenv("TENSORMORPH_LISTEN"), *wait = getenv("TENSORMORPH_WAIT");
 	const char *pos[3] = { NULL, NULL, NULL }, *sock = NULL, *trace;
 	uint64_t steps = 10, seq, at = UINT64_MAX;
-	int ready[2], i, err, fd, npos = 0, code = 0, signo = 0, fg;
+	int ready[2], i, err, fd, npos = 0, code = 0, signo = 0, fg, nreq = 0;
 	char c;
 	pid_t pid;
 
@@ -126,6 +154,8 @@ int main(int argc, char **argv)
 			signo = atoi(argv[i] + 9);
 		else if (!strncmp(argv[i], "--at=", 5))
 			at = strtoull(argv[i] + 5, NULL, 10);
+		else if (!strncmp(argv[i], "--requests=", 11))
+			nreq = atoi(argv[i] + 11);
 		else if (npos < 3)
 			pos[npos++] = argv[i];
 	}
@@ -137,7 +167,7 @@ int main(int argc, char **argv)
 	} else {
 		if (!npos) {
 			fprintf(stderr, "usage: livemodel [--exit=N] [--signal=N] "
-				"[--at=STEP] SOCKET [STEPS [TRACE]]\n");
+				"[--at=STEP] [--requests=N] SOCKET [STEPS [TRACE]]\n");
 			return 2;
 		}
 		sock = pos[0];
@@ -229,6 +259,8 @@ serve:
 	for (seq = 0; seq < steps * PER_STEP; seq++) {
 		if (seq / PER_STEP == at && seq % PER_STEP == 0)
 			finish(srv, w, code, signo);
+		if (nreq > 0 && seq % PER_STEP == 0)
+			annotate(srv, w, seq, nreq);
 		emit(srv, w, seq);
 	}
 	if (code || signo)

@@ -17,11 +17,14 @@
  *           [--gap-step S|-1] [--source PATH] [--abandon] [--truncate BYTES]
  *           [--chunk-bytes N] [--level 0|1|2] [--crash-step S]
  *           [--payload ADDRESS] [--payload-inf S] [--payload-dim N]
- *           [--split-params] [--no-finite-stats]
+ *           [--split-params] [--no-finite-stats] [--requests N]
  *
  * --no-finite-stats leaves min, max, mean, abs_max, l2, std and the
  * histogram out of a tensor whose every element is NaN, as the library's
  * stats (and so a real recording) do; by default they are made up.
+ *
+ * --requests N annotates each step as a serving probe does: step S served
+ * requests cmpl-S .. cmpl-(S+N-1) (TQL `request`).
  *
  * --split-params writes each parameter's data and grad as two PARAM
  * events (grad first, as the PyTorch probe's gradient hook fires before
@@ -71,6 +74,7 @@ struct opts {
 	long chunk_bytes;
 	int level;              /* highest probe level recorded (default 2) */
 	long crash_step;        /* SIGSEGV inside model.layers.3.attn, then stop */
+	long requests;          /* per step: a "request" annotation of this many */
 	const char *payload;    /* node whose forward output carries contents */
 	long payload_inf;
 	long payload_dim;
@@ -684,6 +688,36 @@ static void params(struct gen *g)
 	}
 }
 
+/*
+ * --requests N: as a serving probe annotates each forward, step S serves
+ * requests cmpl-S .. cmpl-(S+N-1), so request cmpl-K is in steps K-N+1..K.
+ */
+static void annotate_requests(struct gen *g)
+{
+	static char ids[64][24];
+	const char *vals[64];
+	struct tm_annot a;
+	long j, n = g->o.requests < 64 ? g->o.requests : 64;
+
+	for (j = 0; j < n; j++) {
+		snprintf(ids[j], sizeof(ids[j]), "cmpl-%llu",
+			 (unsigned long long)g->step + (unsigned long long)j);
+		vals[j] = ids[j];
+	}
+	memset(&a, 0, sizeof(a));
+	a.seq = g->seq;
+	a.step = g->step;
+	a.time_ns = time_of(g->seq);
+	a.key = "request";
+	a.values = vals;
+	a.nvalues = (uint32_t)n;
+	a.count = (uint32_t)g->o.requests;
+	if (tm_writer_annot(g->w, &a) != TM_OK) {
+		fprintf(stderr, "mktrace: annotation: %s\n", tm_writer_detail(g->w));
+		exit(1);
+	}
+}
+
 /* ------------------------------------------------------------- main */
 
 static void usage(void)
@@ -695,7 +729,7 @@ static void usage(void)
 		"               [--level 0|1|2] [--crash-step S]\n"
 		"               [--payload ADDRESS] [--payload-inf S] [--payload-dim N]\n"
 		"               [--split-params] [--no-finite-stats]\n"
-		"               [--rank R --world W]\n");
+		"               [--rank R --world W] [--requests N]\n");
 	exit(2);
 }
 
@@ -771,6 +805,8 @@ int main(int argc, char **argv)
 			g->o.no_finite_stats = 1;
 		else if (!strcmp(a, "--chunk-bytes"))
 			g->o.chunk_bytes = num_arg(argc, argv, &i);
+		else if (!strcmp(a, "--requests"))
+			g->o.requests = num_arg(argc, argv, &i);
 		else if (!strcmp(a, "--rank"))
 			g->o.rank = num_arg(argc, argv, &i);
 		else if (!strcmp(a, "--world"))
@@ -833,6 +869,8 @@ int main(int argc, char **argv)
 	for (g->step = 0; g->step < g->o.steps && !g->crashed; g->step++) {
 		g->nan_now = 0;
 		g->nexit = 0;
+		if (g->o.requests > 0)
+			annotate_requests(g);
 		forward(g, root);
 		if (g->crashed)
 			break;
