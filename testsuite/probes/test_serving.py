@@ -328,10 +328,12 @@ def _wait_for(stream, pattern, timeout=120):
     raise AssertionError(f"{pattern!r} not seen in:\n{''.join(lines)}")
 
 
-def _tmdb(cmds, timeout=120):
+def _tmdb(cmds, timeout=120, trace=None):
     args = [TMDB, "-batch", "-nx"]
     for c in cmds:
         args += ["-ex", c]
+    if trace:
+        args.append(trace)
     return subprocess.run(args, capture_output=True, text=True, timeout=timeout)
 
 
@@ -385,21 +387,24 @@ def test_pause_timeout_is_checked(monkeypatch):
 def test_vllm_plugin_attaches_in_worker_and_stops(tmp_path):
     """vLLM stand-in, plugin on its own: TENSORMORPH_LISTEN=1 gives the
     worker process a PID.sock; tmdb attaches by pid, `info probe` names the
-    framework and rank, a conditional breakpoint stops at the step (= model
-    forward) asked for with the right value; the request ids of that step
-    are in the request log."""
+    framework and rank, a breakpoint conditioned on a request id stops at
+    the step (= model forward) that ran it, with the right value; the step's
+    ids are in the trace (TQL `request`) and in the request log, and the
+    recording replays to the same stop."""
     trace = tmp_path / "serve.tmrun"
     proc = _server(tmp_path, "vllm-auto", steps=6, TENSORMORPH_LISTEN="1",
                    TENSORMORPH_WAIT="60", TENSORMORPH_SERVING_PAUSE="60",
                    TENSORMORPH_RECORD=str(trace))
     _wait_for(proc.stderr, r"listening on (\S+)")
-    tm = _tmdb([f"attach {proc.pid}", "info probe",
-                "break model.model.layers.1.mlp if step == 2", "continue",
-                "print tensor.numel", "print step", "detach"])
+    cmds = ['break model.model.layers.1.mlp if request == "req-2-1"', "continue",
+            "print tensor.numel", "print step", "print request", "print request.count"]
+    tm = _tmdb([f"attach {proc.pid}", "info probe"] + cmds + ["detach"])
     assert "Recorded by: vllm probe" in tm.stdout, tm.stdout + tm.stderr
     assert "rank 0 of 1" in tm.stdout, tm.stdout
-    assert "Breakpoint 1, model.model.layers.1.mlp (out) at step 2" in tm.stdout, tm.stdout
-    assert "$1 = 320" in tm.stdout and "$2 = 2" in tm.stdout, tm.stdout
+    stop = "Breakpoint 1, model.model.layers.1.mlp (out) at step 2"
+    assert stop in tm.stdout, tm.stdout
+    values = ["$1 = 320", "$2 = 2", '$3 = ["req-2-0", "req-2-1"]', "$4 = 2"]
+    assert all(v in tm.stdout for v in values), tm.stdout
     out, err, st = _finish(proc)
     assert st["forwards"] == 6 and st["step2"] == ["req-2-0", "req-2-1"], out
     log = [json.loads(x) for x in Path(st["requests_log"]).read_text().splitlines()]
@@ -412,6 +417,13 @@ def test_vllm_plugin_attaches_in_worker_and_stops(tmp_path):
     with tp.Trace(str(trace)) as t:
         assert t.meta["probe_kind"] == "vllm"
         assert t.meta["serving.rank"] == "0" and t.meta["serving.eager"] == "yes"
+        # each forward's batch, read back through the C reader
+        for step in range(6):
+            assert t.annotation(step) == ([f"req-{step}-0", f"req-{step}-1"], 2)
+        assert t.annotation(6) is None and t.annotation(2, "other") is None
+    # the same command file on the recording: the same stop and values
+    rp = _tmdb(cmds[:1] + ["run"] + cmds[2:], trace=str(trace))
+    assert stop in rp.stdout and all(v in rp.stdout for v in values), rp.stdout + rp.stderr
 
 
 @needs_tmdb
@@ -445,11 +457,12 @@ def test_sglang_plugin_after_load_model(tmp_path):
     proc = _server(tmp_path, "sglang", steps=4, TENSORMORPH_LISTEN="1", TENSORMORPH_WAIT="60",
                    TENSORMORPH_SERVING_PAUSE="60")
     _wait_for(proc.stderr, r"listening on (\S+)")
-    tm = _tmdb([f"attach {proc.pid}", "info probe", "break model.lm_head if step == 1",
-                "continue", "print tensor.numel", "detach"])
+    tm = _tmdb([f"attach {proc.pid}", "info probe", 'break model.lm_head if request =~ "rid-1-*"',
+                "continue", "print tensor.numel", "print request", "detach"])
     assert "Recorded by: sglang probe" in tm.stdout, tm.stdout + tm.stderr
     assert "Breakpoint 1, model.lm_head (out) at step 1" in tm.stdout, tm.stdout
     assert "$1 = 640" in tm.stdout, tm.stdout
+    assert '$2 = ["rid-1-0", "rid-1-1"]' in tm.stdout, tm.stdout
     out, err, st = _finish(proc)
     assert st["forwards"] == 4 and st["step2"] == ["rid-2-0", "rid-2-1"], out
 

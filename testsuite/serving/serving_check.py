@@ -164,7 +164,7 @@ def debug_one_request(sock: Path, send) -> str:
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert tm.stdin is not None and tm.stdout is not None
     tm.stdin.write(f"attach {sock}\ninfo probe\nbreak model.model.layers.0.mlp\ncontinue\n"
-                   "print tensor.numel\nprint step\ndelete\ndetach\nquit\n")
+                   "print tensor.numel\nprint step\nprint request\ndelete\ndetach\nquit\n")
     tm.stdin.flush()
     result: dict = {}
 
@@ -191,6 +191,8 @@ def debug_one_request(sock: Path, send) -> str:
         fail("no breakpoint stop in tmdb's output")
     if not re.search(r"^\$1 = \d+", out, re.M):
         fail("no value printed at the stop")
+    if not re.search(r'^\$3 = \["', out, re.M):
+        fail("no request ids at the stop (print request)")
     return out
 
 
@@ -210,9 +212,16 @@ def check_trace(trace: Path, framework: str, request_pattern: str) -> None:
     log = trace.with_suffix("").with_name(trace.stem + ".requests.jsonl")
     if not log.exists():
         fail(f"no request log at {log}")
-    ids = [r for line in log.read_text().splitlines() for r in json.loads(line)["requests"]]
+    steps = [json.loads(line) for line in log.read_text().splitlines()]
+    ids = [r for e in steps for r in e["requests"]]
     if not any(re.search(request_pattern, r) for r in ids):
         fail(f"no request id like {request_pattern!r} in the request log: {ids[:10]}")
+    # the trace's own copy (TQL `request`) says the same, step by step
+    with tp.Trace(str(trace)) as t:
+        for e in steps:
+            got = t.annotation(e["step"])
+            if got != (e["requests"], e["count"]):
+                fail(f"step {e['step']}: the trace has {got}, the log {e}")
     print(f"trace: {n} records; request log: {len(ids)} ids", flush=True)
 
 

@@ -27,6 +27,9 @@ TM_META_MAX_PAIRS = 64
 TM_MAX_FRAMES = 64
 TM_NODE_NONE = 0xFFFFFFFF
 
+TM_ANNOT_MAX_VALUES = 1024
+TM_ANNOT_MAX_VALUE = 256
+
 TM_OK = 0
 TM_ERR_TOO_LARGE = 9
 TM_ERR_END = 13
@@ -37,7 +40,7 @@ EV_ENTER, EV_EXIT, EV_BWD, EV_PARAM = 0, 1, 2, 3
 PHASE_FWD, PHASE_BWD = 0, 1
 SLOT_OUT, SLOT_IN, SLOT_GRAD_OUT, SLOT_GRAD_IN, SLOT_DATA, SLOT_GRAD = range(6)
 NODE_MODULE, NODE_PARAM, NODE_BUFFER = 0, 1, 2
-REC_META, REC_NODE, REC_EVENT, REC_GAP, REC_CRASH = 1, 2, 3, 4, 5
+REC_META, REC_NODE, REC_EVENT, REC_GAP, REC_CRASH, REC_ANNOT = 1, 2, 3, 4, 5, 6
 GAP_BACKPRESSURE, GAP_LEVEL, GAP_FILTERED, GAP_CRASH, GAP_TRUNCATED = 1, 2, 4, 8, 16
 
 STAT_NAMES = (
@@ -295,6 +298,20 @@ class Manifest(ctypes.Structure):
     ]
 
 
+class Annot(ctypes.Structure):
+    """struct tm_annot (tm-types.h): what a step was about (request ids)."""
+
+    _fields_ = [
+        ("seq", ctypes.c_uint64),
+        ("step", ctypes.c_uint64),
+        ("time_ns", ctypes.c_uint64),
+        ("key", ctypes.c_char_p),
+        ("count", ctypes.c_uint32),
+        ("nvalues", ctypes.c_uint32),
+        ("values", ctypes.POINTER(ctypes.c_char_p)),
+    ]
+
+
 class _RecordUnion(ctypes.Union):
     _fields_ = [
         ("meta", RunMeta),
@@ -302,6 +319,7 @@ class _RecordUnion(ctypes.Union):
         ("event", Event),
         ("gap", Gap),
         ("crash", Crash),
+        ("annot", Annot),
     ]
 
 
@@ -387,6 +405,8 @@ def _declare(lib: ctypes.CDLL) -> None:
         "tm_recorder_stats": (c_int, [c_vp, c_vp, c_sz]),
         "tm_recorder_submit": (c_int, [c_vp, c_vp, c_sz, c_vp, c_sz, ctypes.POINTER(c_u64)]),
         "tm_recorder_gap": (c_int, [c_vp, c_u64, c_u32, c_u64, c_u64, ctypes.POINTER(c_u64)]),
+        "tm_recorder_annotate": (c_int, [c_vp, c_u64, c_u64, c_str,
+                                         ctypes.POINTER(c_str), c_u32, c_u32]),
         "tm_recorder_flush": (c_int, [c_vp]),
         "tm_recorder_get_stats": (None, [c_vp, ctypes.POINTER(RecorderStats)]),
         "tm_recorder_close": (c_int, [c_vp]),
@@ -410,6 +430,8 @@ def _declare(lib: ctypes.CDLL) -> None:
                                    ctypes.POINTER(c_vp)]),
         "tm_reader_close": (None, [c_vp]),
         "tm_reader_next": (c_int, [c_vp, ctypes.POINTER(Record)]),
+        "tm_reader_annotation": (c_int, [c_vp, c_u64, c_str,
+                                         ctypes.POINTER(ctypes.POINTER(Annot))]),
         "tm_reader_summary": (ctypes.POINTER(Summary), [c_vp]),
         "tm_reader_meta": (ctypes.POINTER(RunMeta), [c_vp]),
         "tm_reader_nodes": (c_vp, [c_vp]),

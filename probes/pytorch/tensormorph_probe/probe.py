@@ -47,7 +47,7 @@ import struct
 import sys
 import time
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -280,6 +280,10 @@ class Probe:
         self.reused = 0                 # tensor summaries copied, not recomputed
 
         self.step_count = 0
+        # called with the root's (args, kwargs) as each root call starts, its
+        # step already moved, before its events: where a serving probe
+        # annotates the step with the batch's request ids
+        self.on_root_call: Callable[[tuple[Any, ...], dict[str, Any] | None], None] | None = None
         self._manual_step = False
         self._have_optimizer = False
         self._root_done = 0             # root calls completed since the step moved
@@ -689,6 +693,8 @@ class Probe:
         stack = node.stack
         if not stack and node.is_root:
             self._root_enter()
+            if self.on_root_call is not None:
+                self.on_root_call(args, kwargs)
         step = self.step_count
         if node.epoch != step:
             node.epoch = step
@@ -805,6 +811,24 @@ class Probe:
         """Ends the current step by hand (overrides optimizer and root counting)."""
         self._manual_step = True
         self._advance()
+
+    def annotate(self, key: str, values: Sequence[str], count: int | None = None) -> None:
+        """Annotates the current step: key "request" with the ids of the
+        requests a serving step runs (TQL `request`, doc/tql.md).  The
+        record goes after the events before this call and before those
+        after it; at most TM_ANNOT_MAX_VALUES values are kept, each cut to
+        255 bytes, and count (default len(values)) says how many there were."""
+        if self._closed:
+            return
+        self._submit()
+        kept = [v.encode("utf-8", "replace")[:_lib.TM_ANNOT_MAX_VALUE - 1]
+                for v in list(values)[:_lib.TM_ANNOT_MAX_VALUES]]
+        n = len(kept)
+        total = max(n, len(values) if count is None else int(count))
+        arr = (ctypes.c_char_p * max(n, 1))(*kept)
+        _check(self._lib.tm_recorder_annotate(self._rec, self.step_count, _now() - self._t0,
+                                              key.encode(), arr, n, min(total, 0xFFFFFFFF)),
+               "annotate")
 
     def flush(self) -> None:
         """Hands over pending events and waits until they are written."""

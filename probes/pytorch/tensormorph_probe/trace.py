@@ -143,6 +143,16 @@ class Trace:
     def events(self) -> list[EventRecord]:
         return [r for r in self.records() if isinstance(r, EventRecord)]
 
+    def annotation(self, step: int, key: str = "request") -> tuple[list[str], int] | None:
+        """The annotation key of step (a serving probe's request ids): the
+        ids kept and how many the step had, or None when there is none."""
+        out = ctypes.POINTER(_lib.Annot)()
+        err = self._lib.tm_reader_annotation(self._r, step, key.encode(), ctypes.byref(out))
+        if err:
+            return None
+        a = out.contents
+        return [_s(a.values[i]) or "" for i in range(a.nvalues)], a.count
+
     def close(self) -> None:
         if getattr(self, "_r", None):
             self._lib.tm_reader_close(self._r)

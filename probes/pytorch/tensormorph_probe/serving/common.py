@@ -35,6 +35,7 @@ from typing import Any
 
 import torch
 
+from .. import _lib
 from ..probe import Probe, ProbeError, rank_socket_path
 
 ENV_LISTEN = "TENSORMORPH_LISTEN"
@@ -44,8 +45,9 @@ ENV_RECORD = "TENSORMORPH_RECORD"
 ENV_PAUSE = "TENSORMORPH_SERVING_PAUSE"
 ENV_STRICT = "TENSORMORPH_SERVING_STRICT"
 
-MAX_REQUESTS_PER_STEP = 1024        # ids kept per step; more are counted, not kept
-MAX_REQUEST_ID = 256                # characters kept of one id
+# what a trace keeps of a step's ids (struct tm_annot); more are counted
+MAX_REQUESTS_PER_STEP = _lib.TM_ANNOT_MAX_VALUES
+MAX_REQUEST_ID = _lib.TM_ANNOT_MAX_VALUE - 1        # characters kept of one id
 REQUEST_HISTORY = 4096              # steps kept in memory for requests_at()
 
 
@@ -132,10 +134,10 @@ class Session:
         self._inner_calls = 0
         self._warned_hooks = False
         m = worker.model
-        # _root_pre runs after the probe's hooks: the probe has moved
-        # step_count to this forward's step
+        # inside the probe's root hook: step_count is this forward's step,
+        # and the annotation goes before the forward's first event
+        probe.on_root_call = self._root_pre
         self._handles = [
-            m.register_forward_pre_hook(self._root_pre, with_kwargs=True),
             # always_call: a forward that raises still leaves the forward
             m.register_forward_hook(self._root_post, always_call=True),
         ]
@@ -145,13 +147,12 @@ class Session:
 
     # --------------------------------------------------------- per forward
 
-    def _root_pre(self, module: torch.nn.Module, args: tuple[Any, ...],
-                  kwargs: dict[str, Any]) -> None:
+    def _root_pre(self, args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> None:
         ids: Sequence[str] | None = None
         fn = self.worker.request_ids
         if fn is not None:
             try:
-                ids = fn(args, kwargs)
+                ids = fn(args, kwargs or {})
             except Exception as exc:         # never break the server for a log line
                 ids = None
                 if self.forwards == 0:
@@ -160,6 +161,12 @@ class Session:
             n = len(ids)
             kept = [_clip(r) for r in list(ids)[:MAX_REQUESTS_PER_STEP]]
             step = self.probe.step_count
+            try:
+                # the trace's and the debugger's: TQL `request`
+                self.probe.annotate("request", kept, count=n)
+            except Exception as exc:
+                if self.forwards == 0:
+                    _say(f"rank {self.worker.rank}: cannot annotate step {step}: {exc}")
             self._history.append((step, kept, n))
             if self._log is None and self.requests_path:
                 self._log = open(self.requests_path, "a", encoding="utf-8")  # noqa: SIM115
@@ -196,6 +203,7 @@ class Session:
     # --------------------------------------------------------- end
 
     def close(self) -> None:
+        self.probe.on_root_call = None
         for h in self._handles:
             h.remove()
         self._handles.clear()
