@@ -57,8 +57,8 @@ static void describe_one(struct tm_probe *p, char *desc, size_t dlen,
 	*source = pi.source ? pi.source : "";
 	if (tm_probe_is_live(p)) {
 		/* GDB's "(running)" of non-stop mode; "gone" once it hung up */
-		snprintf(desc, dlen, "%s %s", tm_probe_remote_describe(p),
-			 tm_probe_remote_closed(p) ? "(gone)" :
+		snprintf(desc, dlen, "%s %s", tm_probe_process(p),
+			 tm_probe_closed(p) ? "(gone)" :
 			 tm_probe_remote_paused(p) ? "(paused)" : "(running)");
 	} else if (pi.summary) {
 		snprintf(desc, dlen, "trace, %" PRIu64 " events", pi.summary->nevents);
@@ -131,7 +131,7 @@ static int cmd_inferior_exec(struct tm_session *s, const char *args, int from_tt
 		if (rank >= 0)
 			tm_out(s, " (rank %d)", rank);
 		tm_out(s, " [%s]]\n", tm_probe_is_live(s->probe) ?
-		       tm_probe_remote_describe(s->probe) : s->trace_path ? s->trace_path : "");
+		       tm_probe_process(s->probe) : s->trace_path ? s->trace_path : "");
 		return 0;
 	}
 	if (tm_parse_uint(args, &n) || n == 0) {

@@ -639,7 +639,7 @@ static int cmd_record_exec(struct tm_session *s, const char *args, int from_tty)
 			 s->trace_path ? s->trace_path : "?");
 		return -1;
 	}
-	path = tm_probe_remote_recording(s->probe, &events, &note);
+	path = tm_probe_recording(s->probe, &events, &note);
 	if (!*args) {
 		if (note)
 			tm_out(s, "%s\n", note);
@@ -667,7 +667,7 @@ static int cmd_record_exec(struct tm_session *s, const char *args, int from_tty)
 	if (err)
 		return probe_refused(s, "Cannot record", NULL, err);
 	/* a distributed job records one file per rank and their manifest */
-	path = tm_probe_remote_recording(s->probe, &events, &note);
+	path = tm_probe_recording(s->probe, &events, &note);
 	tm_out(s, "Recording to %s: the %" PRIu64 " events received so far, and what comes "
 	       "next.\n", path ? path : args, events);
 	return 0;

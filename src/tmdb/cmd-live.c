@@ -60,21 +60,21 @@ static int cmd_attach_exec(struct tm_session *s, const char *args, int from_tty)
 		/* GDB kills the program it started before attaching elsewhere. */
 		tm_inferior_kill(s, 1);
 	} else if (is_live(s)) {
-		tm_out(s, "Detaching from %s.\n", tm_probe_remote_describe(s->probe));
-		notify(s, TM_INF_GONE, (long)tm_probe_remote_pid(s->probe));
+		tm_out(s, "Detaching from %s.\n", tm_probe_process(s->probe));
+		notify(s, TM_INF_GONE, (long)tm_probe_pid(s->probe));
 	}
 	tm_session_unload(s);
 	s->probe = p;
 	s->nodes = p->ops->nodes(p);
 	s->trace_path = target;
-	tm_out(s, "Attaching to %s, %u nodes.\n", tm_probe_remote_describe(p),
+	tm_out(s, "Attaching to %s, %u nodes.\n", tm_probe_process(p),
 	       tm_nodetab_count(s->nodes));
 	p->ops->describe(p, &pi);
 	if (!pi.can_pause)
 		tm_out(s, "The probe records and notifies: a stop is shown here but does "
 		       "not pause the process,\nwhich runs on; what tmdb cannot read in "
 		       "time is dropped as gaps.\n");
-	notify(s, TM_INF_STARTED, (long)tm_probe_remote_pid(p));
+	notify(s, TM_INF_STARTED, (long)tm_probe_pid(p));
 	tm_bp_rebind_all(s);
 	return 0;
 }
@@ -99,8 +99,8 @@ static int cmd_detach_exec(struct tm_session *s, const char *args, int from_tty)
 		tm_error(s, "The program is not being run.");
 		return -1;
 	}
-	tm_out(s, "Detaching from %s.\n", tm_probe_remote_describe(s->probe));
-	notify(s, TM_INF_GONE, (long)tm_probe_remote_pid(s->probe));
+	tm_out(s, "Detaching from %s.\n", tm_probe_process(s->probe));
+	notify(s, TM_INF_GONE, (long)tm_probe_pid(s->probe));
 	if (s->live && s->live->probe == s->probe) {
 		/* It runs on without us: quitting no longer kills it. */
 		s->live->pid = 0;
@@ -289,7 +289,7 @@ int tm_live_run(struct tm_session *s, const char *args, int from_tty, int *rc)
 		tm_inferior_kill(s, 0);
 	if (tm_inferior_start(s, &p))
 		return 1;
-	target = strdup(tm_probe_remote_describe(p));
+	target = strdup(tm_probe_process(p));
 	if (!target) {
 		p->ops->detach(p);
 		tm_inferior_kill(s, 1);
@@ -359,19 +359,19 @@ void tm_live_ended(struct tm_session *s, int crashed)
 	if (lv && lv->pid && lv->probe && s->probe == lv->probe) {
 		/* A crash record comes from a dying process (the probe's
 		 * handler re-raises the signal): report its death too. */
-		if (tm_probe_remote_closed(s->probe)) {
+		if (tm_probe_closed(s->probe)) {
 			tm_inferior_reap(s, REAP_MS, 0);
 			/* The exit status says it all. */
-			(void)tm_probe_remote_end_note(s->probe);
+			(void)tm_probe_end_note(s->probe);
 		} else if (crashed) {
 			tm_inferior_reap(s, CRASH_REAP_MS, 1);
 		}
 		return;
 	}
-	note = tm_probe_remote_closed(s->probe) ?
-	       tm_probe_remote_end_note(s->probe) : NULL;
+	note = tm_probe_closed(s->probe) ?
+	       tm_probe_end_note(s->probe) : NULL;
 	if (note) {
-		tm_out(s, "[%s: %s]\n", tm_probe_remote_describe(s->probe), note);
-		notify(s, TM_INF_GONE, (long)tm_probe_remote_pid(s->probe));
+		tm_out(s, "[%s: %s]\n", tm_probe_process(s->probe), note);
+		notify(s, TM_INF_GONE, (long)tm_probe_pid(s->probe));
 	}
 }

@@ -218,9 +218,9 @@ static void kill_ranks(struct tm_session *s)
 	if (!s->live->probe)
 		return;
 	for (i = 0; (sub = tm_probe_multi_sub(s->live->probe, i, NULL)); i++) {
-		pid_t pid = (pid_t)tm_probe_remote_pid(sub);
+		pid_t pid = (pid_t)tm_probe_pid(sub);
 
-		if (pid > 1 && !tm_probe_remote_closed(sub)) {
+		if (pid > 1 && !tm_probe_closed(sub)) {
 			kill(-pid, SIGKILL);
 			kill(pid, SIGKILL);
 		}
@@ -498,7 +498,7 @@ static int connect_ranks(struct tm_session *s, long pid, struct tm_probe *p0,
 		tm_inferior_kill(s, 1);
 		return -1;
 	}
-	tm_out(s, "[Attached to %s]\n", tm_probe_multi_describe(*out));
+	tm_out(s, "[Attached to %s]\n", tm_probe_process(*out));
 	return 0;
 }
 

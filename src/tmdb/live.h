@@ -23,19 +23,15 @@ struct cmd_entry;
 int tm_probe_remote_open(const char *target, struct tm_probe **out,
 			 char **detail);
 
-/* "process 4242 (pytorch)": what the probe said it is; the probe must be remote. */
-const char *tm_probe_remote_describe(struct tm_probe *p);
-/* The file `record` writes (NULL: none), its events so far, and why an
- * earlier recording stopped on its own (NULL: it did not). */
-const char *tm_probe_remote_recording(struct tm_probe *p, uint64_t *events,
-				      const char **note);
-/* The pid the probe reported in DESCRIBE. */
-uint32_t tm_probe_remote_pid(struct tm_probe *p);
-/* 1 once the probe said BYE or the connection broke. */
-int tm_probe_remote_closed(struct tm_probe *p);
-/* Why the connection ended ("the probe went away"), the first time it is
- * asked after it did; NULL otherwise. */
-const char *tm_probe_remote_end_note(struct tm_probe *p);
+/*
+ * A live process or job's own questions (struct tm_probe_process_ops),
+ * asked of any probe: a replay answers 0, 1 (closed), NULL.
+ */
+uint32_t tm_probe_pid(struct tm_probe *p);
+int tm_probe_closed(struct tm_probe *p);
+const char *tm_probe_end_note(struct tm_probe *p);
+const char *tm_probe_process(struct tm_probe *p);
+const char *tm_probe_recording(struct tm_probe *p, uint64_t *events, const char **note);
 
 /* 1 for a live process or job (remote, or multi-rank over remotes). */
 int tm_probe_is_live(struct tm_probe *p);

@@ -1540,8 +1540,8 @@ static void thread_group(struct mi *m, int num, struct tm_probe *p, int rank)
 	mi_kvf(&m->res, "id", "i%d", num);
 	mi_kv(&m->res, "type", "process");
 	/* a live process: its pid (GDB lists one for a running inferior) */
-	if (p && tm_probe_is_live(p) && !tm_probe_remote_closed(p))
-		mi_kvf(&m->res, "pid", "%" PRIu32, tm_probe_remote_pid(p));
+	if (p && tm_probe_is_live(p) && !tm_probe_closed(p))
+		mi_kvf(&m->res, "pid", "%" PRIu32, tm_probe_pid(p));
 	if (rank >= 0)
 		mi_kvf(&m->res, "rank", "%d", rank);
 	if (m->s->live && m->s->live->prog) {

@@ -425,7 +425,7 @@ static int all_closed(struct multi *m)
 	size_t r;
 
 	for (r = 0; r < m->nr; r++)
-		if (!tm_probe_remote_closed(m->r[r].p))
+		if (!tm_probe_closed(m->r[r].p))
 			return 0;
 	return 1;
 }
@@ -470,7 +470,7 @@ static int fill(struct multi *m)
 			struct tm_probe *p = m->r[r].p;
 
 			if (m->int_pending)
-				paused += tm_probe_remote_closed(p) ||
+				paused += tm_probe_closed(p) ||
 					  tm_probe_remote_paused(p);
 			else
 				tm_probe_remote_go(p);
@@ -953,6 +953,82 @@ static const struct tm_annot *multi_annotation(struct tm_probe *p,
 	return rk->p->ops->annotation(rk->p, &local_ev, key);
 }
 
+/* ------------------------------------------------------------- the job's processes */
+
+static uint32_t multi_pid(struct tm_probe *p)
+{
+	return tm_probe_pid(impl(p)->r[0].p);
+}
+
+static int multi_closed(struct tm_probe *p)
+{
+	struct multi *m = impl(p);
+	size_t r;
+
+	for (r = 0; r < m->nr; r++)
+		if (!tm_probe_closed(m->r[r].p))
+			return 0;
+	return 1;
+}
+
+/* Once every rank's connection has ended: the first reason says it. */
+static const char *multi_end_note(struct tm_probe *p)
+{
+	struct multi *m = impl(p);
+	const char *note = NULL, *n;
+	size_t r;
+
+	if (!multi_closed(p))
+		return NULL;
+	for (r = 0; r < m->nr; r++)
+		if ((n = tm_probe_end_note(m->r[r].p)) && !note)
+			note = n;
+	return note;
+}
+
+static const char *multi_process(struct tm_probe *p)
+{
+	struct multi *m = impl(p);
+	size_t r, off;
+
+	off = (size_t)snprintf(m->desc, sizeof(m->desc), "%zu ranks", m->nr);
+	for (r = 0; r < m->nr && off < sizeof(m->desc); r++)
+		off += (size_t)snprintf(m->desc + off, sizeof(m->desc) - off,
+					"%s%u", r ? ", " : " (processes ",
+					tm_probe_pid(m->r[r].p));
+	if (off < sizeof(m->desc))
+		snprintf(m->desc + off, sizeof(m->desc) - off, ")");
+	return m->desc;
+}
+
+/* What record FILE of a live job writes: the manifest, and events so far. */
+static const char *multi_recording(struct tm_probe *p, uint64_t *events,
+				   const char **note)
+{
+	struct multi *m = impl(p);
+	const char *rn;
+	uint64_t n;
+	size_t r;
+
+	*events = 0;
+	*note = NULL;
+	if (!m->rec_path)
+		return NULL;
+	for (r = 0; r < m->nr; r++) {
+		tm_probe_recording(m->r[r].p, &n, &rn);
+		*events += n;
+	}
+	return m->rec_path;
+}
+
+static const struct tm_probe_process_ops multi_process_ops = {
+	.pid = multi_pid,
+	.closed = multi_closed,
+	.end_note = multi_end_note,
+	.describe = multi_process,
+	.recording = multi_recording,
+};
+
 /* What a replayed and a live job share; a replay has no process to move,
  * set levels in or record from. */
 #define MULTI_OPS \
@@ -978,6 +1054,7 @@ static const struct tm_probe_ops multi_replay_ops = {
 
 static const struct tm_probe_ops multi_live_ops = {
 	MULTI_OPS,
+	.process = &multi_process_ops,
 	.flow = multi_flow,
 	.set_level = multi_set_level,
 	.record = multi_record,
@@ -1052,7 +1129,7 @@ static void settle(struct multi *m)
 
 	for (waited = 0; waited < SETTLE_MS && !tm_interrupted; waited += POLL_MS / 10) {
 		for (r = paused = 0; r < m->nr; r++)
-			paused += tm_probe_remote_closed(m->r[r].p) ||
+			paused += tm_probe_closed(m->r[r].p) ||
 				  tm_probe_remote_paused(m->r[r].p);
 		if (paused == m->nr)
 			return;
@@ -1271,43 +1348,6 @@ struct tm_probe *tm_probe_multi_sub(struct tm_probe *p, size_t i, int *rank)
 	if (rank)
 		*rank = m->r[i].rank;
 	return m->r[i].p;
-}
-
-const char *tm_probe_multi_describe(struct tm_probe *p)
-{
-	struct multi *m = as_multi(p);
-	size_t r, off;
-
-	if (!m)
-		return NULL;
-	off = (size_t)snprintf(m->desc, sizeof(m->desc), "%zu ranks", m->nr);
-	if (!m->live)
-		return m->desc;
-	for (r = 0; r < m->nr && off < sizeof(m->desc); r++)
-		off += (size_t)snprintf(m->desc + off, sizeof(m->desc) - off,
-					"%s%u", r ? ", " : " (processes ",
-					tm_probe_remote_pid(m->r[r].p));
-	if (off < sizeof(m->desc))
-		snprintf(m->desc + off, sizeof(m->desc) - off, ")");
-	return m->desc;
-}
-
-/* What record FILE of a live job writes: the manifest, and events so far. */
-const char *tm_probe_multi_recording(struct tm_probe *p, uint64_t *events)
-{
-	struct multi *m = as_multi(p);
-	const char *note;
-	uint64_t n;
-	size_t r;
-
-	*events = 0;
-	if (!m || !m->rec_path)
-		return NULL;
-	for (r = 0; r < m->nr; r++) {
-		tm_probe_remote_recording(m->r[r].p, &n, &note);
-		*events += n;
-	}
-	return m->rec_path;
 }
 
 void tm_probe_multi_set_non_stop(struct tm_probe *p, int on)

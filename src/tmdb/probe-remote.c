@@ -83,7 +83,7 @@ struct remote {
 	int ahead;              /* resume with RESUME continue */
 	int running;            /* resumed with continue, no STOP since */
 	int int_pending;        /* Ctrl-C: INTERRUPT sent, waiting for an event */
-	int end_noted;          /* tm_probe_remote_end_note said why */
+	int end_noted;          /* remote_end_note said why */
 	char end_note[256];
 	struct mirror *mir;     /* breakpoints as the probe has them */
 	size_t nmir;
@@ -740,16 +740,11 @@ static int remote_record(struct tm_probe *p, const char *path)
 }
 
 /* What record is doing, for the record command's messages. */
-const char *tm_probe_remote_recording(struct tm_probe *p, uint64_t *events,
-				      const char **note)
+static const char *remote_recording(struct tm_probe *p, uint64_t *events,
+				    const char **note)
 {
-	struct remote *rp;
+	struct remote *rp = impl(p);
 
-	*events = 0;
-	*note = NULL;
-	if (p->ops != &remote_ops)
-		return tm_probe_multi_recording(p, events);
-	rp = impl(p);
 	*events = rp->rec_events;
 	*note = rp->rec_note[0] ? rp->rec_note : NULL;
 	return rp->rec ? rp->rec_path : NULL;
@@ -1000,8 +995,46 @@ static const struct tm_annot *remote_annotation(struct tm_probe *p,
 	return NULL;
 }
 
+static uint32_t remote_pid(struct tm_probe *p)
+{
+	return impl(p)->pid;
+}
+
+static int remote_closed(struct tm_probe *p)
+{
+	return impl(p)->closed;
+}
+
+static const char *remote_end_note(struct tm_probe *p)
+{
+	struct remote *rp = impl(p);
+
+	if (!rp->closed || rp->end_noted)
+		return NULL;
+	rp->end_noted = 1;
+	return rp->end_note[0] ? rp->end_note : "the connection closed";
+}
+
+static const char *remote_process(struct tm_probe *p)
+{
+	struct remote *rp = impl(p);
+
+	snprintf(rp->describe_text, sizeof(rp->describe_text), "process %u (%s)",
+		 rp->pid, rp->kind);
+	return rp->describe_text;
+}
+
+static const struct tm_probe_process_ops remote_process_ops = {
+	.pid = remote_pid,
+	.closed = remote_closed,
+	.end_note = remote_end_note,
+	.describe = remote_process,
+	.recording = remote_recording,
+};
+
 static const struct tm_probe_ops remote_ops = {
 	.name = "remote",
+	.process = &remote_process_ops,
 	.describe = remote_describe,
 	.nodes = remote_nodes,
 	.next_event = remote_next,
@@ -1079,79 +1112,37 @@ void tm_probe_remote_interrupt(struct tm_probe *p)
 	rp->running = 0;
 }
 
-/*
- * The process-level questions below are asked of the session's probe, which
- * for a torchrun job is probe-multi.c's: it answers for all its ranks.
- */
+/* A live probe's own questions, for any probe (live.h). */
 int tm_probe_is_live(struct tm_probe *p)
 {
-	struct tm_probe_info pi;
-
-	if (!p)
-		return 0;
-	if (p->ops == &remote_ops)
-		return 1;
-	if (!p->ops->nranks)
-		return 0;
-	p->ops->describe(p, &pi);
-	return !strcmp(pi.kind, "live");
+	return p && p->ops->process;
 }
 
-uint32_t tm_probe_remote_pid(struct tm_probe *p)
+uint32_t tm_probe_pid(struct tm_probe *p)
 {
-	if (p->ops != &remote_ops)
-		p = tm_probe_multi_sub(p, 0, NULL);
-	return p ? impl(p)->pid : 0;
+	return tm_probe_is_live(p) ? p->ops->process->pid(p) : 0;
 }
 
-int tm_probe_remote_closed(struct tm_probe *p)
+int tm_probe_closed(struct tm_probe *p)
 {
-	struct tm_probe *sub;
-	size_t i;
-
-	if (p->ops == &remote_ops)
-		return impl(p)->closed;
-	for (i = 0; (sub = tm_probe_multi_sub(p, i, NULL)); i++)
-		if (!impl(sub)->closed)
-			return 0;
-	return 1;
+	return tm_probe_is_live(p) ? p->ops->process->closed(p) : 1;
 }
 
-static const char *end_note(struct remote *rp)
+const char *tm_probe_end_note(struct tm_probe *p)
 {
-	if (!rp->closed || rp->end_noted)
-		return NULL;
-	rp->end_noted = 1;
-	return rp->end_note[0] ? rp->end_note : "the connection closed";
+	return tm_probe_is_live(p) ? p->ops->process->end_note(p) : NULL;
 }
 
-const char *tm_probe_remote_end_note(struct tm_probe *p)
+const char *tm_probe_process(struct tm_probe *p)
 {
-	struct tm_probe *sub;
-	const char *note = NULL, *n;
-	size_t i;
-
-	if (p->ops == &remote_ops)
-		return end_note(impl(p));
-	if (!tm_probe_remote_closed(p))
-		return NULL;
-	/* every rank's connection has ended: the first reason says it */
-	for (i = 0; (sub = tm_probe_multi_sub(p, i, NULL)); i++)
-		if ((n = end_note(impl(sub))) && !note)
-			note = n;
-	return note;
+	return tm_probe_is_live(p) ? p->ops->process->describe(p) : NULL;
 }
 
-const char *tm_probe_remote_describe(struct tm_probe *p)
+const char *tm_probe_recording(struct tm_probe *p, uint64_t *events, const char **note)
 {
-	struct remote *rp;
-
-	if (p->ops != &remote_ops)
-		return tm_probe_multi_describe(p);
-	rp = impl(p);
-	snprintf(rp->describe_text, sizeof(rp->describe_text), "process %u (%s)",
-		 rp->pid, rp->kind);
-	return rp->describe_text;
+	*events = 0;
+	*note = NULL;
+	return tm_probe_is_live(p) ? p->ops->process->recording(p, events, note) : NULL;
 }
 
 /* ------------------------------------------------------------- attach */

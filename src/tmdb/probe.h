@@ -50,8 +50,27 @@ struct tm_probe_bp {
 /* Whether ev carries a tensor for slot (NULL: always), for latest(). */
 int tm_event_holds_slot(const struct tm_event *ev, const struct tm_slot *slot);
 
+/*
+ * What only a live process or job answers (probe-remote.c, and a live
+ * probe-multi.c over one remote per rank); a replay has none.
+ */
+struct tm_probe_process_ops {
+	uint32_t (*pid)(struct tm_probe *p);            /* as DESCRIBE said; a job: rank 0's */
+	int (*closed)(struct tm_probe *p);              /* every connection ended */
+	/* Why it ended ("the probe went away"), the first time it is asked
+	 * after it did; NULL otherwise. */
+	const char *(*end_note)(struct tm_probe *p);
+	/* "process 4242 (pytorch)", "2 ranks (processes 4242, 4243)" */
+	const char *(*describe)(struct tm_probe *p);
+	/* The file record FILE writes (NULL: none), its events so far, and
+	 * why an earlier recording stopped on its own (NULL: it did not). */
+	const char *(*recording)(struct tm_probe *p, uint64_t *events,
+				 const char **note);
+};
+
 struct tm_probe_ops {
 	const char *name;
+	const struct tm_probe_process_ops *process;     /* NULL: not live */
 	int (*describe)(struct tm_probe *p, struct tm_probe_info *out);
 	const tm_nodetab *(*nodes)(struct tm_probe *p);
 	/*
@@ -171,10 +190,5 @@ struct tm_probe *tm_probe_multi_sub(struct tm_probe *p, size_t i, int *rank);
  * default) pauses every rank.  No-op if p is not multi.
  */
 void tm_probe_multi_set_non_stop(struct tm_probe *p, int on);
-/* "2 ranks (processes 4242, 4243)"; NULL if p is not multi. */
-const char *tm_probe_multi_describe(struct tm_probe *p);
-/* The manifest `record FILE` writes for a live job (NULL: none) and the
- * events its ranks wrote so far. */
-const char *tm_probe_multi_recording(struct tm_probe *p, uint64_t *events);
 
 #endif /* TMDB_PROBE_H */
