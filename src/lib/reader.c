@@ -171,30 +171,43 @@ static int load_payload(tm_reader *r, const struct tmrun_chunk *c)
 	return err;
 }
 
-/* Walks the records of the loaded payload: type u8 + length uvarint. */
+/* The type and whole size of the record at off in a payload of chunk c:
+ * type u8 + length uvarint + body, inside the payload. */
+static int record_at(tm_reader *r, const struct tmrun_chunk *c, const uint8_t *buf,
+		     size_t len, size_t off, uint8_t *type, size_t *size)
+{
+	struct tm_rd rd = { buf + off, buf + len, 0 };
+	uint64_t blen;
+	size_t hdr;
+
+	*type = tm_rd_u8(&rd);
+	blen = tm_rd_uvarint(&rd);
+	hdr = (size_t)(rd.p - (buf + off));
+	if (rd.bad || blen > len - off - hdr || *type == 0)
+		return rfail(r, TM_ERR_CORRUPT, "%s: chunk at offset %llu: "
+			     "bad record at byte %zu", r->path,
+			     (unsigned long long)c->offset, off);
+	*size = hdr + (size_t)blen;
+	return TM_OK;
+}
+
+/* Walks the records of the loaded payload, noting where the cursor's are. */
 static int index_records(tm_reader *r, const struct tmrun_chunk *c)
 {
-	size_t off = 0;
+	size_t off, size;
+	uint8_t type;
 	int err;
 
 	r->nroff = 0;
-	while (off < r->buf_len) {
-		struct tm_rd rd = { r->buf + off, r->buf + r->buf_len, 0 };
-		uint8_t type = tm_rd_u8(&rd);
-		uint64_t len = tm_rd_uvarint(&rd);
-		size_t hdr = (size_t)(rd.p - (r->buf + off));
-
-		if (rd.bad || len > r->buf_len - off - hdr || type == 0)
-			return rfail(r, TM_ERR_CORRUPT, "%s: chunk at offset %llu: "
-				     "bad record at byte %zu", r->path,
-				     (unsigned long long)c->offset, off);
+	for (off = 0; off < r->buf_len; off += size) {
+		if ((err = record_at(r, c, r->buf, r->buf_len, off, &type, &size)))
+			return err;
 		if (type == TM_REC_EVENT || type == TM_REC_GAP || type == TM_REC_CRASH) {
 			if ((err = grow((void **)&r->roff, &r->roff_cap, r->nroff + 1,
 					sizeof(*r->roff))))
 				return err;
 			r->roff[r->nroff++] = (uint32_t)off;
 		}
-		off += hdr + (size_t)len;
 	}
 	return TM_OK;
 }
@@ -380,19 +393,13 @@ int tm_reader_seek_time(tm_reader *r, uint64_t time_ns)
 static int find_annot(tm_reader *r, const struct tmrun_chunk *c, uint64_t step,
 		      const char *key, struct tm_record *rec)
 {
-	size_t off = 0, used;
+	size_t off, size, used;
+	uint8_t type;
 	int err;
 
-	while (off < r->abuf_len) {
-		struct tm_rd rd = { r->abuf + off, r->abuf + r->abuf_len, 0 };
-		uint8_t type = tm_rd_u8(&rd);
-		uint64_t len = tm_rd_uvarint(&rd);
-		size_t hdr = (size_t)(rd.p - (r->abuf + off));
-
-		if (rd.bad || len > r->abuf_len - off - hdr || type == 0)
-			return rfail(r, TM_ERR_CORRUPT, "%s: chunk at offset %llu: "
-				     "bad record at byte %zu", r->path,
-				     (unsigned long long)c->offset, off);
+	for (off = 0; off < r->abuf_len; off += size) {
+		if ((err = record_at(r, c, r->abuf, r->abuf_len, off, &type, &size)))
+			return err;
 		if (type == TM_REC_ANNOT) {
 			err = tm_decode_record(r->adec, r->abuf + off, r->abuf_len - off,
 					       rec, &used);
@@ -403,7 +410,6 @@ static int find_annot(tm_reader *r, const struct tmrun_chunk *c, uint64_t step,
 			if (rec->u.annot.step == step && !strcmp(rec->u.annot.key, key))
 				return TM_OK;
 		}
-		off += hdr + (size_t)len;
 	}
 	return TM_ERR_NOT_FOUND;
 }

@@ -580,6 +580,24 @@ int tm_recorder_submit(tm_recorder *r, const struct tm_rec_event *ev,
 	return TM_OK;
 }
 
+/*
+ * For a record that takes its place between two submits (a gap, an
+ * annotation): flock, then the ring lock, and the server being fed.
+ * TM_ERR_CLOSED, with neither held, after close.
+ */
+static int lock_between_submits(tm_recorder *r, tm_server **srv)
+{
+	pthread_mutex_lock(&r->flock);
+	*srv = atomic_load_explicit(&r->srv, memory_order_relaxed);
+	pthread_mutex_lock(&r->lock);
+	if (r->closed) {
+		pthread_mutex_unlock(&r->lock);
+		pthread_mutex_unlock(&r->flock);
+		return TM_ERR_CLOSED;
+	}
+	return TM_OK;
+}
+
 int tm_recorder_gap(tm_recorder *r, uint64_t count, uint32_t reason,
 		    uint64_t step, uint64_t time_ns, uint64_t *first_seq)
 {
@@ -589,14 +607,8 @@ int tm_recorder_gap(tm_recorder *r, uint64_t count, uint32_t reason,
 	if (!r || !count || !reason || (reason & ~(uint32_t)TM_GAP__ALL) ||
 	    count > UINT64_MAX / 2)
 		return TM_ERR_INVALID_ARG;
-	pthread_mutex_lock(&r->flock);
-	srv = atomic_load_explicit(&r->srv, memory_order_relaxed);
-	pthread_mutex_lock(&r->lock);
-	if (r->closed) {
-		pthread_mutex_unlock(&r->lock);
-		pthread_mutex_unlock(&r->flock);
+	if (lock_between_submits(r, &srv))
 		return TM_ERR_CLOSED;
-	}
 	if (first_seq)
 		*first_seq = r->next_seq;
 	memset(&g, 0, sizeof(g));
@@ -637,16 +649,10 @@ int tm_recorder_annotate(tm_recorder *r, uint64_t step, uint64_t time_ns,
 	an.values = values;
 	an.nvalues = nvalues;
 	an.count = count;
-	/* flock: between submits, so the seq is the next event's and the
-	 * server sees the annotation before that event */
-	pthread_mutex_lock(&r->flock);
-	srv = atomic_load_explicit(&r->srv, memory_order_relaxed);
-	pthread_mutex_lock(&r->lock);
-	if (r->closed) {
-		pthread_mutex_unlock(&r->lock);
-		pthread_mutex_unlock(&r->flock);
+	/* the seq is the next event's, and the server sees the annotation
+	 * before that event */
+	if (lock_between_submits(r, &srv))
 		return TM_ERR_CLOSED;
-	}
 	an.seq = r->next_seq;
 	at = r->head;
 	pthread_mutex_unlock(&r->lock);
