@@ -3,6 +3,10 @@ libtensormorph's reader (tensormorph_probe.Trace), never decoded in Python."""
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -15,6 +19,45 @@ def pytest_configure(config):
         "markers", "slow: a long real-process test (4-rank jobs); run-pytest.sh leaves "
         "them out under the sanitizers and in distcheck (TM_QUICK), whose runs repeat "
         "what the normal build checks")
+
+
+# The tmdb binary of this build (make check sets it); tests that drive tmdb
+# skip without it.
+TMDB = os.environ.get("TMDB", "")
+needs_tmdb = pytest.mark.skipif(not TMDB or not os.path.exists(TMDB),
+                                reason="TMDB (the tmdb binary of this build) is not set")
+
+# Lines that differ between a live run and its replay by design: how the
+# program (or each rank) starts, attaches and ends, how the trace is opened,
+# and how a breakpoint set before the program has nodes is announced
+# ("pending" live).
+_SETTING = re.compile(r"^(Starting program: |\[Process \d+ |Reading trace |Attaching to |"
+                      r"\[Attached to |\d+ (ranks, \d+ )?events in |End of trace\.|"
+                      r"Program not running|(Temporary b|B)reakpoint \d+ (at |\()|"
+                      r"tensormorph-probe: )")
+
+
+def run_tmdb(args, env=None, timeout=300, **kw):
+    """tmdb -batch -nx ARGS, its output captured."""
+    return subprocess.run([TMDB, "-batch", "-nx", *args], capture_output=True, text=True,
+                          env=env, timeout=timeout, **kw)
+
+
+def comparable(text, end_varies=False):
+    """tmdb's output without the lines a live run and its replay print
+    differently by design.  end_varies: the playhead's place after "End of
+    trace." too (a live job's last record lands by arrival order)."""
+    out, skip = [], False
+    for ln in text.splitlines():
+        if skip:
+            skip = False
+            continue
+        if end_varies and ln == "End of trace.":
+            skip = True
+            continue
+        if not _SETTING.match(ln):
+            out.append(ln)
+    return out
 
 
 def read(path):

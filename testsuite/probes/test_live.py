@@ -21,30 +21,12 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import read
+from conftest import TMDB, comparable, needs_tmdb, read
+from conftest import run_tmdb as _tmdb
 
 HERE = Path(__file__).resolve().parent
 MODELS = HERE / "live_models.py"
-TMDB = os.environ.get("TMDB", "")
-
-pytestmark = pytest.mark.skipif(not TMDB or not os.path.exists(TMDB),
-                                reason="TMDB (the tmdb binary of this build) is not set")
-
-# Lines that differ between a live run and its replay by design: how the
-# program starts and ends, how the trace is opened, and how a breakpoint
-# set before the program has nodes is announced ("pending" live).
-_SETTING = re.compile(r"^(Starting program: |\[Process \d+ |Reading trace |Attaching to |"
-                      r"\d+ events in |End of trace\.|Program not running|"
-                      r"(Temporary b|B)reakpoint \d+ (at |\()|tensormorph-probe: )")
-
-
-def _tmdb(args, env=None, timeout=240, **kw):
-    return subprocess.run([TMDB, "-batch", "-nx", *args], capture_output=True, text=True,
-                          env=env, timeout=timeout, **kw)
-
-
-def _comparable(text):
-    return [ln for ln in text.splitlines() if not _SETTING.match(ln)]
+pytestmark = needs_tmdb
 
 
 CASES = {
@@ -65,7 +47,7 @@ def test_live_equals_replay(tmp_path, name):
     live = _tmdb(["-x", str(cmds), "--args", sys.executable, str(MODELS), name], env=env)
     assert trace.exists(), live.stdout + live.stderr
     replay = _tmdb(["-x", str(cmds), str(trace)])
-    a, b = _comparable(live.stdout), _comparable(replay.stdout)
+    a, b = comparable(live.stdout), comparable(replay.stdout)
     assert a == b, "live and replayed sessions differ:\n" + "\n".join(
         f"live:   {x}\nreplay: {y}" for x, y in zip(a, b, strict=False) if x != y)
     for what in expected:

@@ -19,46 +19,18 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import read
+from conftest import TMDB, comparable, needs_tmdb, read
+from conftest import run_tmdb as _tmdb
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 DDP = ROOT / "examples" / "train_ddp.py"
 RANKS = HERE / "ranks_model.py"
-TMDB = os.environ.get("TMDB", "")
-
-pytestmark = pytest.mark.skipif(not TMDB or not os.path.exists(TMDB),
-                                reason="TMDB (the tmdb binary of this build) is not set")
-
-# Lines that differ between a live job and its replay by design (as in
-# test_live.py), plus how the ranks were attached.
-_SETTING = re.compile(r"^(Starting program: |\[Process \d+ |Reading trace |\[Attached to |"
-                      r"\d+ ranks, \d+ events in |Program not running|"
-                      r"(Temporary b|B)reakpoint \d+ (at |\()|tensormorph-probe: )")
+pytestmark = needs_tmdb
 
 
 def _torchrun(n, script, *args):
     return ["torchrun", "--standalone", f"--nproc-per-node={n}", str(script), *map(str, args)]
-
-
-def _tmdb(args, env=None, timeout=300):
-    return subprocess.run([TMDB, "-batch", "-nx", *args], capture_output=True, text=True,
-                          env=env, timeout=timeout)
-
-
-def _comparable(text):
-    out, skip = [], False
-    for ln in text.splitlines():
-        # where the job's last record lands depends on arrival order live
-        if skip:
-            skip = False
-            continue
-        if ln == "End of trace.":
-            skip = True
-            continue
-        if not _SETTING.match(ln):
-            out.append(ln)
-    return out
 
 
 @pytest.mark.parametrize("world,bad", [(2, 1), pytest.param(4, 2, marks=pytest.mark.slow)])
@@ -77,7 +49,7 @@ def test_live_job_equals_replay(tmp_path, world, bad):
         assert (tmp_path / f"run.rank{r}.tmrun").exists()
     assert f"[Attached to {world} ranks (processes " in live.stdout, live.stdout
     replay = _tmdb(["-x", str(cmds), str(manifest)])
-    a, b = _comparable(live.stdout), _comparable(replay.stdout)
+    a, b = comparable(live.stdout, end_varies=True), comparable(replay.stdout, end_varies=True)
     assert a == b, "live and replayed sessions differ:\n" + "\n".join(
         f"live:   {x}\nreplay: {y}" for x, y in zip(a, b, strict=False) if x != y)
     for what in [f"[Switching to inferior {bad + 1} (rank {bad})]",

@@ -24,16 +24,12 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import read
+from conftest import TMDB, needs_tmdb, read, run_tmdb
 
 HERE = Path(__file__).resolve().parent
 PYPROJECT = HERE.parent.parent / "probes" / "pytorch" / "pyproject.toml"
-TMDB = os.environ.get("TMDB", "")
-
 pytest.importorskip("transformers")
 tomllib = pytest.importorskip("tomllib")     # Python >= 3.11
-needs_tmdb = pytest.mark.skipif(not TMDB or not os.path.exists(TMDB),
-                                reason="TMDB (the tmdb binary of this build) is not set")
 
 GROUPS = {"vllm": "vllm.general_plugins", "sglang": "sglang.srt.plugins"}
 
@@ -328,13 +324,9 @@ def _wait_for(stream, pattern, timeout=120):
     raise AssertionError(f"{pattern!r} not seen in:\n{''.join(lines)}")
 
 
-def _tmdb(cmds, timeout=120, trace=None):
-    args = [TMDB, "-batch", "-nx"]
-    for c in cmds:
-        args += ["-ex", c]
-    if trace:
-        args.append(trace)
-    return subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+def _tmdb(cmds, trace=None):
+    args = [a for c in cmds for a in ("-ex", c)]
+    return run_tmdb(args + ([trace] if trace else []), timeout=120)
 
 
 def _finish(proc, timeout=120):
