@@ -37,8 +37,14 @@ struct tm_tql_value {
 		double d;
 		struct { const char *s; size_t len; } str;
 		struct { const int64_t *dims; uint8_t rank; } shape;
-		/* n items kept of count (count > n: the list was cut short) */
-		struct { const char *const *items; uint32_t n, count; } list;
+		/* n items kept of count (count > n: the list was cut short);
+		 * seq and step are its annotation's, which with items tell one
+		 * list from another (an answer about it may be reused) */
+		struct {
+			const char *const *items;
+			uint32_t n, count;
+			uint64_t seq, step;
+		} list;
 	} v;
 };
 /*

@@ -254,7 +254,16 @@ struct tql_gen {
 	tm_tql_prog *p;
 	uint32_t cap, kcap;
 	int depth, maxdepth;
+	uint32_t nmemo;
 };
+
+/* A memo slot for a list test whose string s is a constant, else none. */
+static uint32_t memo_slot(struct tql_gen *g, const struct tql_node *s)
+{
+	if (s->kind != N_CONST || g->nmemo >= TQL_MEMOS)
+		return UINT32_MAX;
+	return g->nmemo++;
+}
 
 static uint32_t emit(struct tql_gen *g, int op, uint32_t a, uint32_t b)
 {
@@ -403,7 +412,10 @@ static void gen_binary(struct tql_gen *g, const struct tql_node *n)
 	case TK_MATCH:
 		gen_conv(g, n->a, ta == TM_TQL_LIST ? TM_TQL_LIST : TM_TQL_STR);
 		gen_conv(g, n->b, TM_TQL_STR);
-		emit(g, ta == TM_TQL_LIST ? OP_ANY_MATCH : OP_MATCH, 0, 0);
+		if (ta == TM_TQL_LIST)
+			emit(g, OP_ANY_MATCH, 0, memo_slot(g, n->b));
+		else
+			emit(g, OP_MATCH, 0, 0);
 		return;
 	default: {
 		/* comparisons: EQ NE LT LE GT GE in token order */
@@ -414,7 +426,8 @@ static void gen_binary(struct tql_gen *g, const struct tql_node *n)
 			 * side it was written on */
 			gen_conv(g, ta == TM_TQL_LIST ? n->a : n->b, TM_TQL_LIST);
 			gen_conv(g, ta == TM_TQL_LIST ? n->b : n->a, TM_TQL_STR);
-			emit(g, OP_ANY_EQ_S, 0, 0);
+			emit(g, OP_ANY_EQ_S, 0,
+			     memo_slot(g, ta == TM_TQL_LIST ? n->b : n->a));
 			if (n->op == TK_NE)
 				emit(g, OP_NOT, 0, 0);
 			return;

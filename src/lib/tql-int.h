@@ -147,6 +147,19 @@ struct tql_hist {
 	uint32_t limit;         /* keys accepted before new ones are refused */
 };
 
+/*
+ * A list test against a constant (request == "x") gives the same answer at
+ * every event of a step: the answer is kept for the list it was computed
+ * on, known by its annotation's seq and step and where its items are.
+ */
+#define TQL_MEMOS 4
+struct tql_memo {
+	const char *const *items;       /* NULL: nothing kept */
+	uint64_t seq, step;
+	uint32_t n;
+	int result;                     /* 1, 0, -1 unknown */
+};
+
 struct tm_tql_prog {
 	char *src;
 	char *pool;             /* string literals and variable names (NUL-ended) */
@@ -172,6 +185,7 @@ struct tm_tql_prog {
 	tm_address *glob;
 	int glob_bad;                  /* the pattern in glob_src does not parse */
 	char glob_src[TM_ADDRESS_MAX + 1];
+	struct tql_memo memo[TQL_MEMOS];   /* ANY_* with b < TQL_MEMOS */
 };
 
 /* ---------------------------------------------------------------- compiler */

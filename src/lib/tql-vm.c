@@ -189,6 +189,8 @@ static void event_field(const struct tm_tql_ctx *ctx, uint32_t f, struct tm_tql_
 			v->v.list.items = a->values;
 			v->v.list.n = a->nvalues;
 			v->v.list.count = a->count;
+			v->v.list.seq = a->seq;
+			v->v.list.step = a->step;
 		}
 		return;
 	}
@@ -392,13 +394,15 @@ static int glob_match(tm_tql_prog *p, const struct tm_tql_value *s,
 	return p->glob_bad ? -1 : tm_address_match_path(p->glob, p->scratch[0]);
 }
 
-/* Does one item of list equal (match: fnmatch) the string s?  Strings from
- * variables need not be NUL-terminated: the pattern is copied. */
-static int any_item(tm_tql_prog *p, const struct tm_tql_value *list,
-		    const struct tm_tql_value *s, int match)
+static int any_item_scan(tm_tql_prog *p, const struct tm_tql_value *list,
+			 const struct tm_tql_value *s, int match,
+			 const struct tql_memo *m)
 {
 	uint32_t i;
 
+	if (m && m->items && m->items == list->v.list.items && m->n == list->v.list.n &&
+	    m->seq == list->v.list.seq && m->step == list->v.list.step)
+		return m->result;
 	if (match) {
 		if (s->v.str.len > TM_ADDRESS_MAX)
 			return -1;
@@ -414,6 +418,26 @@ static int any_item(tm_tql_prog *p, const struct tm_tql_value *list,
 			return 1;
 	}
 	return 0;
+}
+
+/* Does one item of list equal (match: fnmatch) the string s?  Strings from
+ * variables need not be NUL-terminated: the pattern is copied.  -1: the
+ * pattern is too long.  With a memo slot (s is a constant) a list seen
+ * last time gets last time's answer. */
+static int any_item(tm_tql_prog *p, const struct tm_tql_value *list,
+		    const struct tm_tql_value *s, int match, uint32_t slot)
+{
+	struct tql_memo *m = slot < TQL_MEMOS ? &p->memo[slot] : NULL;
+	int r = any_item_scan(p, list, s, match, m);
+
+	if (m) {
+		m->items = list->v.list.items;
+		m->seq = list->v.list.seq;
+		m->step = list->v.list.step;
+		m->n = list->v.list.n;
+		m->result = r;
+	}
+	return r;
 }
 
 static int str_eq(const struct tm_tql_value *a, const struct tm_tql_value *b)
@@ -677,12 +701,12 @@ void tql_run(tm_tql_prog *p, const struct tql_insn *code,
 	}
 
 	/* Kleene logic: false wins for &&, true for ||. */
-	L_ANY_EQ_S: BINARY(); set_bool(a, any_item(p, a, b, 0)); DISPATCH();
+	L_ANY_EQ_S: BINARY(); set_bool(a, any_item(p, a, b, 0, in.b)); DISPATCH();
 	L_ANY_MATCH: {
 		int m;
 
 		BINARY();
-		m = any_item(p, a, b, 1);
+		m = any_item(p, a, b, 1, in.b);
 		if (m < 0)
 			set_unknown(a, 0);
 		else

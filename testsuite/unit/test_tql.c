@@ -1143,6 +1143,36 @@ static void test_request_field(void)
 		ctx.env = &env;
 		tm_tql_free(p);
 	}
+	/* A reader reuses one buffer for every step's ids: an answer kept
+	 * for one step's list is not the next step's. */
+	{
+		static const char *idbuf[2];
+		struct tm_annot b = { .seq = 30, .step = 3, .key = "request", .values = idbuf,
+				      .nvalues = 2, .count = 2 };
+		struct tm_tql_env benv = { .user = &b, .annotation = annot_of };
+		tm_tql_prog *eq = compile_ok("request == \"x\"", 1);
+		tm_tql_prog *m = compile_ok("request =~ \"y*\" || request =~ \"z*\"", 1);
+
+		ctx.env = &benv;
+		idbuf[0] = "a", idbuf[1] = "x";
+		CU_ASSERT_EQUAL(tm_tql_test(eq, &ctx), 1);
+		CU_ASSERT_EQUAL(tm_tql_test(m, &ctx), 0);
+		CU_ASSERT_EQUAL(tm_tql_test(eq, &ctx), 1);     /* kept */
+		idbuf[0] = "b", idbuf[1] = "y1";
+		b.seq = 40, b.step = ev.step = 4;
+		CU_ASSERT_EQUAL(tm_tql_test(eq, &ctx), 0);
+		CU_ASSERT_EQUAL(tm_tql_test(m, &ctx), 1);
+		idbuf[0] = "z", b.nvalues = 1;
+		b.seq = 50, b.step = ev.step = 5;
+		CU_ASSERT_EQUAL(tm_tql_test(m, &ctx), 1);
+		idbuf[0] = "q";
+		b.seq = 60, b.step = ev.step = 6;
+		CU_ASSERT_EQUAL(tm_tql_test(m, &ctx), 0);
+		ctx.env = &env;
+		ev.step = 3;
+		tm_tql_free(eq);
+		tm_tql_free(m);
+	}
 	expect_error(nodes, 0, "request > 3", "list of request ids");
 	expect_error(nodes, 0, "request + 1", "list of request ids");
 	expect_error(nodes, 0, "\"x\" =~ request", "list of request ids");
