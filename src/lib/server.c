@@ -804,7 +804,8 @@ static void do_subscribe(tm_server *srv, const struct tm_msg *m)
 		/* the current step's annotations: a debugger attaching in the
 		 * middle of a forward knows its requests */
 		for (i = 0; i < srv->nannots; i++)
-			queue_buf(srv, TM_REC_ANNOT, &srv->annots[i].enc, 1);
+			if (srv->annots[i].enc.len)
+				queue_buf(srv, TM_REC_ANNOT, &srv->annots[i].enc, 1);
 		/* tm_server_wait_client: the model stops at its next event, as
 		 * after INTERRUPT, decided under the same lock as the
 		 * subscription so no event can slip through in between. */
