@@ -32,8 +32,10 @@ def main() -> None:
     try:
         base = f"http://127.0.0.1:{port}"
         sock = sc.wait_ready(srv.proc, base + "/health", sockdir)
+        # GenerateReqInput.rid names the request
         out = sc.debug_one_request(sock, lambda: sc.post(
-            base + "/generate", {"text": "w1 w2 w3", "sampling_params": {"max_new_tokens": 4}}))
+            base + "/generate", {"text": "w1 w2 w3", "rid": "tmdb-check-1",
+                                 "sampling_params": {"max_new_tokens": 4}}), "tmdb-check-1")
         if "Recorded by: sglang probe" not in out:
             sc.fail("`info probe` does not name the sglang probe")
         ans = sc.post(base + "/generate",

@@ -32,8 +32,10 @@ def main() -> None:
     try:
         base = f"http://127.0.0.1:{port}"
         sock = sc.wait_ready(srv.proc, base + "/health", sockdir)
+        # X-Request-Id names the request (the engine adds a suffix to it)
         out = sc.debug_one_request(sock, lambda: sc.post(
-            base + "/v1/completions", {"model": "tiny", "prompt": "w1 w2 w3", "max_tokens": 4}))
+            base + "/v1/completions", {"model": "tiny", "prompt": "w1 w2 w3", "max_tokens": 4},
+            headers={"X-Request-Id": "tmdb-check-1"}), "tmdb-check-1")
         if "Recorded by: vllm probe" not in out:
             sc.fail("`info probe` does not name the vllm probe")
         # the server runs on after detach

@@ -110,9 +110,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def post(url: str, body: dict, timeout: float = 300) -> dict:
+def post(url: str, body: dict, timeout: float = 300, headers: dict | None = None) -> dict:
     req = urllib.request.Request(url, json.dumps(body).encode(),
-                                 {"Content-Type": "application/json"})
+                                 {"Content-Type": "application/json", **(headers or {})})
     with urllib.request.urlopen(req, timeout=timeout) as r:
         return json.loads(r.read())
 
@@ -156,14 +156,17 @@ class Server:
         self.fp.close()
 
 
-def debug_one_request(sock: Path, send) -> str:
-    """tmdb attached to sock: a breakpoint, then one request (send()) in a
-    thread; returns tmdb's output.  The breakpoint must stop the server's
-    model at its next forward, print a value, and let it run on."""
+def debug_one_request(sock: Path, send, rid: str) -> str:
+    """tmdb attached to sock: a breakpoint on the request rid (the id the
+    client gave; the engine may add to it), then that request (send()) in
+    a thread; returns tmdb's output.  The breakpoint must stop the server's
+    model in a forward that runs it, print a value and the batch's ids, and
+    let it run on."""
     tm = subprocess.Popen([os.environ["TMDB"], "-nx", "-q"], stdin=subprocess.PIPE,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert tm.stdin is not None and tm.stdout is not None
-    tm.stdin.write(f"attach {sock}\ninfo probe\nbreak model.model.layers.0.mlp\ncontinue\n"
+    tm.stdin.write(f"attach {sock}\ninfo probe\n"
+                   f"break model.model.layers.0.mlp if request =~ \"*{rid}*\"\ncontinue\n"
                    "print tensor.numel\nprint step\nprint request\ndelete\ndetach\nquit\n")
     tm.stdin.flush()
     result: dict = {}
@@ -191,8 +194,8 @@ def debug_one_request(sock: Path, send) -> str:
         fail("no breakpoint stop in tmdb's output")
     if not re.search(r"^\$1 = \d+", out, re.M):
         fail("no value printed at the stop")
-    if not re.search(r'^\$3 = \["', out, re.M):
-        fail("no request ids at the stop (print request)")
+    if not re.search(rf'^\$3 = \[.*{re.escape(rid)}', out, re.M):
+        fail(f"the stop's batch (print request) does not hold {rid}")
     return out
 
 
