@@ -532,6 +532,38 @@ static int same_source(struct mi *m, const struct bp *bp, uint32_t first)
 }
 
 /*
+ * thread-groups: the inferiors (ranks) the breakpoint has nodes in, "i1"
+ * for one process.  A pending breakpoint or a watchpoint: every one.
+ */
+static void bkpt_groups(struct mi *m, struct mi_buf *b, const struct bp *bp)
+{
+	struct tm_probe *p = m->s->probe;
+	const tm_nodetab *nodes = m->s->nodes;
+	char id[24];
+	uint32_t k;
+	size_t i;
+	int rank;
+
+	mi_open(b, "thread-groups", '[');
+	if (!p || !tm_probe_multi_sub(p, 0, NULL))
+		mi_val(b, "i1");
+	for (i = 0; p && tm_probe_multi_sub(p, i, &rank); i++) {
+		int on = bp->type == BP_WATCH || bp->pending || !bp->kinds;
+
+		for (k = 0; !on && k < bp->nkinds && nodes; k++) {
+			const struct tm_node *n = bp->kinds[k] ? tm_nodetab_get(nodes, k) : NULL;
+
+			on = n && tm_address_node_rank(n->address, NULL) == rank;
+		}
+		if (on) {
+			snprintf(id, sizeof(id), "i%zu", i + 1);
+			mi_val(b, id);
+		}
+	}
+	mi_close(b, ']');
+}
+
+/*
  * bkpt={number,type,disp,enabled,addr,func,file,fullname,line,
  * thread-groups,cond,times,ignore,original-location} as GDB's, plus nodes
  * (how many graph nodes the address or pattern matched).  A breakpoint on
@@ -567,9 +599,7 @@ void mi_bkpt(struct mi *m, struct mi_buf *b, const char *key, struct bp *bp)
 			source_keys(m, b, one);
 		mi_kvf(b, "nodes", "%u", bp->nmatch);
 	}
-	mi_open(b, "thread-groups", '[');
-	mi_val(b, "i1");
-	mi_close(b, ']');
+	bkpt_groups(m, b, bp);
 	if (bp->cond_src)
 		mi_kv(b, "cond", bp->cond_src);
 	mi_kvf(b, "times", "%" PRIu64, bp->hits);
