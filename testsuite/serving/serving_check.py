@@ -237,3 +237,42 @@ def cleanup(where: Path) -> None:
         shutil.rmtree(where, ignore_errors=True)
     else:
         print(f"kept {where}", flush=True)
+
+
+def run(framework: str, plugins_var: str, argv, ask, answered, request_pattern: str) -> None:
+    """The whole check of one framework: a tiny local model served with
+    the plugin selected by plugins_var (argv(model, port) starts it), tmdb
+    attached to rank 0's socket stops the request ask(base, prompt,
+    max_tokens, rid) sends by its id, the server answers again after
+    detach (answered(reply) says so), and the trace and the request log
+    agree (an id like request_pattern among them)."""
+    require(framework)
+    where = workdir()
+    model = tiny_model(where)
+    sockdir = where / "socks"
+    sockdir.mkdir(mode=0o700)
+    trace = where / "serve.tmrun"
+    port = free_port()
+    env = plugin_env(where, **{plugins_var: "tensormorph"}, TENSORMORPH_LISTEN=str(sockdir),
+                     TENSORMORPH_SERVING_PAUSE="120", TENSORMORPH_RECORD=str(trace),
+                     TENSORMORPH_SERVING_STRICT="1")
+    srv = Server(framework, argv(model, port), env, where / "server.log")
+    try:
+        base = f"http://127.0.0.1:{port}"
+        sock = wait_ready(srv.proc, base + "/health", sockdir)
+        out = debug_one_request(sock, lambda: ask(base, "w1 w2 w3", 4, "tmdb-check-1"),
+                                "tmdb-check-1")
+        if f"Recorded by: {framework} probe" not in out:
+            fail(f"`info probe` does not name the {framework} probe")
+        # the server runs on after detach
+        ans = ask(base, "w4 w5", 2, None)
+        if not answered(ans):
+            fail(f"no answer after detach: {ans}")
+    except SystemExit:
+        print((where / "server.log").read_text()[-4000:])
+        raise
+    finally:
+        srv.stop()
+    check_trace(trace, framework, request_pattern)
+    cleanup(where)
+    print(f"PASS: {framework}", flush=True)
