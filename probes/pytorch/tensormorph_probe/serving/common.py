@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import importlib
 import json
 import os
 import sys
@@ -59,6 +60,28 @@ def requested(env: Mapping[str, str] | None = None) -> bool:
     """Whether the environment asks for a serving probe at all."""
     env = os.environ if env is None else env
     return env.get(ENV_LISTEN, "0") not in ("", "0") or bool(env.get(ENV_RECORD))
+
+
+_registered: set[str] = set()
+
+
+def register_plugin(framework: str, module: str, install: Callable[[Any], None]) -> None:
+    """The body of a framework's plugin entry point: once per process
+    (frameworks load plugins in many processes, vLLM possibly more than
+    once in one), nothing at all unless the environment asks for a probe,
+    and a framework without the module it hooks says so instead of failing
+    its own start.  install gets the imported module."""
+    if framework in _registered:
+        return
+    _registered.add(framework)
+    if not requested():
+        return
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as exc:
+        _say(f"{framework} plugin: cannot import {module} ({exc}); no probe will be attached")
+        return
+    install(mod)
 
 
 def pause_timeout(env: Mapping[str, str] | None = None) -> float | None:

@@ -21,24 +21,11 @@ from . import common
 
 TARGET = "sglang.srt.model_executor.model_runner.ModelRunner.load_model"
 
-_registered = False
-
-
 def register() -> None:
     """The `sglang.srt.plugins` entry point; idempotent."""
-    global _registered
-    if _registered:
-        return
-    _registered = True
-    if not common.requested():
-        return
-    try:
-        from sglang.srt.plugins.hook_registry import HookRegistry, HookType
-    except ImportError as exc:
-        common._say(f"sglang plugin: cannot import sglang.srt.plugins.hook_registry ({exc}); "
-                    "no probe will be attached")
-        return
-    HookRegistry.register(TARGET, _after_load_model, HookType.AFTER)
+    common.register_plugin("sglang", "sglang.srt.plugins.hook_registry",
+                           lambda hr: hr.HookRegistry.register(TARGET, _after_load_model,
+                                                               hr.HookType.AFTER))
 
 
 def _after_load_model(result: Any, model_runner: Any, *args: Any, **kwargs: Any) -> None:

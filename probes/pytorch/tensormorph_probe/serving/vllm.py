@@ -27,25 +27,11 @@ from typing import Any
 
 from . import common
 
-_registered = False
-
-
 def register() -> None:
     """The `vllm.general_plugins` entry point; idempotent (vLLM may load
     plugins more than once, and in many processes)."""
-    global _registered
-    if _registered:
-        return
-    _registered = True
-    if not common.requested():
-        return
-    try:
-        from vllm.v1.worker import worker_base
-    except ImportError as exc:
-        common._say(f"vllm plugin: cannot import vllm.v1.worker.worker_base ({exc}); "
-                    "no probe will be attached")
-        return
-    patch_worker_base(worker_base.WorkerBase)
+    common.register_plugin("vllm", "vllm.v1.worker.worker_base",
+                           lambda worker_base: patch_worker_base(worker_base.WorkerBase))
 
 
 def patch_worker_base(cls: type) -> None:
