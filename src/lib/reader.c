@@ -63,6 +63,8 @@ struct tm_reader {
 	uint8_t *abuf;
 	size_t abuf_cap, abuf_len;
 	size_t acached;                 /* ev index of the chunk in abuf, or SIZE_MAX */
+	struct aent { uint64_t step; size_t off; } *aidx;   /* its ANNOT records */
+	size_t naidx, aidx_cap;
 	struct tm_annot ann;            /* points into adec */
 	uint64_t ann_step;
 	char ann_key[TM_ANNOT_MAX_KEY];
@@ -389,27 +391,59 @@ int tm_reader_seek_time(tm_reader *r, uint64_t time_ns)
 	return seek_key(r, KEY_TIME, time_ns);
 }
 
+/*
+ * Notes where the ANNOT records of the chunk in r->abuf are, and their
+ * steps (the second field of the body): a scan looks a step up at each of
+ * its events, and one walk of the chunk then serves all its steps.
+ */
+static int index_annots(tm_reader *r, const struct tmrun_chunk *c)
+{
+	size_t off, size;
+	uint8_t type;
+	int err;
+
+	r->naidx = 0;
+	for (off = 0; off < r->abuf_len; off += size) {
+		struct tm_rd rd;
+		uint64_t step;
+
+		if ((err = record_at(r, c, r->abuf, r->abuf_len, off, &type, &size)))
+			return err;
+		if (type != TM_REC_ANNOT)
+			continue;
+		rd = (struct tm_rd){ r->abuf + off, r->abuf + off + size, 0 };
+		(void)tm_rd_u8(&rd);            /* type */
+		(void)tm_rd_uvarint(&rd);       /* length */
+		(void)tm_rd_uvarint(&rd);       /* seq */
+		step = tm_rd_uvarint(&rd);
+		if (rd.bad)
+			continue;               /* the decoder will say why, if asked */
+		if ((err = grow((void **)&r->aidx, &r->aidx_cap, r->naidx + 1,
+				sizeof(*r->aidx))))
+			return err;
+		r->aidx[r->naidx].step = step;
+		r->aidx[r->naidx++].off = off;
+	}
+	return TM_OK;
+}
+
 /* Looks for the annotation in the chunk held in r->abuf. */
 static int find_annot(tm_reader *r, const struct tmrun_chunk *c, uint64_t step,
 		      const char *key, struct tm_record *rec)
 {
-	size_t off, size, used;
-	uint8_t type;
+	size_t i, used, off;
 	int err;
 
-	for (off = 0; off < r->abuf_len; off += size) {
-		if ((err = record_at(r, c, r->abuf, r->abuf_len, off, &type, &size)))
-			return err;
-		if (type == TM_REC_ANNOT) {
-			err = tm_decode_record(r->adec, r->abuf + off, r->abuf_len - off,
-					       rec, &used);
-			if (err)
-				return rfail(r, err, "%s: chunk at offset %llu: %s", r->path,
-					     (unsigned long long)c->offset,
-					     tm_decoder_detail(r->adec));
-			if (rec->u.annot.step == step && !strcmp(rec->u.annot.key, key))
-				return TM_OK;
-		}
+	for (i = 0; i < r->naidx; i++) {
+		if (r->aidx[i].step != step)
+			continue;
+		off = r->aidx[i].off;
+		err = tm_decode_record(r->adec, r->abuf + off, r->abuf_len - off, rec, &used);
+		if (err)
+			return rfail(r, err, "%s: chunk at offset %llu: %s", r->path,
+				     (unsigned long long)c->offset, tm_decoder_detail(r->adec));
+		if (!strcmp(rec->u.annot.key, key))
+			return TM_OK;
 	}
 	return TM_ERR_NOT_FOUND;
 }
@@ -450,6 +484,8 @@ int tm_reader_annotation(tm_reader *r, uint64_t step, const char *key,
 			if ((err = load_payload_into(r, c, &r->abuf, &r->abuf_cap)))
 				return err;
 			r->abuf_len = c->raw_len;
+			if ((err = index_annots(r, c)))
+				return err;
 			r->acached = ci;
 		}
 		err = find_annot(r, c, step, key, &rec);
@@ -875,6 +911,7 @@ void tm_reader_close(tm_reader *r)
 	tm_decoder_free(r->dec);
 	tm_decoder_free(r->adec);
 	free(r->abuf);
+	free(r->aidx);
 	ZSTD_freeDCtx(r->dctx);
 	free(r->stored);
 	free(r->buf);
