@@ -400,7 +400,11 @@ static void NAME(struct acc *r, const uint8_t *p, uint64_t n, const float *tab) 
  * Bins are computed for a block first, with no branch (a NaN or Inf goes
  * to the extra bin TM_HIST_BINS, which is dropped), so that loop
  * vectorises, divisions included; the counting loop after it spreads over
- * four sub-histograms so runs of equal bins do not serialise on one counter.
+ * four sub-histograms so runs of equal bins do not serialise on one counter,
+ * unrolled by hand: a sub-histogram index (j & 3) computed per element made
+ * the pass about 1.6x slower.  (A multiplication by 32 / width instead of
+ * the division, with the division again for results near a bin edge,
+ * measured slower still: the division is not what this pass waits on.)
  */
 #define HIST_BLOCK 256
 
@@ -437,8 +441,12 @@ static void NAME(uint64_t (*h)[TM_HIST_BINS + 1], const uint8_t *p, uint64_t n, 
 	for (i = 0; i + HIST_BLOCK <= n; i += HIST_BLOCK) { \
 		for (j = 0; j < HIST_BLOCK; j++) \
 			bins[j] = HIST_BIN(VT, LOAD(p, i + j, tab), lo2, width2); \
-		for (j = 0; j < HIST_BLOCK; j++) \
-			h[j & 3][bins[j]]++; \
+		for (j = 0; j < HIST_BLOCK; j += 4) { \
+			h[0][bins[j]]++; \
+			h[1][bins[j + 1]]++; \
+			h[2][bins[j + 2]]++; \
+			h[3][bins[j + 3]]++; \
+		} \
 	} \
 	for (; i < n; i++) \
 		h[0][HIST_BIN(VT, LOAD(p, i, tab), lo2, width2)]++; \
