@@ -78,6 +78,7 @@ _TSIZE = _lib.TENSOR_SIZE
 # match the C prototype exactly instead of relying on how libffi widens an
 # int (at most TM_MAX_TENSORS tensors in an event).
 _SIZES = tuple(ctypes.c_size_t(i) for i in range(65))
+_SIZE1 = _SIZES[1]
 _MAX_RANK = _lib.TM_MAX_RANK
 _MAX_TENSORS = _lib.TM_MAX_TENSORS
 _EV_ENTER, _EV_EXIT, _EV_BWD, _EV_PARAM = _lib.EV_ENTER, _lib.EV_EXIT, _lib.EV_BWD, _lib.EV_PARAM
@@ -503,15 +504,52 @@ class Probe:
                 end: int, x: torch.Tensor, slot_kind: int, level: int,
                 slot_index: int) -> None:
         """_event for the common one-tensor event (an EXIT of a tensor, a
-        gradient, a parameter), without the list and the loop."""
+        gradient, a parameter), without the list and the loop.  Most events
+        come here, so the host-memory case of _put_tensor and _stats_now is
+        written out in it: each Python call level measurably costs in a
+        hook (the interpreter runs cold between the model's kernels)."""
         if self._nev >= self._bev or self._nt >= self._bt:
             self._submit()
         idx = self._nt
-        need = self._put_tensor(idx, x, slot_kind, slot_index, level)
+        if x.is_cpu and not self._force_dev:
+            shape = x.shape
+            rank = len(shape)
+            if rank > _MAX_RANK:
+                shape = (*shape[:7], -1)
+                rank = _MAX_RANK
+            dt = x.dtype
+            dtype = self._dtypes.get(dt)
+            if dtype is None:
+                dtype = self._dtype(dt)
+            numel = x.numel()
+            data = clevel = capture = 0
+            y = x
+            if level and x.layout is _STRIDED:
+                # as in _put_tensor: a summary seen before is copied
+                if numel >= _REUSE_MIN[level] and self._reuse(
+                        idx, x, x.data_ptr(), shape, dt, slot_kind, slot_index, level):
+                    y = None
+                else:
+                    if not x.is_contiguous():
+                        y = x.detach().contiguous()     # alive until read below
+                    if level >= 3:
+                        y = y.detach().clone()
+                        capture = 1
+                        self._keep.append(y)
+                    data = y.data_ptr()
+                    clevel = 2 if level >= 2 else 1
+            if y is not None:
+                _TENSOR_PACK[rank](self._tbuf, idx * _TSIZE, data, numel, 0, slot_index, 0,
+                                   slot_kind, dtype, rank, 0, clevel, capture, 0, 0, *shape)
+        else:
+            data = self._put_tensor(idx, x, slot_kind, slot_index, level)
         _EVENT_PACK(self._evbuf, self._nev * 48, self.step_count, t, start, end, node, call, 1,
                     kind, phase, level, 0)
-        if need:
-            self._stats_now(idx, 1)
+        if data:
+            # CPU stats now (see _stats_now)
+            vp = self._vp
+            vp.value = self._taddr + idx * _TSIZE
+            self._stats(None, vp, _SIZE1)
         self._nt = idx + 1
         self._nev = nev = self._nev + 1
         self._bnev.value = nev
