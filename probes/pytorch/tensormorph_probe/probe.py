@@ -68,9 +68,13 @@ _TENSOR_PACK = [p.pack_into for p in _lib.TENSOR_PACK]
 _STRIDED = torch.strided
 _SLOT_PACK = struct.Struct("<H").pack_into
 # elements, by level: below this, reading the data again is cheaper than
-# looking the tensor up (level 1 reads about 0.5 ns an element, level 2 four
-# times that; a lookup that misses costs about half a microsecond)
-_REUSE_MIN = (1 << 62, 4096, 1024, 1024)
+# looking the tensor up.  Level 1 reads about 0.4 ns an element, level 2
+# about three times that.  In a hook, between the model's kernels, a lookup
+# costs 2-3 us whether it hits or misses (half a microsecond in a tight
+# loop), and at level 1 only a container's output (its last child's) can
+# hit, one lookup in four or fewer: the hook-bound benchmark's level-1 hooks
+# measured 2.5-3.5 us a call cheaper without lookups below 32768 elements.
+_REUSE_MIN = (1 << 62, 1 << 15, 1024, 1024)
 _now = time.monotonic_ns
 _Tensor = torch.Tensor
 _TSIZE = _lib.TENSOR_SIZE
