@@ -442,12 +442,31 @@ static inline uint8_t hist_bin_d(double v, double lo2, double width2)
 	return (uint8_t)t;
 }
 
+/*
+ * The same bins for a tensor known to be all finite (the stats pass counted
+ * no NaN or Inf): t is then in [0, 32], since x <= hi and rounding is
+ * monotonic, and the top edge (t == 32) is counted in the extra bin and
+ * moved to the last one afterwards, which spares the two selects per
+ * element.
+ */
+static inline uint8_t hist_fbin_f(float v, double lo2, double width2)
+{
+	return (uint8_t)(((double)v * 0.5 - lo2) / width2 * TM_HIST_BINS);
+}
+
+static inline uint8_t hist_fbin_d(double v, double lo2, double width2)
+{
+	return (uint8_t)((v * 0.5 - lo2) / width2 * TM_HIST_BINS);
+}
+
 #define HIST_BIN(VT, v, lo2, width2) \
 	_Generic((VT)0, float: hist_bin_f, double: hist_bin_d)(v, lo2, width2)
+#define HIST_FBIN(VT, v, lo2, width2) \
+	_Generic((VT)0, float: hist_fbin_f, double: hist_fbin_d)(v, lo2, width2)
 #define HIST_KERNEL(NAME, VT, LOAD) \
 TM_KERNEL_CLONES \
 static void NAME(uint64_t (*h)[TM_HIST_BINS + 1], const uint8_t *p, uint64_t n, \
-		 const float *tab, double lo2, double width2) \
+		 const float *tab, double lo2, double width2, int finite) \
 { \
 	uint8_t bins[HIST_BLOCK]; \
 	uint64_t i; \
@@ -455,8 +474,15 @@ static void NAME(uint64_t (*h)[TM_HIST_BINS + 1], const uint8_t *p, uint64_t n, 
 \
 	/* A constant trip count lets -O2 vectorise the bin loop. */ \
 	for (i = 0; i + HIST_BLOCK <= n; i += HIST_BLOCK) { \
-		for (j = 0; j < HIST_BLOCK; j++) \
-			bins[j] = HIST_BIN(VT, LOAD(p, i + j, tab), lo2, width2); \
+		if (finite) { \
+			for (j = 0; j < HIST_BLOCK; j++) \
+				bins[j] = HIST_FBIN(VT, LOAD(p, i + j, tab), lo2, \
+						    width2); \
+		} else { \
+			for (j = 0; j < HIST_BLOCK; j++) \
+				bins[j] = HIST_BIN(VT, LOAD(p, i + j, tab), lo2, \
+						   width2); \
+		} \
 		for (j = 0; j < HIST_BLOCK; j += 4) { \
 			h[0][bins[j]]++; \
 			h[1][bins[j + 1]]++; \
@@ -465,7 +491,8 @@ static void NAME(uint64_t (*h)[TM_HIST_BINS + 1], const uint8_t *p, uint64_t n, 
 		} \
 	} \
 	for (; i < n; i++) \
-		h[0][HIST_BIN(VT, LOAD(p, i, tab), lo2, width2)]++; \
+		h[0][finite ? HIST_FBIN(VT, LOAD(p, i, tab), lo2, width2) : \
+		     HIST_BIN(VT, LOAD(p, i, tab), lo2, width2)]++; \
 }
 
 /*
@@ -517,7 +544,7 @@ RESCUE_KERNEL(rescue_f64, double, ld_f64)
 
 typedef void stats_fn(struct acc *, const uint8_t *, uint64_t, const float *);
 typedef void hist_fn(uint64_t (*)[TM_HIST_BINS + 1], const uint8_t *, uint64_t,
-		     const float *, double, double);
+		     const float *, double, double, int);
 
 static const struct {
 	stats_fn *stats, *stats1;       /* levels >= 2, level 1 */
@@ -552,7 +579,7 @@ static void histogram(struct tm_tensor *t, hist_fn *fn, const uint8_t *p,
 		      uint64_t nf)
 {
 	uint64_t h[4][TM_HIST_BINS + 1];
-	int b, j;
+	int b, j, finite = nf == numel;
 
 	memset(t->hist, 0, sizeof(t->hist));
 	t->have_hist = 1;
@@ -565,12 +592,16 @@ static void histogram(struct tm_tensor *t, hist_fn *fn, const uint8_t *p,
 	t->hist_lo = lo;
 	t->hist_hi = hi;
 	memset(h, 0, sizeof(h));
-	fn(h, p, numel, tab, lo * 0.5, hi * 0.5 - lo * 0.5);
+	fn(h, p, numel, tab, lo * 0.5, hi * 0.5 - lo * 0.5, finite);
 	for (b = 0; b < TM_HIST_BINS; b++) {
 		uint64_t c = 0;
 
-		for (j = 0; j < 4; j++)
+		for (j = 0; j < 4; j++) {
 			c += h[j][b];
+			/* all finite: the extra bin holds the top edge */
+			if (finite && b == TM_HIST_BINS - 1)
+				c += h[j][TM_HIST_BINS];
+		}
 		t->hist[b] = c > UINT32_MAX ? UINT32_MAX : (uint32_t)c;
 	}
 }
