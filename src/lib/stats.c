@@ -288,6 +288,37 @@ static void NAME(struct acc *r, const uint8_t *p, uint64_t n, const float *tab) 
 		s1[l] = s2[l] = q[l] = 0; \
 		z[l] = 0; \
 	} \
+	/* Two blocks per iteration: the lane accumulators (arrays, so \
+	 * kept in memory) are loaded and stored once for 2 * LANES \
+	 * elements; each lane still adds its elements in order. */ \
+	for (; FULL && i + 2 * LANES <= n; i += 2 * LANES) { \
+		VT x[2 * LANES]; \
+		int bad = 0; \
+\
+		for (l = 0; l < 2 * LANES; l++) { \
+			x[l] = LOAD(p, i + l, tab); \
+			bad |= NONFINITE(x[l]); \
+		} \
+		if (TM_UNLIKELY(bad)) { \
+			for (l = 0; l < 2 * LANES; l++) \
+				SLOW_ELEMENT(x[l], l % LANES, FULL); \
+			continue; \
+		} \
+		for (l = 0; l < LANES; l++) { \
+			VT v = x[l], w = x[l + LANES]; \
+			double d = (double)v - k, e = (double)w - k; \
+\
+			lo[l] = v < lo[l] ? v : lo[l]; \
+			lo[l] = w < lo[l] ? w : lo[l]; \
+			hi[l] = v > hi[l] ? v : hi[l]; \
+			hi[l] = w > hi[l] ? w : hi[l]; \
+			s1[l] = s1[l] + d + e; \
+			s2[l] = s2[l] + d * d + e * e; \
+			q[l] = q[l] + (double)v * (double)v + (double)w * (double)w; \
+			z[l] += (v == 0) + (w == 0); \
+		} \
+	} \
+	/* at most one block left */ \
 	for (; FULL && i + LANES <= n; i += LANES) { \
 		VT x[LANES]; \
 		int bad = 0; \
