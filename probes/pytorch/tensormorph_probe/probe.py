@@ -529,8 +529,11 @@ class Probe:
             data = clevel = capture = 0
             y = x
             if level and x.layout is _STRIDED:
-                # as in _put_tensor: a summary seen before is copied
-                if numel >= _REUSE_MIN[level] and self._reuse(
+                # as in _put_tensor: a summary seen before is copied (not
+                # looked up for a parameter or its gradient, which are
+                # seldom a module's input or output: a lookup that almost
+                # always misses costs more than it could save)
+                if numel >= _REUSE_MIN[level] and kind != _EV_PARAM and self._reuse(
                         idx, x, x.data_ptr(), shape, dt, slot_kind, slot_index, level):
                     y = None
                 else:
