@@ -203,8 +203,9 @@ static inline float ld_byte(const uint8_t *p, uint64_t i, const float *tab)
 
 /*
  * Whether any lane of a comparison mask (a vector of n bytes, n a multiple
- * of 8) is set, tested in 64-bit words: testing it lane by lane extracts
- * each lane to a general register, a third of the level-1 loop's work.
+ * of 8 up to 32) is set, tested in 64-bit words: testing it lane by lane
+ * extracts each lane to a general register, a third of the level-1 loop's
+ * work.
  */
 static inline int any_lane(const void *mask, size_t n)
 {
