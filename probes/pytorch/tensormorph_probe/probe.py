@@ -866,7 +866,10 @@ class Probe:
         if self._closed:
             return
         self._submit()
-        kept = [v.encode("utf-8", "replace")[:_lib.TM_ANNOT_MAX_VALUE - 1]
+        # cut by bytes, then back to whole characters: a cut through a
+        # UTF-8 sequence drops that character, not the id
+        kept = [str(v).encode("utf-8", "replace")[:_lib.TM_ANNOT_MAX_VALUE - 1]
+                .decode("utf-8", "ignore").encode()
                 for v in list(values)[:_lib.TM_ANNOT_MAX_VALUES]]
         n = len(kept)
         total = max(n, len(values) if count is None else int(count))
