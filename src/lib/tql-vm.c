@@ -157,6 +157,28 @@ static void tensor_field(const struct tm_event *ev, const struct tm_tensor *t,
 	}
 }
 
+/* request / request.count: the annotation of the event's step. */
+static void request_field(const struct tm_tql_ctx *ctx, const struct tm_event *e,
+			  uint32_t f, struct tm_tql_value *v)
+{
+	const struct tm_annot *a = ctx->env && ctx->env->annotation ?
+		ctx->env->annotation(ctx->env->user, e, "request") : NULL;
+
+	if (!a) {
+		set_unknown(v, 0);
+	} else if (f == EF_REQUEST_COUNT) {
+		set_int(v, a->count);
+	} else {
+		v->type = TM_TQL_LIST;
+		v->unknown_reason = 0;
+		v->v.list.items = a->values;
+		v->v.list.n = a->nvalues;
+		v->v.list.count = a->count;
+		v->v.list.seq = a->seq;
+		v->v.list.step = a->step;
+	}
+}
+
 static void event_field(const struct tm_tql_ctx *ctx, uint32_t f, struct tm_tql_value *v)
 {
 	const struct tm_event *e = ctx ? ctx->event : NULL;
@@ -175,25 +197,6 @@ static void event_field(const struct tm_tql_ctx *ctx, uint32_t f, struct tm_tql_
 		set_unknown(v, 0);
 		return;
 	}
-	if (f == EF_REQUEST || f == EF_REQUEST_COUNT) {
-		const struct tm_annot *a = ctx->env && ctx->env->annotation ?
-			ctx->env->annotation(ctx->env->user, e, "request") : NULL;
-
-		if (!a) {
-			set_unknown(v, 0);
-		} else if (f == EF_REQUEST_COUNT) {
-			set_int(v, a->count);
-		} else {
-			v->type = TM_TQL_LIST;
-			v->unknown_reason = 0;
-			v->v.list.items = a->values;
-			v->v.list.n = a->nvalues;
-			v->v.list.count = a->count;
-			v->v.list.seq = a->seq;
-			v->v.list.step = a->step;
-		}
-		return;
-	}
 	switch (f) {
 	case EF_STEP:
 	case EF_SEQ:
@@ -208,6 +211,10 @@ static void event_field(const struct tm_tql_ctx *ctx, uint32_t f, struct tm_tql_
 	}
 	case EF_PHASE:
 		set_str(v, tm_phase_name(e->phase));
+		return;
+	case EF_REQUEST:
+	case EF_REQUEST_COUNT:
+		request_field(ctx, e, f, v);
 		return;
 	default:
 		n = ctx->nodes ? tm_nodetab_get(ctx->nodes, e->node) : NULL;
