@@ -128,6 +128,28 @@ struct err_case {
 	const char *msg;        /* a substring of the message */
 };
 
+/* Each text fails to parse with its column and a message containing msg. */
+static void expect_parse_errors(const struct err_case *cases, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		tm_address *a = (tm_address *)1;
+		const char *msg = NULL;
+		int col = -2;
+		int r = tm_address_parse(cases[i].text, &a, &col, &msg);
+
+		CU_ASSERT_EQUAL(r, TM_ERR_ADDRESS);
+		CU_ASSERT_PTR_NULL(a);
+		CU_ASSERT_EQUAL(col, cases[i].col);
+		CU_ASSERT(msg && strstr(msg, cases[i].msg));
+		if (r != TM_ERR_ADDRESS || col != cases[i].col || !msg ||
+		    !strstr(msg, cases[i].msg))
+			fprintf(stderr, "\n  \"%s\": r=%d col=%d msg=%s\n", cases[i].text,
+				r, col, msg ? msg : "(null)");
+	}
+}
+
 static void test_parse_errors(void)
 {
 	static const struct err_case cases[] = {
@@ -165,24 +187,7 @@ static void test_parse_errors(void)
 		{ "model.x#2#3", 9, "unexpected character" },
 		{ "model/x", 5, "unexpected character" },
 	};
-	size_t i;
-
-	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		tm_address *a = (tm_address *)1;
-		const char *msg = NULL;
-		int col = -2;
-		int r = tm_address_parse(cases[i].text, &a, &col, &msg);
-
-		CU_ASSERT_EQUAL(r, TM_ERR_ADDRESS);
-		CU_ASSERT_PTR_NULL(a);
-		CU_ASSERT_EQUAL(col, cases[i].col);
-		CU_ASSERT_PTR_NOT_NULL(msg);
-		CU_ASSERT(msg && strstr(msg, cases[i].msg));
-		if (r != TM_ERR_ADDRESS || col != cases[i].col || !msg ||
-		    !strstr(msg, cases[i].msg))
-			fprintf(stderr, "\n  \"%s\": r=%d col=%d msg=%s\n", cases[i].text,
-				r, col, msg ? msg : "(null)");
-	}
+	expect_parse_errors(cases, sizeof(cases) / sizeof(cases[0]));
 }
 
 static void test_parse_limits(void)
@@ -790,23 +795,7 @@ static void test_rank_parse_errors(void)
 		{ "model@1:x", 5, "unexpected character" },
 		{ "@1::out", 3, "missing node path" },
 	};
-	size_t i;
-
-	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		tm_address *a = (tm_address *)1;
-		const char *msg = NULL;
-		int col = -2;
-		int r = tm_address_parse(cases[i].text, &a, &col, &msg);
-
-		CU_ASSERT_EQUAL(r, TM_ERR_ADDRESS);
-		CU_ASSERT_PTR_NULL(a);
-		CU_ASSERT_EQUAL(col, cases[i].col);
-		CU_ASSERT(msg && strstr(msg, cases[i].msg));
-		if (r != TM_ERR_ADDRESS || col != cases[i].col || !msg ||
-		    !strstr(msg, cases[i].msg))
-			fprintf(stderr, "\n  \"%s\": r=%d col=%d msg=%s\n", cases[i].text,
-				r, col, msg ? msg : "(null)");
-	}
+	expect_parse_errors(cases, sizeof(cases) / sizeof(cases[0]));
 }
 
 static void test_node_rank(void)
