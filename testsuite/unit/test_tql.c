@@ -995,34 +995,42 @@ static void test_rank_names(void)
 	}
 }
 
+struct node_def {
+	const char *address;
+	int kind;
+};
+
+/* A node table of these nodes, in this order (ids 0, 1, ...). */
+static tm_nodetab *nodes_of(const struct node_def *list, size_t n)
+{
+	tm_nodetab *t = tm_nodetab_new();
+	size_t i;
+
+	for (i = 0; t && i < n; i++) {
+		struct tm_node nd = { 0 };
+
+		nd.address = list[i].address;
+		nd.kind = (uint8_t)list[i].kind;
+		nd.parent = TM_NODE_NONE;
+		if (tm_nodetab_add(t, &nd, NULL) != TM_OK) {
+			tm_nodetab_free(t);
+			return NULL;
+		}
+	}
+	return t;
+}
+
 /* A multi-rank node table, as tmdb builds it: every rank's nodes "@R:". */
 static tm_nodetab *rank_nodes(void)
 {
-	static const struct {
-		const char *address;
-		int kind;
-	} list[] = {
+	static const struct node_def list[] = {
 		{ "@0:model", TM_NODE_MODULE },         /* 0 */
 		{ "@0:model.fc", TM_NODE_MODULE },      /* 1 */
 		{ "@1:model", TM_NODE_MODULE },         /* 2 */
 		{ "@1:model.fc", TM_NODE_MODULE },      /* 3 */
 		{ "@1:model.fc.weight", TM_NODE_PARAM },/* 4 */
 	};
-	tm_nodetab *t = tm_nodetab_new();
-	size_t i;
-
-	for (i = 0; t && i < N_ELEMS(list); i++) {
-		struct tm_node n = { 0 };
-
-		n.address = list[i].address;
-		n.kind = (uint8_t)list[i].kind;
-		n.parent = TM_NODE_NONE;
-		if (tm_nodetab_add(t, &n, NULL) != TM_OK) {
-			tm_nodetab_free(t);
-			return NULL;
-		}
-	}
-	return t;
+	return nodes_of(list, N_ELEMS(list));
 }
 
 /* Answers every lookup with a tensor whose std is the node id, so that a
@@ -1264,10 +1272,7 @@ static void test_rank_node_path(void)
  */
 static tm_nodetab *ddp_nodes(void)
 {
-	static const struct {
-		const char *address;
-		int kind;
-	} list[] = {
+	static const struct node_def list[] = {
 		{ "@0:model", TM_NODE_MODULE },
 		{ "@0:model.fc", TM_NODE_MODULE },
 		{ "@0:model.fc.weight", TM_NODE_PARAM },
@@ -1280,21 +1285,7 @@ static tm_nodetab *ddp_nodes(void)
 		{ "@1:model.fc", TM_NODE_MODULE },
 		{ "@1:model.fc.weight", TM_NODE_PARAM },
 	};
-	tm_nodetab *t = tm_nodetab_new();
-	size_t i;
-
-	for (i = 0; t && i < N_ELEMS(list); i++) {
-		struct tm_node n = { 0 };
-
-		n.address = list[i].address;
-		n.kind = (uint8_t)list[i].kind;
-		n.parent = TM_NODE_NONE;
-		if (tm_nodetab_add(t, &n, NULL) != TM_OK) {
-			tm_nodetab_free(t);
-			return NULL;
-		}
-	}
-	return t;
+	return nodes_of(list, N_ELEMS(list));
 }
 
 /*
