@@ -98,6 +98,7 @@ struct multi {
 	struct pollfd *pf;      /* one per rank, for fill() */
 	char *rec_path;         /* record FILE: the manifest written */
 	char detail[512];
+	char rec_note[600];     /* a rank's recording that stopped on its own */
 	char desc[256];
 };
 
@@ -139,10 +140,15 @@ static int sync_nodes(struct multi *m, struct rank *rk)
 		g.address = addr;
 		g.parent = ln->parent < i ? rk->map[ln->parent] : TM_NODE_NONE;
 		err = tm_nodetab_add(m->nodes, &g, &id);
-		if (err == TM_ERR_INVALID_ARG)
+		if (err == TM_ERR_INVALID_ARG && id != TM_NODE_NONE)
 			err = TM_OK;    /* already there: id is the existing one */
-		if (err)
-			return err;
+		if (err) {
+			/* the rank's own table took it, but "@R:" can make it
+			 * one the merged table cannot (too long) */
+			snprintf(m->detail, sizeof(m->detail), "rank %d: node %u (%.200s...): %s",
+				 rk->rank, i, ln->address, tm_strerror(err));
+			return err == TM_ERR_INVALID_ARG ? TM_ERR_TOO_LARGE : err;
+		}
 		rk->map[i] = id;
 		if (id >= m->nowned) {
 			uint32_t *no = realloc(m->owner, (id + 1) * sizeof(*no));
@@ -243,7 +249,7 @@ static int idx_push(struct multi *m, size_t r, size_t i)
 
 /*
  * Puts every rank's records not on the axis yet onto it, earliest first
- * (ties: lower rank).  Returns how many, or -1 out of memory.
+ * (ties: lower rank).  Returns how many, or -TM_ERR_NOMEM.
  */
 static long merge_new(struct multi *m)
 {
@@ -264,7 +270,7 @@ static long merge_new(struct multi *m)
 		if (best == m->nr)
 			return added;
 		if (idx_push(m, best, m->r[best].indexed))
-			return -1;
+			return -(long)TM_ERR_NOMEM;
 		m->r[best].indexed++;
 		added++;
 	}
@@ -400,21 +406,24 @@ static void translate(struct multi *m, struct rank *rk, struct tm_record *rec,
 
 /* ------------------------------------------------------------- live */
 
-/* Takes what every rank sent since; returns records added to the axis. */
+/* Takes what every rank sent since; returns records added to the axis,
+ * or minus a tm_err. */
 static long absorb(struct multi *m)
 {
 	size_t r, i;
+	int err;
 
 	for (r = 0; r < m->nr; r++) {
 		struct rank *rk = &m->r[r];
 		size_t have = tm_probe_remote_count(rk->p);
 		struct tm_record rec;
 
-		sync_nodes(m, rk);
+		if ((err = sync_nodes(m, rk)))
+			return -(long)err;
 		for (i = rk->n; i < have; i++) {
-			if (tm_probe_remote_peek(rk->p, i, &rec) ||
-			    rank_push(rk, &rec))
-				return -1;
+			if ((err = tm_probe_remote_peek(rk->p, i, &rec)) ||
+			    (err = rank_push(rk, &rec)))
+				return -(long)err;
 		}
 	}
 	return merge_new(m);
@@ -445,7 +454,7 @@ static int fill(struct multi *m)
 	for (;;) {
 		got = absorb(m);
 		if (got < 0)
-			return TM_ERR_NOMEM;
+			return (int)-got;
 		if (got > 0) {
 			if (m->int_pending) {
 				m->int_pending = 0;
@@ -862,8 +871,15 @@ static int multi_record(struct tm_probe *p, const char *path)
 
 	if (!path) {
 		for (r = 0; r < m->nr; r++) {
-			int e = m->r[r].p->ops->record(m->r[r].p, NULL);
+			const char *note;
+			uint64_t n;
+			int e;
 
+			/* a rank whose recording stopped on its own has said so
+			 * (multi_recording's note): stop the others */
+			if (!tm_probe_recording(m->r[r].p, &n, &note))
+				continue;
+			e = m->r[r].p->ops->record(m->r[r].p, NULL);
 			if (e && !err)
 				err = e;
 		}
@@ -871,6 +887,12 @@ static int multi_record(struct tm_probe *p, const char *path)
 		free(m->rec_path);
 		m->rec_path = NULL;
 		return err;
+	}
+	if (m->rec_path) {
+		/* as one process's probe answers: the ranks are recording */
+		snprintf(m->detail, sizeof(m->detail), "already recording to %.400s",
+			 m->rec_path);
+		return TM_ERR_INVALID_ARG;
 	}
 	files = calloc(m->nr, sizeof(*files));
 	m->rec_path = malloc(PATH_MAX);
@@ -1017,6 +1039,12 @@ static const char *multi_recording(struct tm_probe *p, uint64_t *events,
 	for (r = 0; r < m->nr; r++) {
 		tm_probe_recording(m->r[r].p, &n, &rn);
 		*events += n;
+		/* a rank whose file failed: the manifest names a broken file */
+		if (rn && !*note) {
+			snprintf(m->rec_note, sizeof(m->rec_note), "Rank %d: %s",
+				 m->r[r].rank, rn);
+			*note = m->rec_note;
+		}
 	}
 	return m->rec_path;
 }
@@ -1164,11 +1192,13 @@ int tm_probe_multi_new(struct tm_probe **subs, size_t n, const char *source,
 			subs[r]->ops->detach(subs[r]);
 		return fail(m, TM_ERR_NOMEM, detail);
 	}
+	/* all taken over first: a refusal below detaches every one */
 	m->nr = n;
+	for (r = 0; r < n; r++)
+		m->r[r].p = subs[r];
 	for (r = 0; r < n; r++) {
 		struct tm_probe_info pi;
 
-		m->r[r].p = subs[r];
 		subs[r]->ops->describe(subs[r], &pi);
 		m->r[r].live = !strcmp(pi.kind, "live");
 		m->r[r].rank = (int)r;

@@ -197,13 +197,20 @@ def test_directory_and_find_by_rank(job):
 
 def test_record_live_job(tmp_path):
     """record FILE in a live job writes one trace per rank and the manifest,
-    which replays as the job."""
+    which replays as the job; a second record FILE is refused and leaves
+    the first going."""
     r = _tmdb(["-ex", "break model.proj if tensor.nan_count > 0", "-ex", "run",
-               "-ex", f"record {tmp_path / 'saved.tmrun'}", "-ex", "delete", "-ex", "continue",
+               "-ex", f"record {tmp_path / 'saved.tmrun'}",
+               "-ex", f"record {tmp_path / 'other.tmrun'}", "-ex", "record",
+               "-ex", "delete", "-ex", "continue",
                "-ex", "record stop", "--args",
                *_torchrun(2, DDP, "--steps", 6, "--nan-rank", 1, "--nan-step", 3)])
     out = r.stdout + r.stderr
     assert f"Recording to {tmp_path / 'saved.manifest'}: the " in out, out
+    assert f"already recording to {tmp_path / 'saved.manifest'}" in out, out
+    assert not (tmp_path / "other.manifest").exists()
+    assert re.search(rf"^Recording to {re.escape(str(tmp_path / 'saved.manifest'))}: \d+ "
+                     r"events so far\.$", out, re.M), out
     assert re.search(r"^Recording stopped: \S+saved\.manifest, \d+ events\.$", out, re.M), out
     replay = _tmdb(["-ex", "info inferiors", "-ex", "break model.proj if tensor.nan_count > 0",
                     "-ex", "run", str(tmp_path / "saved.manifest")])
