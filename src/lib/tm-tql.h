@@ -38,12 +38,13 @@ struct tm_tql_value {
 		struct { const char *s; size_t len; } str;
 		struct { const int64_t *dims; uint8_t rank; } shape;
 		/* n items kept of count (count > n: the list was cut short);
-		 * seq and step are its annotation's, which with items tell one
-		 * list from another (an answer about it may be reused) */
+		 * seq, step and time_ns are its annotation's, which with items
+		 * tell one list from another (an answer about it may be
+		 * reused) */
 		struct {
 			const char *const *items;
 			uint32_t n, count;
-			uint64_t seq, step;
+			uint64_t seq, step, time_ns;
 		} list;
 	} v;
 };
@@ -152,7 +153,8 @@ int tm_tql_eval(tm_tql_prog *p, const struct tm_tql_ctx *ctx,
 		struct tm_tql_value *out);
 /* Condition convenience: 1 true, 0 false, -1 unknown. */
 int tm_tql_test(tm_tql_prog *p, const struct tm_tql_ctx *ctx);
-/* Forgets prev()/delta() history (the playhead jumped). */
+/* Forgets prev()/delta() history (the playhead jumped), and the answers
+ * kept about request lists (another trace or run). */
 void tm_tql_reset(tm_tql_prog *p);
 /* Bytecode listing, one instruction a line. */
 int tm_tql_disassemble(const tm_tql_prog *p, FILE *out);

@@ -1660,7 +1660,10 @@ void tm_tql_reset(tm_tql_prog *p)
 {
 	uint32_t i;
 
-	if (!p || !p->hist.keys)
+	if (!p)
+		return;
+	memset(p->memo, 0, sizeof(p->memo));
+	if (!p->hist.keys)
 		return;
 	memset(p->hist.keys, 0, p->hist.cap * sizeof(*p->hist.keys));
 	for (i = 0; i < p->hist.cap * p->nsites; i++)

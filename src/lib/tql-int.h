@@ -150,13 +150,16 @@ struct tql_hist {
 /*
  * A list test against a constant (request == "x") gives the same answer at
  * every event of a step: the answer is kept for the list it was computed
- * on, known by its annotation's seq and step and where its items are.
+ * on.  A list is known by where its items are and its annotation's seq,
+ * step, time and sizes: a producer reuses one buffer for every step, and
+ * a deterministic rerun repeats seqs and steps, but not times to the
+ * nanosecond.  tm_tql_reset forgets them (tmdb: another trace or run).
  */
 #define TQL_MEMOS 4
 struct tql_memo {
 	const char *const *items;       /* NULL: nothing kept */
-	uint64_t seq, step;
-	uint32_t n;
+	uint64_t seq, step, time_ns;
+	uint32_t n, count;
 	int result;                     /* 1, 0, -1 unknown */
 };
 

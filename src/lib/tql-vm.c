@@ -176,6 +176,7 @@ static void request_field(const struct tm_tql_ctx *ctx, const struct tm_event *e
 		v->v.list.count = a->count;
 		v->v.list.seq = a->seq;
 		v->v.list.step = a->step;
+		v->v.list.time_ns = a->time_ns;
 	}
 }
 
@@ -408,7 +409,8 @@ static int any_item_scan(tm_tql_prog *p, const struct tm_tql_value *list,
 	uint32_t i;
 
 	if (m && m->items && m->items == list->v.list.items && m->n == list->v.list.n &&
-	    m->seq == list->v.list.seq && m->step == list->v.list.step)
+	    m->count == list->v.list.count && m->seq == list->v.list.seq &&
+	    m->step == list->v.list.step && m->time_ns == list->v.list.time_ns)
 		return m->result;
 	if (match) {
 		if (s->v.str.len > TM_ADDRESS_MAX)
@@ -441,7 +443,9 @@ static int any_item(tm_tql_prog *p, const struct tm_tql_value *list,
 		m->items = list->v.list.items;
 		m->seq = list->v.list.seq;
 		m->step = list->v.list.step;
+		m->time_ns = list->v.list.time_ns;
 		m->n = list->v.list.n;
+		m->count = list->v.list.count;
 		m->result = r;
 	}
 	return r;

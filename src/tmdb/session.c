@@ -199,8 +199,14 @@ int tm_need_trace(struct tm_session *s)
 
 void tm_session_unload(struct tm_session *s)
 {
+	struct bp *b;
+
 	tm_playhead_clear(s);
 	step_cache_clear(s);
+	/* what a condition remembers (prev(), answers about request lists)
+	 * was about the trace going away */
+	for (b = s->bps; b; b = b->next)
+		tm_tql_reset(b->cond);
 	if (s->probe)
 		s->probe->ops->detach(s->probe);
 	s->probe = NULL;
