@@ -417,7 +417,9 @@ static int index_annots(tm_reader *r, const struct tmrun_chunk *c)
 		(void)tm_rd_uvarint(&rd);       /* seq */
 		step = tm_rd_uvarint(&rd);
 		if (rd.bad)
-			continue;               /* the decoder will say why, if asked */
+			return rfail(r, TM_ERR_CORRUPT, "%s: chunk at offset %llu: "
+				     "annotation at byte %zu ends early", r->path,
+				     (unsigned long long)c->offset, off);
 		if ((err = grow((void **)&r->aidx, &r->aidx_cap, r->naidx + 1,
 				sizeof(*r->aidx))))
 			return err;
@@ -469,7 +471,9 @@ int tm_reader_annotation(tm_reader *r, uint64_t step, const char *key,
 		*out = r->ann_state > 0 ? &r->ann : NULL;
 		return r->ann_state > 0 ? TM_OK : TM_ERR_NOT_FOUND;
 	}
-	if (strlen(key) >= sizeof(r->ann_key))
+	/* a 1.0 file has none: no chunk needs reading to know it */
+	if (strlen(key) >= sizeof(r->ann_key) ||
+	    (r->sum.version_major == 1 && r->sum.version_minor < 1))
 		return TM_ERR_NOT_FOUND;
 	if (!r->adec && !(r->adec = tm_decoder_new()))
 		return TM_ERR_NOMEM;
@@ -481,8 +485,15 @@ int tm_reader_annotation(tm_reader *r, uint64_t step, const char *key,
 			break;
 		if (r->acached != ci) {
 			r->acached = SIZE_MAX;
-			if ((err = load_payload_into(r, c, &r->abuf, &r->abuf_cap)))
+			if (r->cached == ci) {
+				/* the cursor's chunk, decompressed already */
+				if ((err = grow((void **)&r->abuf, &r->abuf_cap,
+						r->buf_len + 1, 1)))
+					return err;
+				memcpy(r->abuf, r->buf, r->buf_len);
+			} else if ((err = load_payload_into(r, c, &r->abuf, &r->abuf_cap))) {
 				return err;
+			}
 			r->abuf_len = c->raw_len;
 			if ((err = index_annots(r, c)))
 				return err;
@@ -817,7 +828,9 @@ int tm_reader_open(const char *path, unsigned flags, tm_reader **out, char **det
 		err = TM_ERR_NOMEM;
 		goto fail;
 	}
-	r->fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO must not hang the open; it is refused below
+	 * (not a regular file), and reads of a regular file never block */
+	r->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (r->fd < 0) {
 		err = rfail(r, TM_ERR_IO, "%s: %s", path, strerror(errno));
 		goto fail;
