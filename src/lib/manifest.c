@@ -303,7 +303,9 @@ int tm_manifest_read(const char *path, struct tm_manifest **out, char **detail)
 		*detail = NULL;
 	if (!path || !out)
 		return TM_ERR_INVALID_ARG;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO must not hang the open; it is refused below
+	 * (not a regular file), and reads of a regular file never block */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0)
 		goto io;
 	if (fstat(fd, &st))

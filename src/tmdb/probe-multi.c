@@ -1348,6 +1348,8 @@ int tm_probe_multi_is_manifest(const char *path)
 		return 0;
 	if (S_ISDIR(st.st_mode))
 		return 1;
+	if (!S_ISREG(st.st_mode))
+		return 0;       /* a FIFO would block here: the reader refuses it */
 	f = fopen(path, "rb");
 	if (!f)
 		return 0;
