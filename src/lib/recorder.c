@@ -1261,6 +1261,8 @@ tm_server *tm_recorder__crash(tm_recorder *r, struct tm_crash *c, int pos_set,
 			r->crashing = 1;
 			if (from < r->head)
 				write_slots(r, from, r->head, &tfree, &pfree);
+			else
+				write_annots(r, r->head);   /* made after the last event */
 			if (r->gap_count && !r->st.writer_err) {
 				struct tm_gap g;
 
