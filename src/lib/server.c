@@ -98,6 +98,7 @@ struct sannot {
 	struct tm_buf enc;
 	tm_decoder *dec;
 	struct tm_annot a;      /* points into dec */
+	int pending;            /* not sent yet: the queue was full */
 };
 
 struct tm_server {
@@ -135,6 +136,7 @@ struct tm_server {
 	int32_t rank;           /* the meta's rank when >= 0, else 0: TQL `rank` */
 	struct sannot annots[MAX_ANNOT_KEYS];
 	unsigned nannots;
+	int annots_pending;     /* some annots[].pending */
 	struct tm_tql_env env;  /* breakpoint conditions: annotations only */
 
 	/* breakpoints and resume state */
@@ -358,6 +360,25 @@ static int queue_buf(tm_server *srv, uint8_t type, const struct tm_buf *b, int f
 static int queue_record(tm_server *srv, uint8_t type, int force)
 {
 	return queue_buf(srv, type, &srv->scratch, force);
+}
+
+/*
+ * Annotations that did not fit the queue go out, as the gap does, before
+ * the next event that fits (the queue's cap holds for them too: a stalled
+ * debugger must not grow the model's memory).  Lock held.
+ */
+static void flush_annots(tm_server *srv)
+{
+	unsigned i;
+
+	srv->annots_pending = 0;
+	for (i = 0; i < srv->nannots; i++) {
+		struct sannot *sa = &srv->annots[i];
+
+		if (sa->pending && queue_buf(srv, TM_REC_ANNOT, &sa->enc, 0) == TM_OK)
+			sa->pending = 0;
+		srv->annots_pending |= sa->pending;
+	}
 }
 
 /* Sends the pending gap, if any, before the next record. */
@@ -694,6 +715,8 @@ static void captures_satisfy(tm_server *srv, const struct tm_event *ev)
 /* Forgets everything the debugger asked for and lets the model run. */
 static void session_reset(tm_server *srv)
 {
+	unsigned i;
+
 	bps_clear(srv, 0);
 	levels_clear(srv);
 	free(srv->caps);
@@ -704,6 +727,9 @@ static void session_reset(tm_server *srv)
 	tm_address_free(srv->filter);
 	srv->filter = NULL;
 	srv->have_gap = 0;
+	for (i = 0; i < srv->nannots; i++)
+		srv->annots[i].pending = 0;     /* the next one gets them at SUBSCRIBE */
+	srv->annots_pending = 0;
 	srv->step_mode = -1;
 	if (srv->stopped) {
 		srv->stopped = 0;
@@ -1468,6 +1494,7 @@ int tm_server_event(tm_server *srv, const struct tm_event *ev)
 			if (tm_encode_event(&srv->scratch, ev) == TM_OK &&
 			    srv->out.len - srv->out_off + srv->scratch.len <= srv->o.max_queue &&
 			    (flush_gap(srv), !srv->have_gap) &&
+			    (!srv->annots_pending || (flush_annots(srv), !srv->annots_pending)) &&
 			    queue_record(srv, TM_REC_EVENT, 1) == TM_OK) {
 				sent = 1;
 				srv->st.events_sent++;
@@ -1566,8 +1593,10 @@ int tm_server_annot(tm_server *srv, const struct tm_annot *a)
 			sa->a.step = UINT64_MAX;
 		} else {
 			sa->a = rec.u.annot;
-			if (srv->subscribed && a->seq >= srv->from_seq)
-				queue_buf(srv, TM_REC_ANNOT, &sa->enc, 1);
+			sa->pending = srv->subscribed && a->seq >= srv->from_seq;
+			srv->annots_pending |= sa->pending;
+			if (sa->pending)
+				flush_annots(srv);
 		}
 	}
 	pthread_mutex_unlock(&srv->lock);
