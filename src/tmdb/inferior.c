@@ -210,6 +210,16 @@ static void unload_ours(struct tm_session *s)
  * launcher's group leaves them running: they are killed by the pids their
  * probes reported.
  */
+static void kill_rank(struct tm_probe *sub)
+{
+	pid_t pid = (pid_t)tm_probe_pid(sub);
+
+	if (pid > 1 && !tm_probe_closed(sub)) {
+		kill(-pid, SIGKILL);
+		kill(pid, SIGKILL);
+	}
+}
+
 static void kill_ranks(struct tm_session *s)
 {
 	struct tm_probe *sub;
@@ -217,14 +227,8 @@ static void kill_ranks(struct tm_session *s)
 
 	if (!s->live->probe)
 		return;
-	for (i = 0; (sub = tm_probe_multi_sub(s->live->probe, i, NULL)); i++) {
-		pid_t pid = (pid_t)tm_probe_pid(sub);
-
-		if (pid > 1 && !tm_probe_closed(sub)) {
-			kill(-pid, SIGKILL);
-			kill(pid, SIGKILL);
-		}
-	}
+	for (i = 0; (sub = tm_probe_multi_sub(s->live->probe, i, NULL)); i++)
+		kill_rank(sub);
 }
 
 void tm_inferior_kill(struct tm_session *s, int verbose)
@@ -336,9 +340,8 @@ static void python_env(void)
 }
 
 /* In the child, between fork and exec: tmdb is single-threaded here. */
-static void child_exec(const struct tm_live *lv, const char *cmd, const char *prog)
+static void child_exec(const struct tm_live *lv, const char *cmd)
 {
-	const char *base = strrchr(prog, '/');
 	sigset_t none;
 	char lvl[16];
 
@@ -370,7 +373,6 @@ static void child_exec(const struct tm_live *lv, const char *cmd, const char *pr
 		snprintf(lvl, sizeof(lvl), "%d", lv->level);
 		setenv("TENSORMORPH_LEVEL", lvl, 1);
 	}
-	(void)base;
 	/* python, or a launcher (torchrun, a shell script) that starts it */
 	python_env();
 	execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
@@ -453,6 +455,7 @@ static int connect_ranks(struct tm_session *s, long pid, struct tm_probe *p0,
 	struct tm_probe_info pi;
 	struct tm_probe **subs;
 	char path[sizeof(lv->sock) + 16], *detail = NULL;
+	uint32_t *pids;
 	int32_t world, r;
 	int err;
 
@@ -465,12 +468,17 @@ static int connect_ranks(struct tm_session *s, long pid, struct tm_probe *p0,
 	if (world > TM_MANIFEST_MAX_WORLD) {
 		tm_error(s, "Rank 0 says the job has %d ranks; tmdb debugs at most %d.",
 			 (int)world, TM_MANIFEST_MAX_WORLD);
+		kill_rank(p0);
 		p0->ops->detach(p0);
 		tm_inferior_kill(s, 1);
 		return -1;
 	}
 	subs = calloc((size_t)world, sizeof(*subs));
-	if (!subs) {
+	pids = calloc((size_t)world, sizeof(*pids));
+	if (!subs || !pids) {
+		free(subs);
+		free(pids);
+		kill_rank(p0);
 		p0->ops->detach(p0);
 		tm_inferior_kill(s, 1);
 		return -1;
@@ -481,16 +489,32 @@ static int connect_ranks(struct tm_session *s, long pid, struct tm_probe *p0,
 
 		if (tm_server_rank_path(lv->sock, r, path, sizeof(path)) ||
 		    connect_first(s, pid, &one, 1, &subs[r]) < 0) {
-			while (r-- > 0)
+			/* the ranks connected so far are processes of their
+			 * own that the launcher's kill may not reach */
+			while (r-- > 0) {
+				kill_rank(subs[r]);
 				subs[r]->ops->detach(subs[r]);
+			}
 			free(subs);
+			free(pids);
 			if (lv->pid)
 				tm_inferior_kill(s, 1);
 			return -1;
 		}
 	}
+	for (r = 0; r < world; r++)
+		pids[r] = tm_probe_pid(subs[r]);
 	err = tm_probe_multi_new(subs, (size_t)world, lv->prog, out, &detail);
 	free(subs);
+	if (err) {
+		/* the ranks were detached with the refusal: their processes go too */
+		for (r = 0; r < world; r++)
+			if (pids[r] > 1) {
+				kill(-(pid_t)pids[r], SIGKILL);
+				kill((pid_t)pids[r], SIGKILL);
+			}
+	}
+	free(pids);
 	if (err) {
 		tm_error(s, "Cannot debug the ranks together: %s.",
 			 detail ? detail : tm_strerror(err));
@@ -577,7 +601,7 @@ int tm_inferior_start(struct tm_session *s, struct tm_probe **out)
 		return -1;
 	}
 	if (pid == 0)
-		child_exec(lv, cmd, lv->prog);
+		child_exec(lv, cmd);
 	free(cmd);
 	setpgid(pid, pid);      /* as the child does: whoever runs first */
 	lv->pid = pid;

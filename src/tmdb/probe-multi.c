@@ -406,6 +406,8 @@ static void translate(struct multi *m, struct rank *rk, struct tm_record *rec,
 
 /* ------------------------------------------------------------- live */
 
+static int multi_closed(struct tm_probe *p);
+
 /* Takes what every rank sent since; returns records added to the axis,
  * or minus a tm_err. */
 static long absorb(struct multi *m)
@@ -427,16 +429,6 @@ static long absorb(struct multi *m)
 		}
 	}
 	return merge_new(m);
-}
-
-static int all_closed(struct multi *m)
-{
-	size_t r;
-
-	for (r = 0; r < m->nr; r++)
-		if (!tm_probe_closed(m->r[r].p))
-			return 0;
-	return 1;
 }
 
 /*
@@ -462,7 +454,7 @@ static int fill(struct multi *m)
 			}
 			return TM_OK;
 		}
-		if (all_closed(m))
+		if (multi_closed(&m->base))
 			return TM_ERR_END;
 		if (tm_interrupted && m->int_pending) {
 			snprintf(m->detail, sizeof(m->detail),
