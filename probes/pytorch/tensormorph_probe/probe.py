@@ -857,14 +857,15 @@ class Probe:
         self._manual_step = True
         self._advance()
 
-    def annotate(self, key: str, values: Sequence[str], count: int | None = None) -> None:
+    def annotate(self, key: str, values: Sequence[Any], count: int | None = None) -> list[str]:
         """Annotates the current step: key "request" with the ids of the
         requests a serving step runs (TQL `request`, doc/tql.md).  The
         record goes after the events before this call and before those
-        after it; at most TM_ANNOT_MAX_VALUES values are kept, each cut to
-        255 bytes, and count (default len(values)) says how many there were."""
+        after it; at most TM_ANNOT_MAX_VALUES values are kept, each as text
+        cut to 255 bytes, and count (default len(values)) says how many
+        there were.  Returns the values kept, as the trace has them."""
         if self._closed:
-            return
+            return []
         self._submit()
         # cut by bytes, then back to whole characters: a cut through a
         # UTF-8 sequence drops that character, not the id
@@ -877,6 +878,7 @@ class Probe:
         _check(self._lib.tm_recorder_annotate(self._rec, self.step_count, _now() - self._t0,
                                               key.encode(), arr, n, min(total, 0xFFFFFFFF)),
                "annotate")
+        return [b.decode() for b in kept]
 
     def flush(self) -> None:
         """Hands over pending events and waits until they are written."""

@@ -36,7 +36,6 @@ from typing import Any
 
 import torch
 
-from .. import _lib
 from ..probe import Probe, ProbeError, rank_socket_path
 
 ENV_LISTEN = "TENSORMORPH_LISTEN"
@@ -46,9 +45,6 @@ ENV_RECORD = "TENSORMORPH_RECORD"
 ENV_PAUSE = "TENSORMORPH_SERVING_PAUSE"
 ENV_STRICT = "TENSORMORPH_SERVING_STRICT"
 
-# what a trace keeps of a step's ids (struct tm_annot); more are counted
-MAX_REQUESTS_PER_STEP = _lib.TM_ANNOT_MAX_VALUES
-MAX_REQUEST_ID = _lib.TM_ANNOT_MAX_VALUE - 1        # characters kept of one id
 REQUEST_HISTORY = 4096              # steps kept in memory for requests_at()
 
 
@@ -134,11 +130,6 @@ class ServingProbe(Probe):
                          meta=list(pairs), **kwargs)
 
 
-def _clip(rid: Any) -> str:
-    s = rid if isinstance(rid, str) else str(rid)
-    return s[:MAX_REQUEST_ID]
-
-
 class Session:
     """The serving probe of one worker: the Probe, its socket and the
     request log."""
@@ -182,12 +173,14 @@ class Session:
                     _say(f"rank {self.worker.rank}: cannot read request ids: {exc}")
         if ids is not None:
             n = len(ids)
-            kept = [_clip(r) for r in list(ids)[:MAX_REQUESTS_PER_STEP]]
             step = self.probe.step_count
             try:
-                # the trace's and the debugger's: TQL `request`
-                self.probe.annotate("request", kept, count=n)
+                # the trace's and the debugger's (TQL `request`); the log
+                # and requests_at() keep the same ids, cut as the trace
+                # cuts them
+                kept = self.probe.annotate("request", ids, count=n)
             except Exception as exc:
+                kept = []
                 if self.forwards == 0:
                     _say(f"rank {self.worker.rank}: cannot annotate step {step}: {exc}")
             self._history.append((step, kept, n))
