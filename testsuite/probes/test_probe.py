@@ -242,14 +242,16 @@ def test_step_without_optimizer_and_by_hand(trace_path):
     assert calls == [1, 1, 1, 1, 2]
 
 
-def test_model_none_uses_global_hooks(trace_path):
+def test_model_none_finds_the_model_and_later_roots(trace_path):
     model = MLP()
     lossfn = torch.nn.MSELoss()
+    call = torch.nn.Module.__call__
     with tp.attach(None, level=1, record=trace_path, nodes=["model.**", "ext.**"]) as probe:
         y = model(torch.randn(2, 8))
         lossfn(y, torch.zeros_like(y)).backward()
         model.fc1(torch.randn(1, 8))         # a submodule called outside the root
         assert probe.model is model
+    assert torch.nn.Module.__call__ is call
     nodes, events, _ = read(trace_path)
     assert {"model", "model.fc1", "ext.MSELoss"} <= set(nodes)
     root = [e for e in events if e.node == "model"]
@@ -257,6 +259,50 @@ def test_model_none_uses_global_hooks(trace_path):
     assert [e.call for e in events if e.node == "model.fc1" and e.kind == "exit"] == [1, 2]
     ext = [e for e in events if e.node == "ext.MSELoss" and e.kind == "exit"]
     assert ext and ext[0].tensors[0].shape == ()
+
+
+def test_wrapped_forward_is_invisible_to_the_user(trace_path):
+    """The probe observes a module by wrapping its forward: the model must
+    not notice it -- signature, copies, pickling, exceptions, its own
+    hooks -- and close gives every forward back."""
+    import copy
+    import inspect
+    import pickle
+    torch.manual_seed(0)
+    model = MLP()
+    sig = inspect.signature(model.fc1.forward)
+    seen = []
+    model.fc2.register_forward_pre_hook(lambda m, a: (a[0] * 0,))     # the user's hooks
+    model.fc2.register_forward_hook(lambda m, a, out: seen.append(out.abs().sum().item()))
+    with tp.attach(model, level=1, record=trace_path) as probe:
+        assert inspect.signature(model.fc1.forward) == sig    # transformers checks it
+        twin = copy.deepcopy(model)          # an EMA copy: its own weights, not observed
+        with torch.no_grad():
+            for p in twin.parameters():
+                p.add_(1.0)
+        x = torch.randn(3, 8)
+        assert not torch.equal(twin(x), model(x))
+        again = pickle.loads(pickle.dumps(model.fc1))
+        assert torch.equal(again(x), model.fc1(x))
+        with pytest.raises(RuntimeError):
+            model.fc1(torch.randn(3, 5))    # a forward that raises still ends its call
+        model(x)
+        probe.step()
+    assert not any("forward" in vars(m) for m in model.modules())
+    nodes, events, _ = read(trace_path)
+    fc1 = [(e.step, e.kind, e.call, len(e.tensors)) for e in events if e.node == "model.fc1"]
+    # model(x), fc1 alone (its unpickled copy is not observed), the call
+    # that raised (no outputs), then model(x), which starts step 1
+    assert fc1 == [(0, "enter", 1, 0), (0, "exit", 1, 1), (0, "enter", 2, 0), (0, "exit", 2, 1),
+                   (0, "enter", 3, 0), (0, "exit", 3, 0), (1, "enter", 1, 0), (1, "exit", 1, 1)]
+    # fc2 is seen after the user's pre-hook (its input is zeros): its output
+    # is its bias; the user's forward hook still runs (twice here, once in
+    # the copy, which deepcopy gave the same hook)
+    fc2 = [e for e in events if e.node == "model.fc2" and e.kind == "exit"]
+    assert len(fc2) == 2
+    bias = model.fc2.bias.detach()
+    assert fc2[0].tensors[0].stats["max"] == pytest.approx(bias.max().item())
+    assert len(seen) == 3
 
 
 def test_cli_records_unmodified_script(tmp_path):

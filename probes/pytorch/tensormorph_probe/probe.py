@@ -1,8 +1,8 @@
-"""The PyTorch probe: torch hooks in, batches of events out to libtensormorph.
+"""The PyTorch probe: module calls in, batches of events out to libtensormorph.
 
-Each observed module gets a forward pre-hook and a forward hook (with
-kwargs); a call gives an ENTER event (inputs, stats at level >= 2) and an
-EXIT event (outputs: shapes and dtypes at level 0, stats from level 1).
+Each observed module's forward is wrapped (Probe._wrap says why not torch's
+module hooks); a call gives an ENTER event (inputs, stats at level >= 2) and
+an EXIT event (outputs: shapes and dtypes at level 0, stats from level 1).
 At level >= 2 gradient hooks on the call's output and input tensors give BWD
 events (grad_out.N, grad_in.N), and parameters give PARAM events (data and
 grad) once per step.  Tensor hooks are used rather than full module backward
@@ -46,9 +46,10 @@ import socket
 import struct
 import sys
 import time
+import types
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -110,7 +111,9 @@ class _Node:
     params: bool = False            # parameter nodes registered
     epoch: int = -1                 # step at which `count` was last reset
     count: int = 0                  # calls in the current step
-    stack: list[tuple[int, int]] = field(default_factory=list)  # (start_ns, call)
+    depth: int = 0                  # calls in flight (recursion)
+    own: Any = None                 # an instance forward found when wrapping
+    wrapped: Any = None             # the probe's forward, while it is set
 
 
 def _check(err: int, what: str) -> None:
@@ -298,6 +301,7 @@ class Probe:
         self._params: list[tuple[int, torch.nn.Parameter, _Node]] = []
         self._params_step = -1          # step whose PARAM events were written
         self._handles: list[Any] = []
+        self._undo: list[Callable[[], None]] = []
         self.model: torch.nn.Module | None = None
         self._closed = False
 
@@ -308,8 +312,7 @@ class Probe:
         if model is not None:
             self._adopt(_unwrap(model), root_name)
         else:
-            mm = torch.nn.modules.module
-            self._handles.append(mm.register_module_forward_pre_hook(self._discover))
+            self._discover_calls()
         ref = weakref.ref(self)
         self._atexit = functools.partial(_close_ref, ref)
         atexit.register(self._atexit)
@@ -425,14 +428,64 @@ class Probe:
                 ids[address] = node.id
                 if level >= 2:
                     self._add_params(node)
-            self._handles.append(mod.register_forward_pre_hook(
-                functools.partial(self._pre, node), with_kwargs=True))
-            self._handles.append(mod.register_forward_hook(
-                functools.partial(self._post, node), with_kwargs=True, always_call=True))
+            self._wrap(node)
         assert first is not None
         if self.model is None:
             self.model = root
         return first
+
+    def _wrap(self, node: _Node) -> None:
+        """Observes node's calls by wrapping its forward, as accelerate's
+        hooks do, rather than with torch module hooks: with any hook on a
+        module torch takes its general call path, which costs about 2 us a
+        call before a hook runs (25 times what one Python call around
+        forward costs; testsuite/perf/probe-overhead's empty-hooks row), and
+        a pre-hook and a forward hook are two calls where one frame around
+        forward keeps the call's start and number in local variables.
+        The wrapper is a method bound to the module, named forward and
+        wrapping the class's forward (inspect.signature and
+        transformers' argument checks see the real signature); a deepcopy
+        of the module gets it rebound to the copy, which it does not
+        observe, and pickling saves it as getattr(module, "forward").
+        What it sees is the forward's own inputs and outputs: after the
+        module's pre-hooks, before its forward hooks."""
+        mod = node.module
+        own = mod.__dict__.get("forward")
+        inner = own if own is not None else types.MethodType(type(mod).forward, mod)
+        enter, leave = self._enter, self._exit
+
+        def forward(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+            if module is not mod:       # a copy: deepcopy rebound this method
+                return type(module).forward(module, *args, **kwargs)
+            if node.wrapped is None:    # unwrapped, called through an old reference
+                return inner(*args, **kwargs)
+            start, call = enter(node, args, kwargs)
+            try:
+                out = inner(*args, **kwargs)
+            except BaseException:
+                leave(node, start, call, None)      # the call still ends
+                raise
+            leave(node, start, call, out)
+            return out
+
+        functools.update_wrapper(forward, type(mod).forward if own is None else own)
+        node.own = own
+        node.wrapped = mod.forward = types.MethodType(forward, mod)
+
+    def _unwrap_all(self) -> None:
+        """Gives every wrapped module its forward back, unless another tool
+        wrapped ours since: that one stays, and ours passes calls through."""
+        for node in self._nodes.values():
+            mine, node.wrapped = node.wrapped, None
+            if mine is None:
+                continue
+            d = node.module.__dict__
+            if d.get("forward") is mine:
+                if node.own is not None:
+                    d["forward"] = node.own
+                else:
+                    del d["forward"]
+            node.own = None
 
     def _add_params(self, node: _Node) -> None:
         """Parameter nodes of a level >= 2 module (PARAM events)."""
@@ -451,28 +504,47 @@ class Probe:
             name = f"ext.{type(module).__name__}_{n}"
         return name
 
-    def _discover(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
-        """Global pre-hook (model=None): the first module called with nothing
-        in flight becomes `model`; later unknown top-level modules (a loss)
-        become `ext.<Class>` roots.  Known modules return at once."""
-        if (id(module) in self._nodes or self._active or self._closed
-                or id(module) in self._wrappers):
+    def _discover_calls(self) -> None:
+        """model=None: every module call passes _discover first, through
+        nn.Module.__call__ (what torch's global pre-hook would do, but that
+        would send every module of the process down torch's general hook
+        path).  Undone by close, unless another tool replaced it since;
+        then it stays and passes calls through."""
+        orig = torch.nn.Module.__call__
+        ref = weakref.ref(self)
+
+        def __call__(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+            p = ref()
+            if p is not None and not p._active and not p._closed:
+                p._discover(module)
+            return orig(module, *args, **kwargs)
+
+        functools.update_wrapper(__call__, orig)
+        torch.nn.Module.__call__ = __call__
+
+        def undo() -> None:
+            if torch.nn.Module.__call__ is __call__:
+                torch.nn.Module.__call__ = orig
+        self._undo.append(undo)
+
+    def _discover(self, module: torch.nn.Module) -> None:
+        """A module called with nothing in flight: the first becomes `model`,
+        later unknown ones (a loss) become `ext.<Class>` roots.  Known
+        modules return at once.  Runs before torch looks up module.forward,
+        so that this very call goes through the forward wrapped now."""
+        if id(module) in self._nodes or id(module) in self._wrappers:
             return
         inner = _unwrap(module)
         if inner is not module:
             # a data-parallel wrapper: its forward calls the module it holds,
-            # whose hooks (added now) see that very call; the wrapper is no node
+            # whose wrapped forward (from now) sees that very call; the
+            # wrapper is no node
             self._wrappers.add(id(module))
             if id(inner) not in self._nodes:
                 self._adopt(inner, self._root_name if self.model is None
                             else self._ext_name(inner))
             return
-        name = self._root_name if self.model is None else self._ext_name(module)
-        node = self._adopt(module, name)
-        # Hooks added now miss this call's pre-hooks (torch collected them
-        # already) but not its forward hooks: play the pre-hook here.
-        if node.observed or node.is_root:
-            self._pre(node, module, args, {})
+        self._adopt(module, self._root_name if self.model is None else self._ext_name(module))
 
     # ------------------------------------------------------------ batches
 
@@ -732,23 +804,24 @@ class Probe:
 
     # ------------------------------------------------------------ hooks
 
-    def _pre(self, node: _Node, module: torch.nn.Module, args: tuple[Any, ...],
-             kwargs: dict[str, Any] | None) -> None:
+    def _enter(self, node: _Node, args: tuple[Any, ...],
+               kwargs: dict[str, Any]) -> tuple[int, int]:
+        """A call of node begins: its ENTER event.  Returns the call's start
+        time and number, which its _exit takes."""
         t = _now() - self._t0
-        stack = node.stack
-        if not stack and node.is_root:
+        if node.is_root and not node.depth:
             self._root_enter()
             if self.on_root_call is not None:
                 self.on_root_call(args, kwargs)
+        node.depth += 1
         step = self.step_count
         if node.epoch != step:
             node.epoch = step
             node.count = 0
         call = node.count = node.count + 1
-        stack.append((t, call))
         self._active += 1
         if not node.observed:
-            return
+            return t, call
         level = node.level
         if level < 2:
             # the common case: an ENTER without tensors, packed right here
@@ -760,25 +833,25 @@ class Probe:
             self._bnev.value = nev
             if self._live is not None and self._live.value & 1:
                 self._submit_live()
-            return
+            return t, call
         if not kwargs and len(args) == 1 and type(args[0]) is _Tensor:
             x = args[0]         # one positional tensor: no flattening
             if x.requires_grad and _grad_enabled():
                 x.register_hook(_partial(self._on_grad, node, call, _lib.SLOT_GRAD_IN, 0))
             self._event1(_EV_ENTER, _FWD, node.id, call, t, t, 0, x, _lib.SLOT_IN, level, 0)
-            return
+            return t, call
         tensors = flatten_call(args, kwargs, _MAX_TENSORS)
         self._grad_hooks(node, call, tensors, _lib.SLOT_GRAD_IN)
         self._event(_EV_ENTER, _FWD, node.id, call, t, t, 0, tensors, _lib.SLOT_IN, level)
+        return t, call
 
-    def _post(self, node: _Node, module: torch.nn.Module, args: tuple[Any, ...],
-              kwargs: dict[str, Any] | None, output: Any) -> None:
+    def _exit(self, node: _Node, start: int, call: int, output: Any) -> None:
+        """The call of node that began at start returned output (None when
+        it raised): its EXIT event."""
         t = _now() - self._t0
-        stack = node.stack
-        start, call = stack.pop() if stack else (t, node.count)
-        if self._active:
-            self._active -= 1
-        if node.observed:
+        node.depth -= 1
+        self._active -= 1
+        if node.observed and not self._closed:
             level = node.level
             if type(output) is _Tensor:
                 self._event1(_EV_EXIT, _FWD, node.id, call, t, start, t, output,
@@ -792,7 +865,7 @@ class Probe:
                             _lib.SLOT_OUT, level)
                 if level >= 2:
                     self._grad_hooks(node, call, tensors, _lib.SLOT_GRAD_OUT)
-        if node.is_root and not stack:
+        if node.is_root and not node.depth:
             self._root_done += 1
 
     def _grad_hooks(self, node: _Node, call: int, tensors: list[torch.Tensor],
@@ -967,13 +1040,21 @@ class Probe:
             self._lib.tm_recorder_get_stats(self._rec, ctypes.byref(s))
         return {name: getattr(s, name) for name, _ in _lib.RecorderStats._fields_}
 
+    def _unhook(self) -> None:
+        """Takes the probe out of the model and of torch."""
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+        self._unwrap_all()
+        for undo in self._undo:
+            undo()
+        self._undo.clear()
+
     def close(self) -> None:
         """Removes every hook, writes what is pending and closes the trace."""
         if self._closed:
             return
-        for h in self._handles:
-            h.remove()
-        self._handles.clear()
+        self._unhook()
         try:
             if self._root_done:
                 self._param_events()    # the last step ends here
@@ -1013,9 +1094,7 @@ def _forked_ref(ref: weakref.ref[Probe]) -> None:
     p = ref()
     if p is None or p._closed:
         return
-    for h in p._handles:
-        h.remove()
-    p._handles.clear()
+    p._unhook()
     p._closed = True
     p._rec = None
     p._srv = None
