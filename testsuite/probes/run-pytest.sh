@@ -48,6 +48,10 @@ PYTHONPATH=$top_srcdir/probes/pytorch${PYTHONPATH:+:$PYTHONPATH}
 TMDB=${TMDB:-$(pwd)/../src/tmdb/tmdb}
 TENSORMORPH_PROBE_PATH=$top_srcdir/probes/pytorch
 export TENSORMORPH_LIB PYTHONPATH TMDB TENSORMORPH_PROBE_PATH
+# this build made the probe's C fast path: the tests insist that it is used
+for so in ../probes/pytorch/tensormorph_probe/_hook*.so; do
+	[ -f "$so" ] && TENSORMORPH_EXPECT_HOOK=1 && export TENSORMORPH_EXPECT_HOOK
+done
 # TM_PYTEST_FILES: the test files to run (run-live.sh); by default all but
 # the live ones, which are a test of their own
 if [ -n "${TM_PYTEST_FILES:-}" ]; then

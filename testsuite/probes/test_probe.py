@@ -305,6 +305,88 @@ def test_wrapped_forward_is_invisible_to_the_user(trace_path):
     assert len(seen) == 3
 
 
+FAST_PATH_SCRIPT = """
+import sys, torch
+from torch import nn
+import tensormorph_probe as tp
+from tensormorph_probe import probe
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 16)
+        self.act = nn.ReLU(inplace=True)           # in place: its output is its input
+        self.wide = nn.Linear(16, 4096)            # 8 x 4096: a reuse lookup at level 1
+        self.idx = nn.Identity()
+
+    def forward(self, x, scale=1.0):
+        h = self.act(self.fc(x)) * scale
+        w = self.wide(h)
+        k = self.idx(w.argmax(-1))                 # an int64 output
+        t = self.idx(h.t())                        # not contiguous
+        e = self.idx(h[:0])                        # empty
+        s = self.idx(h.sum())                      # 0-d
+        return h, (w.mean(), k, t, e, s)           # a tuple out
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = Block()
+        self.head = nn.Linear(16, 2)
+
+    def forward(self, x):
+        h, _ = self.block(x, scale=0.5)
+        h, _ = self.block(h)                       # a second call of a shared module
+        return self.head(h)
+
+torch.manual_seed(0)
+model = Model()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+with tp.attach(model, level=1, record=sys.argv[1], levels={"model.head": 2,
+                                                          "model.block.idx": 0}):
+    for _ in range(2):
+        model(torch.randn(8, 16)).pow(2).mean().backward()
+        opt.step()
+        opt.zero_grad()
+print("hook" if probe._hook is not None else "python")
+"""
+
+
+def test_fast_path_and_python_path_record_the_same(tmp_path):
+    """The C fast path (_hook.c) and the Python path write the same trace:
+    the same events, tensors and stats, times aside."""
+    script = tmp_path / "fast.py"
+    script.write_text(FAST_PATH_SCRIPT)
+    runs = {}
+    for name, off in (("fast", "0"), ("python", "1")):
+        out = tmp_path / f"{name}.tmrun"
+        env = dict(os.environ, TENSORMORPH_NO_HOOK=off)
+        proc = subprocess.run([sys.executable, str(script), str(out)], env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        runs[name] = (proc.stdout.strip(), read(str(out)))
+    if runs["fast"][0] != "hook":
+        if os.environ.get("TENSORMORPH_EXPECT_HOOK"):
+            pytest.fail("this build made the fast path (_hook), but the probe did not load it")
+        pytest.skip("the probe's C fast path is not built here")
+    assert runs["python"][0] == "python"
+
+    def facts(trace):
+        nodes, events, gaps = trace
+        assert not gaps
+        return [(e.seq, e.step, e.phase, e.kind, e.level, e.node, e.call,
+                 [(t.slot, t.dtype, t.shape, t.device_type, t.stats, t.hist)
+                  for t in e.tensors]) for e in events]
+
+    fast, python = facts(runs["fast"][1]), facts(runs["python"][1])
+    assert len(fast) > 50
+    for a, b in zip(fast, python, strict=True):
+        assert a == b
+    # what the fast path covers was there: one-tensor level-1 outputs with stats
+    assert any(e[3] == "exit" and e[4] == 1 and len(e[7]) == 1 and "l2" in e[7][0][4]
+               for e in fast)
+
+
 def test_cli_records_unmodified_script(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent("""

@@ -13,9 +13,11 @@ import ctypes
 import ctypes.util
 import functools
 import glob
+import importlib.util
 import os
 import struct
 import sys
+import sysconfig
 from pathlib import Path
 from typing import Any
 
@@ -511,6 +513,39 @@ def load() -> ctypes.CDLL:
         "tensormorph_probe: cannot load libtensormorph; looked in:\n" + "\n".join(tried)
         + "\nBuild it (./configure && make) or set TENSORMORPH_LIB to the path of "
         "libtensormorph.so (or TENSORMORPH_BUILD_DIR to a build directory).")
+
+
+@functools.cache
+def load_hook() -> Any | None:
+    """The probe's C fast path (_hook.c) as a module, or None, and the
+    probe then runs its Python path alone: the one built next to the
+    libtensormorph that load() takes from a build tree, else the one pip
+    built into this package.  TENSORMORPH_NO_HOOK=1 turns it off."""
+    if os.environ.get("TENSORMORPH_NO_HOOK", "") not in ("", "0"):
+        return None
+    mod = None
+    for where, path in candidates():
+        if where == "ctypes.util.find_library" or not os.path.exists(path) or _needs_asan(path):
+            continue
+        lib = Path(path)
+        if lib.parent.name == ".libs" and lib.parents[1].name == "lib" \
+                and lib.parents[2].name == "src":
+            so = lib.parents[3] / "probes/pytorch/tensormorph_probe" / (
+                "_hook" + (sysconfig.get_config_var("EXT_SUFFIX") or ".so"))
+            spec = importlib.util.spec_from_file_location("tensormorph_probe._hook", so)
+            if so.exists() and not _needs_asan(str(so)) and spec and spec.loader:
+                mod = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(mod)
+        break                           # the library load() takes
+    if mod is None:
+        try:
+            from . import _hook as mod  # type: ignore[attr-defined, no-redef]
+        except ImportError:
+            return None
+    if mod.layout() != (EVENT_STRUCT.size, TENSOR_SIZE, RecTensor.shape.offset,
+                        RecTensor.done.offset):
+        return None                     # built against another layout
+    return mod
 
 
 def strerror(err: int) -> str:

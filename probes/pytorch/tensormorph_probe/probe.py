@@ -3,6 +3,10 @@
 Each observed module's forward is wrapped (Probe._wrap says why not torch's
 module hooks); a call gives an ENTER event (inputs, stats at level >= 2) and
 an EXIT event (outputs: shapes and dtypes at level 0, stats from level 1).
+The wrapper is _hook.c's Forward, a C function that handles the common call
+-- a level 0-1 node, one host tensor out -- by itself and hands everything
+else to _enter and _exit here; without the extension a Python function
+calls those for every call.
 At level >= 2 gradient hooks on the call's output and input tensors give BWD
 events (grad_out.N, grad_in.N), and parameters give PARAM events (data and
 grad) once per step.  Tensor hooks are used rather than full module backward
@@ -49,7 +53,6 @@ import time
 import types
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -72,10 +75,12 @@ _SLOT_PACK = struct.Struct("<H").pack_into
 # looking the tensor up.  Level 1 reads about 0.4 ns an element, level 2
 # about three times that.  In a hook, between the model's kernels, a lookup
 # costs 2-3 us whether it hits or misses (half a microsecond in a tight
-# loop), and at level 1 only a container's output (its last child's) can
-# hit, one lookup in four or fewer: the hook-bound benchmark's level-1 hooks
-# measured 2.5-3.5 us a call cheaper without lookups below 32768 elements.
-_REUSE_MIN = (1 << 62, 1 << 15, 1024, 1024)
+# loop), and at level 1 it also sends the call down the Python path (some
+# 5 us more than _hook.c's), while only a container's output (its last
+# child's) can hit, one lookup in four or fewer: 4 x 5 us / 0.4 ns is about
+# 50000 elements.  The hook-bound benchmark's level 1 measured 1.09x with
+# lookups from 32768 elements, 1.04-1.05x from 65536.
+_REUSE_MIN = (1 << 62, 1 << 16, 1024, 1024)
 _now = time.monotonic_ns
 _Tensor = torch.Tensor
 _TSIZE = _lib.TENSOR_SIZE
@@ -97,23 +102,46 @@ class ProbeError(RuntimeError):
     """The recorder refused something (bad path, closed, writer failure)."""
 
 
-@dataclass(eq=False, slots=True)
-class _Node:
-    """A module node and what was decided about it once."""
+# The C fast path (_hook.c): a module call of a level 0-1 node with one host
+# tensor out is handled there, the rest by the Python methods below, both
+# on the state of these two base classes.  Without it (no compiler when pip
+# installed the probe) the same fields are plain attributes and every call
+# takes the Python path.
+_hook = _lib.load_hook()
+if _hook is not None:
+    _hook.setup(torch.Tensor, torch.strided)
+    _ProbeBase: Any = _hook.ProbeBase
+    _NodeBase: Any = _hook.NodeBase
+else:
+    class _ProbeBase:       # noqa: B903 -- fields as in _hook.c, set by Probe
+        pass
 
-    address: str
-    module: torch.nn.Module
-    level: int
-    observed: bool
-    id: int = _lib.TM_NODE_NONE
-    is_root: bool = False
-    base: int = 0                   # level the probe was configured with
-    params: bool = False            # parameter nodes registered
-    epoch: int = -1                 # step at which `count` was last reset
-    count: int = 0                  # calls in the current step
-    depth: int = 0                  # calls in flight (recursion)
-    own: Any = None                 # an instance forward found when wrapping
-    wrapped: Any = None             # the probe's forward, while it is set
+    class _NodeBase:
+        __slots__ = ("id", "level", "observed", "is_root", "depth", "epoch", "count")
+
+
+class _Node(_NodeBase):
+    """A module node and what was decided about it once.  Its id, level,
+    observed and is_root, and the call counters (depth: calls in flight;
+    count: calls in step `epoch`) are _NodeBase's."""
+
+    __slots__ = ("address", "module", "base", "params", "own", "wrapped")
+
+    def __init__(self, address: str, module: torch.nn.Module, level: int,
+                 observed: bool) -> None:
+        self.address = address
+        self.module = module
+        self.level = level
+        self.base = level               # level the probe was configured with
+        self.observed = observed
+        self.id = _lib.TM_NODE_NONE
+        self.is_root = False
+        self.params = False             # parameter nodes registered
+        self.depth = 0
+        self.epoch = -1
+        self.count = 0
+        self.own: Any = None            # an instance forward found when wrapping
+        self.wrapped: Any = None        # the probe's forward, while it is set
 
 
 def _check(err: int, what: str) -> None:
@@ -170,7 +198,7 @@ def _forward_source(module: torch.nn.Module) -> tuple[str | None, int]:
     return os.path.abspath(code.co_filename), code.co_firstlineno
 
 
-class Probe:
+class Probe(_ProbeBase):
     """A recording probe attached to one model (or to the first root called).
 
     path: the trace this process writes (None when not recording); in a
@@ -225,7 +253,7 @@ class Probe:
             if not 0 <= int(lv) <= 3:
                 raise ValueError(f"level for {pat!r} must be 0..3, got {lv}")
         self._root_name = root_name
-        self._force_dev = device_stats_on_cpu
+        self._force_dev = bool(device_stats_on_cpu)
 
         opts = _lib.RecorderOpts()
         lib.tm_recorder_opts_default(ctypes.byref(opts))
@@ -265,6 +293,7 @@ class Probe:
         # current per event, so a crash loses none of the events before it.
         self._batch = _lib.RecBatch(self._evaddr, self._taddr, 0, 0)
         self._bnev = ctypes.c_uint32.from_buffer(self._batch, _lib.RecBatch.nev.offset)
+        self._bnev_addr = ctypes.addressof(self._bnev)
         _check(lib.tm_recorder_watch_batch(self._rec, ctypes.byref(self._batch)), "batch")
         self._crash = False
         if crash_handler:
@@ -273,10 +302,13 @@ class Probe:
         # live debugging (listen): the server and its state word
         self._srv: int | None = None
         self._live: ctypes.c_uint32 | None = None
+        self._live_addr = 0             # _live's address, for the C fast path
         self._gen = 0
         self.address: str | None = None
         self._submit_raw = lib.tm_recorder_submit_raw
         self._stats = lib.tm_recorder_stats_raw
+        self._stats_addr = ctypes.cast(lib.tm_recorder_stats, ctypes.c_void_p).value or 0
+        self._reuse_min1 = _REUSE_MIN[1]
         self._vp = ctypes.c_void_p(0)
         self._hold: list[torch.Tensor] = []
         self._dev_pending: list[tuple[int, torch.Tensor, int]] = []
@@ -406,7 +438,7 @@ class Probe:
             for pat, lv in self._levels.items():
                 if self._match(pat, address):
                     level = int(lv)
-            node = _Node(address, mod, level, observed, base=level)
+            node = _Node(address, mod, level, observed)
             self._nodes[id(mod)] = node
             if first is None:
                 first = node
@@ -448,29 +480,35 @@ class Probe:
         of the module gets it rebound to the copy, which it does not
         observe, and pickling saves it as getattr(module, "forward").
         What it sees is the forward's own inputs and outputs: after the
-        module's pre-hooks, before its forward hooks."""
+        module's pre-hooks, before its forward hooks.  Unwrapping
+        releases the C wrapper, so that copies keep neither probe nor
+        module alive."""
         mod = node.module
         own = mod.__dict__.get("forward")
         inner = own if own is not None else types.MethodType(type(mod).forward, mod)
-        enter, leave = self._enter, self._exit
+        fwd: Any
+        if _hook is not None:
+            fwd = _hook.Forward(self, node, mod, inner)
+        else:
+            enter, leave = self._enter, self._exit
 
-        def forward(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
-            if module is not mod:       # a copy: deepcopy rebound this method
-                return type(module).forward(module, *args, **kwargs)
-            if node.wrapped is None:    # unwrapped, called through an old reference
-                return inner(*args, **kwargs)
-            start, call = enter(node, args, kwargs)
-            try:
-                out = inner(*args, **kwargs)
-            except BaseException:
-                leave(node, start, call, None)      # the call still ends
-                raise
-            leave(node, start, call, out)
-            return out
+            def fwd(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+                # as _hook.c's forward_call, every call through Python
+                if module is not mod or node.wrapped is None:
+                    # a copy (deepcopy rebinds this method), or unwrapped
+                    return type(module).forward(module, *args, **kwargs)
+                start, call = enter(node, args, kwargs)
+                try:
+                    out = inner(*args, **kwargs)
+                except BaseException:
+                    leave(node, start, call, None)      # the call still ends
+                    raise
+                leave(node, start, call, out)
+                return out
 
-        functools.update_wrapper(forward, type(mod).forward if own is None else own)
+        functools.update_wrapper(fwd, type(mod).forward if own is None else own)
         node.own = own
-        node.wrapped = mod.forward = types.MethodType(forward, mod)
+        node.wrapped = mod.forward = types.MethodType(fwd, mod)
 
     def _unwrap_all(self) -> None:
         """Gives every wrapped module its forward back, unless another tool
@@ -479,6 +517,8 @@ class Probe:
             mine, node.wrapped = node.wrapped, None
             if mine is None:
                 continue
+            if _hook is not None:
+                mine.__func__.release()     # copies made meanwhile keep nothing
             d = node.module.__dict__
             if d.get("forward") is mine:
                 if node.own is not None:
@@ -1000,7 +1040,8 @@ class Probe:
             self._srv = None
             _check(err, "serving the debugger")
         self.address = lib.tm_server_path(self._srv).decode()
-        self._live = ctypes.c_uint32.from_address(lib.tm_server_state(self._srv))
+        self._live_addr = lib.tm_server_state(self._srv)
+        self._live = ctypes.c_uint32.from_address(self._live_addr)
         self._gen = self._live.value >> 1
         if not quiet:
             print(f"tensormorph-probe: listening on {self.address} "
@@ -1068,6 +1109,7 @@ class Probe:
                 # is not paused again
                 self._lib.tm_recorder_serve(rec, None)
                 self._live = None
+                self._live_addr = 0
                 self._lib.tm_server_stop(self._srv)
                 self._srv = None
             err = self._lib.tm_recorder_close(rec)
@@ -1099,6 +1141,7 @@ def _forked_ref(ref: weakref.ref[Probe]) -> None:
     p._rec = None
     p._srv = None
     p._live = None
+    p._live_addr = 0
     atexit.unregister(p._atexit)
 
 

@@ -1,0 +1,776 @@
+/*
+ * _hook.c -- the probe's per-call fast path, in C.
+ *
+ * A module call of an observed level-0 or level-1 node whose output is one
+ * host tensor is most of what the probe sees.  In Python that call costs
+ * some 5 us between the model's kernels (two frames, a dozen attribute
+ * reads, struct packing, a ctypes call for the stats); here it is one C
+ * function around forward that packs the ENTER and EXIT records straight
+ * into the probe's batch buffer and calls libtensormorph's stats itself.
+ * Everything else -- roots, levels 2 and 3, device tensors, containers,
+ * tensors worth a reuse lookup, a debugger's single-event submit -- goes
+ * to the probe's Python methods (_enter, _exit, _submit, _submit_live),
+ * which share the state below with this file.
+ *
+ * Three types:
+ *   ProbeBase  the base class of probe.Probe: the batch counters and
+ *              buffer addresses both sides read and write (_nev, _nt, ...)
+ *   NodeBase   the base class of probe._Node: a node's id, level and call
+ *              counters
+ *   Forward    the callable that replaces a module's forward, bound to the
+ *              module as a method (probe.Probe._wrap)
+ *
+ * The batch layout is libtensormorph's struct tm_rec_event and struct
+ * tm_rec_tensor (tm-recorder.h), mirrored here so that the extension
+ * builds from the probe's sources alone (pip); the build tree compiles it
+ * against the header as well, and check_layout() compares the sizes and
+ * offsets with the Python mirror at load.  No libtensormorph symbol is
+ * linked: the probe hands over the address of tm_recorder_stats.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_RANK 8
+#define STAT_COUNT 12
+#define HIST_BINS 32
+
+struct rec_tensor {
+	uint64_t data;
+	uint64_t numel;
+	uint32_t have;
+	uint16_t slot_index;
+	uint16_t device_index;
+	uint8_t slot_kind;
+	uint8_t dtype;
+	uint8_t rank;
+	uint8_t device_type;
+	uint8_t level;
+	uint8_t capture;
+	uint8_t have_hist;
+	uint8_t done;
+	int64_t shape[MAX_RANK];
+	double stat[STAT_COUNT];
+	double hist_lo, hist_hi;
+	uint32_t hist[HIST_BINS];
+};
+
+struct rec_event {
+	uint64_t step;
+	uint64_t time_ns;
+	uint64_t start_ns;
+	uint64_t end_ns;
+	uint32_t node;
+	uint32_t call;
+	uint32_t ntensors;
+	uint8_t kind;
+	uint8_t phase;
+	uint8_t level;
+	uint8_t reserved;
+};
+
+_Static_assert(sizeof(struct rec_tensor) == 336, "struct tm_rec_tensor");
+_Static_assert(sizeof(struct rec_event) == 48, "struct tm_rec_event");
+
+#ifdef TM_HOOK_HEADER
+#include "tm-recorder.h"
+_Static_assert(sizeof(struct rec_tensor) == sizeof(struct tm_rec_tensor), "tensor size");
+_Static_assert(offsetof(struct rec_tensor, shape) == offsetof(struct tm_rec_tensor, shape),
+	       "tensor shape");
+_Static_assert(offsetof(struct rec_tensor, done) == offsetof(struct tm_rec_tensor, done),
+	       "tensor done");
+_Static_assert(sizeof(struct rec_event) == sizeof(struct tm_rec_event), "event size");
+_Static_assert(offsetof(struct rec_event, ntensors) == offsetof(struct tm_rec_event, ntensors),
+	       "event ntensors");
+#endif
+
+/* enum tm_event_kind, tm_phase, tm_slot_kind */
+enum { EV_ENTER = 0, EV_EXIT = 1 };
+enum { PHASE_FWD = 0 };
+enum { SLOT_OUT = 0 };
+
+typedef int (*stats_fn)(void *recorder, struct rec_tensor *t, size_t n);
+
+typedef struct {
+	PyObject_HEAD
+	unsigned int nev, nt;           /* filled in the batch */
+	unsigned int bev, bt;           /* its capacity */
+	unsigned long long step;        /* step_count */
+	int active;                     /* observed calls in flight */
+	long long t0;                   /* CLOCK_MONOTONIC ns at the start */
+	char closed;
+	char force_dev;                 /* device_stats_on_cpu: no host path */
+	unsigned long long evaddr, taddr;       /* the batch's arrays */
+	unsigned long long bnev_addr;   /* struct tm_rec_batch's nev */
+	unsigned long long live_addr;   /* the server's state word, 0 if none */
+	unsigned long long stats_addr;  /* tm_recorder_stats */
+	unsigned long long reuse_min;   /* level 1: larger tensors go to Python */
+	PyObject *dtypes;               /* torch.dtype -> enum tm_dtype */
+} ProbeBase;
+
+typedef struct {
+	PyObject_HEAD
+	unsigned int id;
+	int level;
+	char observed;
+	char is_root;
+	int depth;                      /* calls in flight */
+	long long epoch;                /* step whose calls count counts */
+	unsigned long long count;       /* calls in that step */
+} NodeBase;
+
+typedef struct {
+	PyObject_HEAD
+	ProbeBase *probe;               /* NULL once released */
+	NodeBase *node;
+	PyObject *module;
+	PyObject *inner;                /* the forward it wraps, bound */
+	PyObject *dict;                 /* functools.update_wrapper's attributes */
+	vectorcallfunc vectorcall;
+} Forward;
+
+static PyTypeObject ProbeBaseType, NodeBaseType, ForwardType;
+
+/* set once by setup(): torch.Tensor and torch.strided */
+static PyObject *tensor_type, *strided;
+static PyObject *s_enter, *s_exit, *s_submit, *s_submit_live, *s_forward, *s_shape,
+	*s_dtype, *s_is_cpu, *s_layout, *s_is_contiguous, *s_data_ptr;
+
+static long long
+now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* What the crash handler reads: stored after the event is complete. */
+static void
+publish(ProbeBase *p)
+{
+	__atomic_store_n((uint32_t *)(uintptr_t)p->bnev_addr, p->nev, __ATOMIC_RELEASE);
+}
+
+static int
+call_method0(ProbeBase *p, PyObject *name)
+{
+	PyObject *r = PyObject_CallMethodNoArgs((PyObject *)p, name);
+
+	if (r == NULL)
+		return -1;
+	Py_DECREF(r);
+	return 0;
+}
+
+/* After an event is filled: a subscribed debugger gets it at once (and may
+ * pause the model in there). */
+static int
+after_event(ProbeBase *p)
+{
+	p->nev++;
+	publish(p);
+	if (p->live_addr && (__atomic_load_n((uint32_t *)(uintptr_t)p->live_addr,
+					     __ATOMIC_ACQUIRE) & 1))
+		return call_method0(p, s_submit_live);
+	return 0;
+}
+
+static int
+room(ProbeBase *p, unsigned int ntensors)
+{
+	if (p->nev >= p->bev || p->nt + ntensors > p->bt)
+		return call_method0(p, s_submit);
+	return 0;
+}
+
+static void
+put_event(ProbeBase *p, NodeBase *n, int kind, unsigned long long call, long long t,
+	  long long start, long long end, unsigned int ntensors)
+{
+	struct rec_event *e = (struct rec_event *)(uintptr_t)p->evaddr + p->nev;
+
+	e->step = p->step;
+	e->time_ns = (uint64_t)t;
+	e->start_ns = (uint64_t)start;
+	e->end_ns = (uint64_t)end;
+	e->node = n->id;
+	e->call = (uint32_t)call;
+	e->ntensors = ntensors;
+	e->kind = (uint8_t)kind;
+	e->phase = PHASE_FWD;
+	e->level = (uint8_t)n->level;
+	e->reserved = 0;
+}
+
+/* The ENTER of a level 0-1 node: no tensors.  Mirrors Probe._enter. */
+static int
+fast_enter(ProbeBase *p, NodeBase *n, long long *start, unsigned long long *call)
+{
+	long long t = now_ns() - p->t0;
+
+	n->depth++;
+	if (n->epoch != (long long)p->step) {
+		n->epoch = (long long)p->step;
+		n->count = 0;
+	}
+	*call = ++n->count;
+	*start = t;
+	p->active++;
+	if (room(p, 0) < 0)
+		goto fail;
+	put_event(p, n, EV_ENTER, *call, t, t, 0, 0);
+	if (after_event(p) < 0)
+		goto fail;
+	return 0;
+fail:
+	/* the call does not happen: as if it never began */
+	n->depth--;
+	n->count--;
+	p->active--;
+	return -1;
+}
+
+static int
+get_bool(PyObject *x, PyObject *name, int method)
+{
+	PyObject *r = method ? PyObject_CallMethodNoArgs(x, name) : PyObject_GetAttr(x, name);
+	int v;
+
+	if (r == NULL)
+		return -1;
+	v = r == Py_True;
+	Py_DECREF(r);
+	return v;
+}
+
+/*
+ * The EXIT of a level 0-1 node whose output is one plain host tensor,
+ * summarised here as Probe._event1 does.  Returns 1 when done, 0 when the
+ * tensor is for Python after all (nothing was written), -1 on error.
+ */
+static int
+fast_exit(ProbeBase *p, NodeBase *n, long long start, unsigned long long call, PyObject *out)
+{
+	struct rec_tensor *rt;
+	PyObject *shape = NULL, *dt, *code;
+	int64_t dims[MAX_RANK];
+	uint64_t numel = 1, data = 0;
+	Py_ssize_t rank, i;
+	long long t = now_ns() - p->t0;
+	int v, clevel = 0;
+	long dtype;
+
+	if (p->dtypes == NULL || (v = get_bool(out, s_is_cpu, 0)) <= 0)
+		goto python;
+	if ((shape = PyObject_GetAttr(out, s_shape)) == NULL)
+		goto python;
+	if (!PyTuple_Check(shape) || (rank = PyTuple_GET_SIZE(shape)) > MAX_RANK)
+		goto python;
+	for (i = 0; i < rank; i++) {
+		long long d = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
+
+		if (d < 0)
+			goto python;
+		dims[i] = d;
+		numel *= (uint64_t)d;
+	}
+	Py_CLEAR(shape);
+	if ((dt = PyObject_GetAttr(out, s_dtype)) == NULL)
+		goto python;
+	code = PyDict_GetItemWithError(p->dtypes, dt);
+	Py_DECREF(dt);
+	if (code == NULL || (dtype = PyLong_AsLong(code)) < 0 || dtype > 255)
+		goto python;            /* first of its dtype: Python names it */
+	if (n->level >= 1) {
+		PyObject *layout = PyObject_GetAttr(out, s_layout);
+
+		if (layout == NULL)
+			goto python;
+		v = layout == strided;
+		Py_DECREF(layout);
+		if (!v)
+			goto python;
+		if (numel >= p->reuse_min)
+			goto python;    /* worth a reuse lookup */
+		if ((v = get_bool(out, s_is_contiguous, 1)) <= 0)
+			goto python;    /* Python reads a contiguous copy */
+		PyObject *ptr = PyObject_CallMethodNoArgs(out, s_data_ptr);
+
+		if (ptr == NULL)
+			goto python;
+		data = PyLong_AsUnsignedLongLong(ptr);
+		Py_DECREF(ptr);
+		if (PyErr_Occurred())
+			goto python;
+		clevel = 1;
+	}
+
+	n->depth--;
+	p->active--;
+	if (room(p, 1) < 0)
+		return -1;
+	rt = (struct rec_tensor *)(uintptr_t)p->taddr + p->nt;
+	rt->data = data;
+	rt->numel = numel;
+	rt->have = 0;
+	rt->slot_index = 0;
+	rt->device_index = 0;
+	rt->slot_kind = SLOT_OUT;
+	rt->dtype = (uint8_t)dtype;
+	rt->rank = (uint8_t)rank;
+	rt->device_type = 0;
+	rt->level = (uint8_t)clevel;
+	rt->capture = 0;
+	rt->have_hist = 0;
+	rt->done = 0;
+	memcpy(rt->shape, dims, (size_t)rank * sizeof(dims[0]));
+	put_event(p, n, EV_EXIT, call, t, start, t, 1);
+	/* now, in the hook: the tensor may be changed in place afterwards */
+	if (data)
+		((stats_fn)(uintptr_t)p->stats_addr)(NULL, rt, 1);
+	p->nt++;
+	if (after_event(p) < 0)
+		return -1;
+	return 1;
+
+python:
+	Py_XDECREF(shape);
+	if (PyErr_Occurred()) {
+		if (!PyErr_ExceptionMatches(PyExc_Exception))
+			return -1;      /* KeyboardInterrupt and the like go on */
+		PyErr_Clear();          /* Python's path says what it can */
+	}
+	return 0;
+}
+
+static PyObject *
+args_tuple(PyObject *const *args, Py_ssize_t nargs)
+{
+	PyObject *t = PyTuple_New(nargs);
+	Py_ssize_t i;
+
+	if (t == NULL)
+		return NULL;
+	for (i = 0; i < nargs; i++) {
+		Py_INCREF(args[i]);
+		PyTuple_SET_ITEM(t, i, args[i]);
+	}
+	return t;
+}
+
+static PyObject *
+kwargs_dict(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+	PyObject *d = PyDict_New();
+	Py_ssize_t i, nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+
+	if (d == NULL)
+		return NULL;
+	for (i = 0; i < nkw; i++) {
+		if (PyDict_SetItem(d, PyTuple_GET_ITEM(kwnames, i), args[nargs + i]) < 0) {
+			Py_DECREF(d);
+			return NULL;
+		}
+	}
+	return d;
+}
+
+/* Python's _exit(node, start, call, out); out NULL: the forward raised,
+ * and its exception is kept whatever _exit does. */
+static int
+slow_exit(Forward *f, long long start, unsigned long long call, PyObject *out)
+{
+	PyObject *et = NULL, *ev = NULL, *tb = NULL, *r, *a[5];
+
+	if (out == NULL)
+		PyErr_Fetch(&et, &ev, &tb);
+	a[0] = (PyObject *)f->probe;
+	a[1] = (PyObject *)f->node;
+	a[2] = PyLong_FromLongLong(start);
+	a[3] = PyLong_FromUnsignedLongLong(call);
+	a[4] = out ? out : Py_None;
+	r = (a[2] && a[3]) ? PyObject_VectorcallMethod(s_exit, a, 5 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+						     NULL) : NULL;
+	Py_XDECREF(a[2]);
+	Py_XDECREF(a[3]);
+	Py_XDECREF(r);
+	if (out == NULL) {
+		if (r == NULL)
+			PyErr_Clear();  /* the forward's own error is the one to see */
+		PyErr_Restore(et, ev, tb);
+		return -1;
+	}
+	return r ? 0 : -1;
+}
+
+static PyObject *
+forward_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+	Forward *f = (Forward *)self;
+	Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+	ProbeBase *p = f->probe;
+	NodeBase *n = f->node;
+	PyObject *module, *out, *r;
+	long long start;
+	unsigned long long call;
+	int fast;
+
+	if (nargs < 1) {
+		PyErr_SetString(PyExc_TypeError, "forward() needs its module");
+		return NULL;
+	}
+	module = args[0];
+	if (p == NULL || module != f->module) {
+		/* a copy (deepcopy rebinds the method), or the probe is gone:
+		 * the class's forward, as if never wrapped */
+		PyObject *fn = PyObject_GetAttr((PyObject *)Py_TYPE(module), s_forward);
+
+		if (fn == NULL)
+			return NULL;
+		r = PyObject_Vectorcall(fn, args, nargsf, kwnames);
+		Py_DECREF(fn);
+		return r;
+	}
+	Py_INCREF(p);
+	Py_INCREF(n);
+	fast = n->observed && n->level < 2 && !n->is_root && !p->closed && p->evaddr;
+	if (fast) {
+		if (fast_enter(p, n, &start, &call) < 0) {
+			out = NULL;
+			goto done;
+		}
+	} else {
+		PyObject *a[4], *sc;
+
+		a[0] = (PyObject *)p;
+		a[1] = (PyObject *)n;
+		a[2] = args_tuple(args + 1, nargs - 1);
+		a[3] = a[2] ? kwargs_dict(args + 1, nargs - 1, kwnames) : NULL;
+		sc = a[3] ? PyObject_VectorcallMethod(s_enter, a, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+						      NULL) : NULL;
+		Py_XDECREF(a[2]);
+		Py_XDECREF(a[3]);
+		if (sc == NULL) {
+			out = NULL;
+			goto done;
+		}
+		if (!PyTuple_Check(sc) || PyTuple_GET_SIZE(sc) != 2) {
+			Py_DECREF(sc);
+			PyErr_SetString(PyExc_SystemError, "Probe._enter must return (start, call)");
+			out = NULL;
+			goto done;
+		}
+		start = PyLong_AsLongLong(PyTuple_GET_ITEM(sc, 0));
+		call = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(sc, 1));
+		Py_DECREF(sc);
+		if (PyErr_Occurred()) {
+			out = NULL;
+			goto done;
+		}
+	}
+	out = PyObject_Vectorcall(f->inner, args + 1, (size_t)(nargs - 1), kwnames);
+	if (out == NULL) {
+		slow_exit(f, start, call, NULL);
+		goto done;
+	}
+	/* a debugger may have changed the level during the call */
+	if (fast && Py_IS_TYPE(out, (PyTypeObject *)tensor_type) && n->level < 2 &&
+	    !p->force_dev && !p->closed) {
+		int done = fast_exit(p, n, start, call, out);
+
+		if (done < 0)
+			Py_CLEAR(out);
+		if (done != 0)
+			goto done;
+	}
+	if (slow_exit(f, start, call, out) < 0)
+		Py_CLEAR(out);
+done:
+	Py_DECREF(n);
+	Py_DECREF(p);
+	return out;
+}
+
+/* ------------------------------------------------------------ Forward */
+
+static PyObject *
+forward_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+	static char *names[] = { "probe", "node", "module", "inner", NULL };
+	PyObject *probe, *node, *module, *inner;
+	Forward *f;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!OO:Forward", names, &ProbeBaseType,
+					 &probe, &NodeBaseType, &node, &module, &inner))
+		return NULL;
+	if (tensor_type == NULL) {
+		PyErr_SetString(PyExc_RuntimeError, "_hook.setup() was not called");
+		return NULL;
+	}
+	f = (Forward *)type->tp_alloc(type, 0);
+	if (f == NULL)
+		return NULL;
+	f->probe = (ProbeBase *)(Py_INCREF(probe), probe);
+	f->node = (NodeBase *)(Py_INCREF(node), node);
+	f->module = (Py_INCREF(module), module);
+	f->inner = (Py_INCREF(inner), inner);
+	f->vectorcall = forward_call;
+	return (PyObject *)f;
+}
+
+static int
+forward_traverse(Forward *f, visitproc visit, void *arg)
+{
+	Py_VISIT(f->probe);
+	Py_VISIT(f->node);
+	Py_VISIT(f->module);
+	Py_VISIT(f->inner);
+	Py_VISIT(f->dict);
+	return 0;
+}
+
+static int
+forward_clear(Forward *f)
+{
+	Py_CLEAR(f->probe);
+	Py_CLEAR(f->node);
+	Py_CLEAR(f->module);
+	Py_CLEAR(f->inner);
+	Py_CLEAR(f->dict);
+	return 0;
+}
+
+static void
+forward_dealloc(Forward *f)
+{
+	PyObject_GC_UnTrack(f);
+	forward_clear(f);
+	Py_TYPE(f)->tp_free((PyObject *)f);
+}
+
+/* Lets go of the probe, the node and the module: a copy of the module
+ * made while it was observed keeps this object, and must keep nothing. */
+static PyObject *
+forward_release(PyObject *self, PyObject *unused)
+{
+	Forward *f = (Forward *)self;
+
+	(void)unused;
+	Py_CLEAR(f->probe);
+	Py_CLEAR(f->node);
+	Py_CLEAR(f->module);
+	Py_CLEAR(f->inner);
+	Py_RETURN_NONE;
+}
+
+static PyObject *
+forward_active(PyObject *self, void *unused)
+{
+	(void)unused;
+	return PyBool_FromLong(((Forward *)self)->probe != NULL);
+}
+
+static PyMethodDef forward_methods[] = {
+	{ "release", forward_release, METH_NOARGS,
+	  "Stops observing: calls go to the class's forward from now." },
+	{ NULL, NULL, 0, NULL }
+};
+
+static PyGetSetDef forward_getset[] = {
+	{ "active", forward_active, NULL, "Whether it still observes its module.", NULL },
+	{ "__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL },
+	{ NULL, NULL, NULL, NULL, NULL }
+};
+
+static PyTypeObject ForwardType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "tensormorph_probe._hook.Forward",
+	.tp_basicsize = sizeof(Forward),
+	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+	.tp_doc = "Forward(probe, node, module, inner): a module's forward, observed; "
+		  "bound to the module as its forward method.",
+	.tp_new = forward_new,
+	.tp_dealloc = (destructor)forward_dealloc,
+	.tp_traverse = (traverseproc)forward_traverse,
+	.tp_clear = (inquiry)forward_clear,
+	.tp_call = PyVectorcall_Call,
+	.tp_vectorcall_offset = offsetof(Forward, vectorcall),
+	.tp_dictoffset = offsetof(Forward, dict),
+	.tp_methods = forward_methods,
+	.tp_getset = forward_getset,
+};
+
+/* ------------------------------------------------------------ ProbeBase */
+
+static int
+probe_traverse(ProbeBase *p, visitproc visit, void *arg)
+{
+	Py_VISIT(p->dtypes);
+	return 0;
+}
+
+static int
+probe_clear(ProbeBase *p)
+{
+	Py_CLEAR(p->dtypes);
+	return 0;
+}
+
+/* Also the last step of a subclass instance's dealloc, whose type
+ * (a heap type) subtype_dealloc releases itself. */
+static void
+probe_dealloc(ProbeBase *p)
+{
+	PyObject_GC_UnTrack(p);
+	probe_clear(p);
+	Py_TYPE(p)->tp_free((PyObject *)p);
+}
+
+#define M(name, type, field) { name, type, offsetof(ProbeBase, field), 0, NULL }
+static PyMemberDef probe_members[] = {
+	M("_nev", T_UINT, nev),
+	M("_nt", T_UINT, nt),
+	M("_bev", T_UINT, bev),
+	M("_bt", T_UINT, bt),
+	M("step_count", T_ULONGLONG, step),
+	M("_active", T_INT, active),
+	M("_t0", T_LONGLONG, t0),
+	M("_closed", T_BOOL, closed),
+	M("_force_dev", T_BOOL, force_dev),
+	M("_evaddr", T_ULONGLONG, evaddr),
+	M("_taddr", T_ULONGLONG, taddr),
+	M("_bnev_addr", T_ULONGLONG, bnev_addr),
+	M("_live_addr", T_ULONGLONG, live_addr),
+	M("_stats_addr", T_ULONGLONG, stats_addr),
+	M("_reuse_min1", T_ULONGLONG, reuse_min),
+	M("_dtypes", T_OBJECT, dtypes),
+	{ NULL, 0, 0, 0, NULL }
+};
+#undef M
+
+static PyTypeObject ProbeBaseType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "tensormorph_probe._hook.ProbeBase",
+	.tp_basicsize = sizeof(ProbeBase),
+	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+	.tp_doc = "The probe's batch state, shared by Python and the C fast path.",
+	.tp_new = PyType_GenericNew,
+	.tp_dealloc = (destructor)probe_dealloc,
+	.tp_traverse = (traverseproc)probe_traverse,
+	.tp_clear = (inquiry)probe_clear,
+	.tp_members = probe_members,
+};
+
+/* ------------------------------------------------------------ NodeBase */
+
+#define M(name, type, field) { name, type, offsetof(NodeBase, field), 0, NULL }
+static PyMemberDef node_members[] = {
+	M("id", T_UINT, id),
+	M("level", T_INT, level),
+	M("observed", T_BOOL, observed),
+	M("is_root", T_BOOL, is_root),
+	M("depth", T_INT, depth),
+	M("epoch", T_LONGLONG, epoch),
+	M("count", T_ULONGLONG, count),
+	{ NULL, 0, 0, 0, NULL }
+};
+#undef M
+
+static PyTypeObject NodeBaseType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "tensormorph_probe._hook.NodeBase",
+	.tp_basicsize = sizeof(NodeBase),
+	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+	.tp_doc = "A node's id, level and call counters, shared with the C fast path.",
+	.tp_new = PyType_GenericNew,
+	.tp_members = node_members,
+};
+
+/* ------------------------------------------------------------ module */
+
+static PyObject *
+setup(PyObject *mod, PyObject *args)
+{
+	PyObject *tensor, *strd;
+
+	(void)mod;
+	if (!PyArg_ParseTuple(args, "O!O:setup", &PyType_Type, &tensor, &strd))
+		return NULL;
+	Py_INCREF(tensor);
+	Py_INCREF(strd);
+	Py_XDECREF(tensor_type);
+	Py_XDECREF(strided);
+	tensor_type = tensor;
+	strided = strd;
+	Py_RETURN_NONE;
+}
+
+/* The batch layout this file was built with: (event size, tensor size,
+ * offset of tensor shape, offset of tensor done), for the probe to compare
+ * with its own mirror of libtensormorph's. */
+static PyObject *
+layout(PyObject *mod, PyObject *unused)
+{
+	(void)mod;
+	(void)unused;
+	return Py_BuildValue("nnnn", (Py_ssize_t)sizeof(struct rec_event),
+			     (Py_ssize_t)sizeof(struct rec_tensor),
+			     (Py_ssize_t)offsetof(struct rec_tensor, shape),
+			     (Py_ssize_t)offsetof(struct rec_tensor, done));
+}
+
+static PyMethodDef module_methods[] = {
+	{ "setup", setup, METH_VARARGS, "setup(torch.Tensor, torch.strided)" },
+	{ "layout", layout, METH_NOARGS,
+	  "(event size, tensor size, tensor shape offset, tensor done offset)" },
+	{ NULL, NULL, 0, NULL }
+};
+
+static struct PyModuleDef hook_module = {
+	PyModuleDef_HEAD_INIT,
+	.m_name = "tensormorph_probe._hook",
+	.m_doc = "The probe's per-call fast path (see _hook.c).",
+	.m_size = -1,
+	.m_methods = module_methods,
+};
+
+static int
+intern(PyObject **slot, const char *s)
+{
+	*slot = PyUnicode_InternFromString(s);
+	return *slot ? 0 : -1;
+}
+
+PyMODINIT_FUNC
+PyInit__hook(void)
+{
+	PyObject *m;
+
+	if (intern(&s_enter, "_enter") || intern(&s_exit, "_exit") ||
+	    intern(&s_submit, "_submit") || intern(&s_submit_live, "_submit_live") ||
+	    intern(&s_forward, "forward") || intern(&s_shape, "shape") ||
+	    intern(&s_dtype, "dtype") || intern(&s_is_cpu, "is_cpu") ||
+	    intern(&s_layout, "layout") || intern(&s_is_contiguous, "is_contiguous") ||
+	    intern(&s_data_ptr, "data_ptr"))
+		return NULL;
+	if (PyType_Ready(&ProbeBaseType) < 0 || PyType_Ready(&NodeBaseType) < 0 ||
+	    PyType_Ready(&ForwardType) < 0)
+		return NULL;
+	m = PyModule_Create(&hook_module);
+	if (m == NULL)
+		return NULL;
+	if (PyModule_AddObjectRef(m, "ProbeBase", (PyObject *)&ProbeBaseType) < 0 ||
+	    PyModule_AddObjectRef(m, "NodeBase", (PyObject *)&NodeBaseType) < 0 ||
+	    PyModule_AddObjectRef(m, "Forward", (PyObject *)&ForwardType) < 0) {
+		Py_DECREF(m);
+		return NULL;
+	}
+	return m;
+}
