@@ -342,8 +342,9 @@ class Model(nn.Module):
 torch.manual_seed(0)
 model = Model()
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
-with tp.attach(model, level=1, record=sys.argv[1], levels={"model.head": 2,
-                                                          "model.block.idx": 0}):
+levels = {"1": dict(level=1, levels={"model.head": 2, "model.block.idx": 0}),
+          "2": dict(level=2, levels={"model.block.fc": 3})}[sys.argv[2]]
+with tp.attach(model, record=sys.argv[1], **levels):
     for _ in range(2):
         model(torch.randn(8, 16)).pow(2).mean().backward()
         opt.step()
@@ -352,16 +353,17 @@ print("hook" if probe._hook is not None else "python")
 """
 
 
-def test_fast_path_and_python_path_record_the_same(tmp_path):
+@pytest.mark.parametrize("levels", ["1", "2"])
+def test_fast_path_and_python_path_record_the_same(tmp_path, levels):
     """The C fast path (_hook.c) and the Python path write the same trace:
-    the same events, tensors and stats, times aside."""
+    the same events, tensors, stats and captured tensors, times aside."""
     script = tmp_path / "fast.py"
     script.write_text(FAST_PATH_SCRIPT)
     runs = {}
     for name, off in (("fast", "0"), ("python", "1")):
         out = tmp_path / f"{name}.tmrun"
         env = dict(os.environ, TENSORMORPH_NO_HOOK=off)
-        proc = subprocess.run([sys.executable, str(script), str(out)], env=env,
+        proc = subprocess.run([sys.executable, str(script), str(out), levels], env=env,
                               capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr
         runs[name] = (proc.stdout.strip(), read(str(out)))
@@ -375,16 +377,21 @@ def test_fast_path_and_python_path_record_the_same(tmp_path):
         nodes, events, gaps = trace
         assert not gaps
         return [(e.seq, e.step, e.phase, e.kind, e.level, e.node, e.call,
-                 [(t.slot, t.dtype, t.shape, t.device_type, t.stats, t.hist)
+                 [(t.slot, t.dtype, t.shape, t.device_type, t.stats, t.hist, t.payload)
                   for t in e.tensors]) for e in events]
 
     fast, python = facts(runs["fast"][1]), facts(runs["python"][1])
     assert len(fast) > 50
     for a, b in zip(fast, python, strict=True):
         assert a == b
-    # what the fast path covers was there: one-tensor level-1 outputs with stats
-    assert any(e[3] == "exit" and e[4] == 1 and len(e[7]) == 1 and "l2" in e[7][0][4]
+    # what the fast path covers was there: one-tensor outputs with stats
+    # (level 1), gradients, parameters and captures (level 2 and 3)
+    lv = int(levels)
+    assert any(e[3] == "exit" and e[4] == lv and len(e[7]) == 1 and "l2" in e[7][0][4]
                for e in fast)
+    if lv == 2:
+        assert {e[3] for e in fast} == {"enter", "exit", "bwd", "param"}
+        assert any(t[6] for e in fast for t in e[7])
 
 
 def test_cli_records_unmodified_script(tmp_path):

@@ -91,7 +91,7 @@ _Static_assert(offsetof(struct rec_event, ntensors) == offsetof(struct tm_rec_ev
 #endif
 
 /* enum tm_event_kind, tm_phase, tm_slot_kind */
-enum { EV_ENTER = 0, EV_EXIT = 1 };
+enum { EV_ENTER = 0, EV_EXIT = 1, EV_PARAM = 3 };
 enum { PHASE_FWD = 0 };
 enum { SLOT_OUT = 0 };
 
@@ -110,8 +110,11 @@ typedef struct {
 	unsigned long long bnev_addr;   /* struct tm_rec_batch's nev */
 	unsigned long long live_addr;   /* the server's state word, 0 if none */
 	unsigned long long stats_addr;  /* tm_recorder_stats */
-	unsigned long long reuse_min;   /* level 1: larger tensors go to Python */
+	unsigned long long reuse_min1, reuse_min2;      /* _REUSE_MIN[1], [2] */
+	unsigned long long reused;      /* summaries copied, not recomputed */
 	PyObject *dtypes;               /* torch.dtype -> enum tm_dtype */
+	PyObject *seen;                 /* the reuse table (Probe._reuse) */
+	PyObject *keep;                 /* level-3 copies until submitted */
 } ProbeBase;
 
 typedef struct {
@@ -140,7 +143,8 @@ static PyTypeObject ProbeBaseType, NodeBaseType, ForwardType;
 /* set once by setup(): torch.Tensor and torch.strided */
 static PyObject *tensor_type, *strided;
 static PyObject *s_enter, *s_exit, *s_submit, *s_submit_live, *s_forward, *s_shape,
-	*s_dtype, *s_is_cpu, *s_layout, *s_is_contiguous, *s_data_ptr;
+	*s_dtype, *s_is_cpu, *s_layout, *s_is_contiguous, *s_data_ptr, *s_event1_py,
+	*s_is_inference, *s_version, *s_stride, *s_detach, *s_contiguous, *s_clone;
 
 static long long
 now_ns(void)
@@ -250,26 +254,119 @@ get_bool(PyObject *x, PyObject *name, int method)
 	return v;
 }
 
+/* One event of one tensor, as Probe._event1 takes it. */
+struct ev1 {
+	int kind, phase, slot_kind, level, slot_index;
+	unsigned int node;
+	unsigned long long call;
+	long long t, start, end;
+};
+
+static int
+same(PyObject *a, PyObject *b)
+{
+	return a == b || PyObject_RichCompareBool(a, b, Py_EQ) == 1;
+}
+
 /*
- * The EXIT of a level 0-1 node whose output is one plain host tensor,
- * summarised here as Probe._event1 does.  Returns 1 when done, 0 when the
- * tensor is for Python after all (nothing was written), -1 on error.
+ * Probe._reuse: a tensor summarised before in this batch, unchanged (the
+ * same object, version, address, shape, strides, dtype and level), gets
+ * that summary copied to idx.  The table is Probe._seen, shared with
+ * Python and emptied by each submit.  1: copied, 0: not (x is entered), -1:
+ * error.
  */
 static int
-fast_exit(ProbeBase *p, NodeBase *n, long long start, unsigned long long call, PyObject *out)
+reuse(ProbeBase *p, PyObject *x, unsigned int idx, uint64_t data, PyObject *shape,
+      PyObject *dt, const struct ev1 *e)
+{
+	PyObject *key = NULL, *version = NULL, *strides = NULL, *hit, *entry;
+	struct rec_tensor *base = (struct rec_tensor *)(uintptr_t)p->taddr;
+	int inf, match = 0, ret = -1;
+
+	if ((inf = get_bool(x, s_is_inference, 1)) != 0)
+		return inf < 0 ? -1 : 0;        /* no version counter to trust */
+	if ((key = PyLong_FromVoidPtr(x)) == NULL ||
+	    (version = PyObject_GetAttr(x, s_version)) == NULL ||
+	    (strides = PyObject_CallMethodNoArgs(x, s_stride)) == NULL)
+		goto out;
+	hit = PyDict_GetItemWithError(p->seen, key);
+	if (hit == NULL && PyErr_Occurred())
+		goto out;
+	if (hit != NULL && PyTuple_Check(hit) && PyTuple_GET_SIZE(hit) == 8) {
+		PyObject *ref = PyTuple_GET_ITEM(hit, 1);
+		unsigned long long hdata = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(hit, 3));
+		long hidx = PyLong_AsLong(PyTuple_GET_ITEM(hit, 0));
+
+		if (PyErr_Occurred())
+			goto out;
+		match = PyWeakref_Check(ref) && PyWeakref_GetObject(ref) == x && hdata == data &&
+			same(PyTuple_GET_ITEM(hit, 2), version) &&
+			same(PyTuple_GET_ITEM(hit, 4), shape) && PyTuple_GET_ITEM(hit, 5) == dt &&
+			PyLong_AsLong(PyTuple_GET_ITEM(hit, 6)) == e->level &&
+			same(PyTuple_GET_ITEM(hit, 7), strides) && hidx >= 0 &&
+			(unsigned long)hidx < idx;
+		if (match) {
+			base[idx] = base[hidx];
+			base[idx].slot_index = (uint16_t)e->slot_index;
+			base[idx].slot_kind = (uint8_t)e->slot_kind;
+			p->reused++;
+			ret = 1;
+			goto out;
+		}
+	}
+	entry = Py_BuildValue("(INOKOOiO)", idx, PyWeakref_NewRef(x, NULL), version,
+			      (unsigned long long)data, shape, dt, e->level, strides);
+	if (entry == NULL)
+		goto out;
+	ret = PyDict_SetItem(p->seen, key, entry) < 0 ? -1 : 0;
+	Py_DECREF(entry);
+out:
+	Py_XDECREF(key);
+	Py_XDECREF(version);
+	Py_XDECREF(strides);
+	return ret;
+}
+
+static uint64_t
+data_ptr(PyObject *x)
+{
+	PyObject *ptr = PyObject_CallMethodNoArgs(x, s_data_ptr);
+	uint64_t v;
+
+	if (ptr == NULL)
+		return 0;
+	v = PyLong_AsUnsignedLongLong(ptr);
+	Py_DECREF(ptr);
+	return v;
+}
+
+/*
+ * Probe._event1 for a host tensor: its summary at the batch's next tensor
+ * slot, its stats computed now (the tensor may change in place after the
+ * hook), the event after it.  Returns 1 when written, 0 when x is for
+ * Python's _event1 after all (a device tensor, a shape of over 8
+ * dimensions, a dtype seen first; nothing written), -1 on error.
+ */
+static int
+event1(ProbeBase *p, const struct ev1 *e, PyObject *x)
 {
 	struct rec_tensor *rt;
-	PyObject *shape = NULL, *dt, *code;
+	PyObject *shape = NULL, *dt = NULL, *y = NULL, *code;
 	int64_t dims[MAX_RANK];
 	uint64_t numel = 1, data = 0;
 	Py_ssize_t rank, i;
-	long long t = now_ns() - p->t0;
-	int v, clevel = 0;
+	int v, clevel = 0, capture = 0, reused = 0, ret = 0;
+	unsigned int idx;
 	long dtype;
 
-	if (p->dtypes == NULL || (v = get_bool(out, s_is_cpu, 0)) <= 0)
+	if (p->dtypes == NULL || p->seen == NULL || p->keep == NULL || p->force_dev)
+		return 0;
+	if ((v = get_bool(x, s_is_cpu, 0)) <= 0)
 		goto python;
-	if ((shape = PyObject_GetAttr(out, s_shape)) == NULL)
+	if (room(p, 1) < 0)
+		return -1;
+	idx = p->nt;
+	if ((shape = PyObject_GetAttr(x, s_shape)) == NULL)
 		goto python;
 	if (!PyTuple_Check(shape) || (rank = PyTuple_GET_SIZE(shape)) > MAX_RANK)
 		goto python;
@@ -281,73 +378,149 @@ fast_exit(ProbeBase *p, NodeBase *n, long long start, unsigned long long call, P
 		dims[i] = d;
 		numel *= (uint64_t)d;
 	}
-	Py_CLEAR(shape);
-	if ((dt = PyObject_GetAttr(out, s_dtype)) == NULL)
+	if ((dt = PyObject_GetAttr(x, s_dtype)) == NULL)
 		goto python;
 	code = PyDict_GetItemWithError(p->dtypes, dt);
-	Py_DECREF(dt);
 	if (code == NULL || (dtype = PyLong_AsLong(code)) < 0 || dtype > 255)
 		goto python;            /* first of its dtype: Python names it */
-	if (n->level >= 1) {
-		PyObject *layout = PyObject_GetAttr(out, s_layout);
+	if (e->level >= 1) {
+		PyObject *layout = PyObject_GetAttr(x, s_layout);
 
 		if (layout == NULL)
 			goto python;
 		v = layout == strided;
 		Py_DECREF(layout);
-		if (!v)
-			goto python;
-		if (numel >= p->reuse_min)
-			goto python;    /* worth a reuse lookup */
-		if ((v = get_bool(out, s_is_contiguous, 1)) <= 0)
-			goto python;    /* Python reads a contiguous copy */
-		PyObject *ptr = PyObject_CallMethodNoArgs(out, s_data_ptr);
-
-		if (ptr == NULL)
-			goto python;
-		data = PyLong_AsUnsignedLongLong(ptr);
-		Py_DECREF(ptr);
-		if (PyErr_Occurred())
-			goto python;
-		clevel = 1;
 	}
+	if (e->level >= 1 && v) {
+		unsigned long long min = e->level == 1 ? p->reuse_min1 : p->reuse_min2;
 
-	n->depth--;
-	p->active--;
-	if (room(p, 1) < 0)
-		return -1;
-	rt = (struct rec_tensor *)(uintptr_t)p->taddr + p->nt;
-	rt->data = data;
-	rt->numel = numel;
-	rt->have = 0;
-	rt->slot_index = 0;
-	rt->device_index = 0;
-	rt->slot_kind = SLOT_OUT;
-	rt->dtype = (uint8_t)dtype;
-	rt->rank = (uint8_t)rank;
-	rt->device_type = 0;
-	rt->level = (uint8_t)clevel;
-	rt->capture = 0;
-	rt->have_hist = 0;
-	rt->done = 0;
-	memcpy(rt->shape, dims, (size_t)rank * sizeof(dims[0]));
-	put_event(p, n, EV_EXIT, call, t, start, t, 1);
-	/* now, in the hook: the tensor may be changed in place afterwards */
-	if (data)
+		if (numel >= min && e->kind != EV_PARAM) {
+			uint64_t addr = data_ptr(x);
+
+			if (PyErr_Occurred())
+				goto python;
+			if ((reused = reuse(p, x, idx, addr, shape, dt, e)) < 0)
+				goto python;
+		}
+		if (!reused) {
+			if ((v = get_bool(x, s_is_contiguous, 1)) < 0)
+				goto python;
+			y = v ? (Py_INCREF(x), x) : PyObject_CallMethodNoArgs(x, s_detach);
+			if (y != NULL && !v)    /* a copy, alive until read below */
+				Py_SETREF(y, PyObject_CallMethodNoArgs(y, s_contiguous));
+			if (y != NULL && e->level >= 3) {
+				Py_SETREF(y, PyObject_CallMethodNoArgs(y, s_detach));
+				if (y != NULL)
+					Py_SETREF(y, PyObject_CallMethodNoArgs(y, s_clone));
+				if (y != NULL && PyList_Append(p->keep, y) < 0)
+					Py_CLEAR(y);
+				capture = 1;
+			}
+			if (y == NULL)
+				goto fail;
+			data = data_ptr(y);
+			if (PyErr_Occurred())
+				goto fail;
+			clevel = e->level >= 2 ? 2 : 1;
+		}
+	}
+	rt = (struct rec_tensor *)(uintptr_t)p->taddr + idx;
+	if (!reused) {
+		rt->data = data;
+		rt->numel = numel;
+		rt->have = 0;
+		rt->slot_index = (uint16_t)e->slot_index;
+		rt->device_index = 0;
+		rt->slot_kind = (uint8_t)e->slot_kind;
+		rt->dtype = (uint8_t)dtype;
+		rt->rank = (uint8_t)rank;
+		rt->device_type = 0;
+		rt->level = (uint8_t)clevel;
+		rt->capture = (uint8_t)capture;
+		rt->have_hist = 0;
+		rt->done = 0;
+		memcpy(rt->shape, dims, (size_t)rank * sizeof(dims[0]));
+	}
+	{
+		struct rec_event *ev = (struct rec_event *)(uintptr_t)p->evaddr + p->nev;
+
+		ev->step = p->step;
+		ev->time_ns = (uint64_t)e->t;
+		ev->start_ns = (uint64_t)e->start;
+		ev->end_ns = (uint64_t)e->end;
+		ev->node = e->node;
+		ev->call = (uint32_t)e->call;
+		ev->ntensors = 1;
+		ev->kind = (uint8_t)e->kind;
+		ev->phase = (uint8_t)e->phase;
+		ev->level = (uint8_t)e->level;
+		ev->reserved = 0;
+	}
+	if (data) {
+		/* a level-3 copy is read before submit copies it as the payload */
 		((stats_fn)(uintptr_t)p->stats_addr)(NULL, rt, 1);
-	p->nt++;
-	if (after_event(p) < 0)
-		return -1;
-	return 1;
+	}
+	Py_XDECREF(y);
+	Py_DECREF(shape);
+	Py_DECREF(dt);
+	p->nt = idx + 1;
+	return after_event(p) < 0 ? -1 : 1;
 
 python:
-	Py_XDECREF(shape);
 	if (PyErr_Occurred()) {
 		if (!PyErr_ExceptionMatches(PyExc_Exception))
-			return -1;      /* KeyboardInterrupt and the like go on */
-		PyErr_Clear();          /* Python's path says what it can */
+			ret = -1;       /* KeyboardInterrupt and the like go on */
+		else
+			PyErr_Clear();  /* Python's path says what it can */
 	}
-	return 0;
+	goto out;
+fail:
+	ret = -1;
+out:
+	Py_XDECREF(y);
+	Py_XDECREF(shape);
+	Py_XDECREF(dt);
+	return ret;
+}
+
+/* Probe._event1(kind, phase, node, call, t, start, end, x, slot_kind,
+ * level, slot_index), with Probe._event1_py for what event1() leaves. */
+static PyObject *
+probe_event1(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+	ProbeBase *p = (ProbeBase *)self;
+	struct ev1 e;
+	int r;
+
+	if (nargs != 11) {
+		PyErr_SetString(PyExc_TypeError, "_event1 takes 11 arguments");
+		return NULL;
+	}
+	e.kind = (int)PyLong_AsLong(args[0]);
+	e.phase = (int)PyLong_AsLong(args[1]);
+	e.node = (unsigned int)PyLong_AsUnsignedLong(args[2]);
+	e.call = PyLong_AsUnsignedLongLong(args[3]);
+	e.t = PyLong_AsLongLong(args[4]);
+	e.start = PyLong_AsLongLong(args[5]);
+	e.end = PyLong_AsLongLong(args[6]);
+	e.slot_kind = (int)PyLong_AsLong(args[8]);
+	e.level = (int)PyLong_AsLong(args[9]);
+	e.slot_index = (int)PyLong_AsLong(args[10]);
+	if (PyErr_Occurred())
+		return NULL;
+	if (PyObject_TypeCheck(args[7], (PyTypeObject *)tensor_type)) {
+		if ((r = event1(p, &e, args[7])) < 0)
+			return NULL;
+		if (r > 0)
+			Py_RETURN_NONE;
+	}
+	{
+		PyObject *a[12];
+
+		a[0] = self;
+		memcpy(a + 1, args, 11 * sizeof(*args));
+		return PyObject_VectorcallMethod(s_event1_py, a, 12, NULL);
+	}
 }
 
 static PyObject *
@@ -481,14 +654,18 @@ forward_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwn
 		goto done;
 	}
 	/* a debugger may have changed the level during the call */
-	if (fast && Py_IS_TYPE(out, (PyTypeObject *)tensor_type) && n->level < 2 &&
-	    !p->force_dev && !p->closed) {
-		int done = fast_exit(p, n, start, call, out);
+	if (fast && Py_IS_TYPE(out, (PyTypeObject *)tensor_type) && n->level < 2 && !p->closed) {
+		long long t = now_ns() - p->t0;
+		struct ev1 e = { EV_EXIT, PHASE_FWD, SLOT_OUT, n->level, 0, n->id, call, t, start, t };
+		int written = event1(p, &e, out);
 
-		if (done < 0)
-			Py_CLEAR(out);
-		if (done != 0)
+		if (written != 0) {
+			n->depth--;
+			p->active--;
+			if (written < 0)
+				Py_CLEAR(out);
 			goto done;
+		}
 	}
 	if (slow_exit(f, start, call, out) < 0)
 		Py_CLEAR(out);
@@ -613,6 +790,8 @@ static int
 probe_traverse(ProbeBase *p, visitproc visit, void *arg)
 {
 	Py_VISIT(p->dtypes);
+	Py_VISIT(p->seen);
+	Py_VISIT(p->keep);
 	return 0;
 }
 
@@ -620,8 +799,16 @@ static int
 probe_clear(ProbeBase *p)
 {
 	Py_CLEAR(p->dtypes);
+	Py_CLEAR(p->seen);
+	Py_CLEAR(p->keep);
 	return 0;
 }
+
+static PyMethodDef probe_methods[] = {
+	{ "_event1", (PyCFunction)(void (*)(void))probe_event1, METH_FASTCALL,
+	  "_event1(kind, phase, node, call, t, start, end, x, slot_kind, level, slot_index)" },
+	{ NULL, NULL, 0, NULL }
+};
 
 /* Also the last step of a subclass instance's dealloc, whose type
  * (a heap type) subtype_dealloc releases itself. */
@@ -649,8 +836,12 @@ static PyMemberDef probe_members[] = {
 	M("_bnev_addr", T_ULONGLONG, bnev_addr),
 	M("_live_addr", T_ULONGLONG, live_addr),
 	M("_stats_addr", T_ULONGLONG, stats_addr),
-	M("_reuse_min1", T_ULONGLONG, reuse_min),
+	M("_reuse_min1", T_ULONGLONG, reuse_min1),
+	M("_reuse_min2", T_ULONGLONG, reuse_min2),
+	M("reused", T_ULONGLONG, reused),
 	M("_dtypes", T_OBJECT, dtypes),
+	M("_seen", T_OBJECT, seen),
+	M("_keep", T_OBJECT, keep),
 	{ NULL, 0, 0, 0, NULL }
 };
 #undef M
@@ -666,6 +857,7 @@ static PyTypeObject ProbeBaseType = {
 	.tp_traverse = (traverseproc)probe_traverse,
 	.tp_clear = (inquiry)probe_clear,
 	.tp_members = probe_members,
+	.tp_methods = probe_methods,
 };
 
 /* ------------------------------------------------------------ NodeBase */
@@ -758,7 +950,10 @@ PyInit__hook(void)
 	    intern(&s_forward, "forward") || intern(&s_shape, "shape") ||
 	    intern(&s_dtype, "dtype") || intern(&s_is_cpu, "is_cpu") ||
 	    intern(&s_layout, "layout") || intern(&s_is_contiguous, "is_contiguous") ||
-	    intern(&s_data_ptr, "data_ptr"))
+	    intern(&s_data_ptr, "data_ptr") || intern(&s_event1_py, "_event1_py") ||
+	    intern(&s_is_inference, "is_inference") || intern(&s_version, "_version") ||
+	    intern(&s_stride, "stride") || intern(&s_detach, "detach") ||
+	    intern(&s_contiguous, "contiguous") || intern(&s_clone, "clone"))
 		return NULL;
 	if (PyType_Ready(&ProbeBaseType) < 0 || PyType_Ready(&NodeBaseType) < 0 ||
 	    PyType_Ready(&ForwardType) < 0)

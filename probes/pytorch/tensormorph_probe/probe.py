@@ -308,7 +308,7 @@ class Probe(_ProbeBase):
         self._submit_raw = lib.tm_recorder_submit_raw
         self._stats = lib.tm_recorder_stats_raw
         self._stats_addr = ctypes.cast(lib.tm_recorder_stats, ctypes.c_void_p).value or 0
-        self._reuse_min1 = _REUSE_MIN[1]
+        self._reuse_min1, self._reuse_min2 = _REUSE_MIN[1], _REUSE_MIN[2]
         self._vp = ctypes.c_void_p(0)
         self._hold: list[torch.Tensor] = []
         self._dev_pending: list[tuple[int, torch.Tensor, int]] = []
@@ -616,14 +616,16 @@ class Probe(_ProbeBase):
         if self._live is not None and self._live.value & 1:
             self._submit_live()
 
-    def _event1(self, kind: int, phase: int, node: int, call: int, t: int, start: int,
-                end: int, x: torch.Tensor, slot_kind: int, level: int,
-                slot_index: int) -> None:
+    def _event1_py(self, kind: int, phase: int, node: int, call: int, t: int, start: int,
+                   end: int, x: torch.Tensor, slot_kind: int, level: int,
+                   slot_index: int) -> None:
         """_event for the common one-tensor event (an EXIT of a tensor, a
         gradient, a parameter), without the list and the loop.  Most events
         come here, so the host-memory case of _put_tensor and _stats_now is
         written out in it: each Python call level measurably costs in a
-        hook (the interpreter runs cold between the model's kernels)."""
+        hook (the interpreter runs cold between the model's kernels).
+        _hook.c's ProbeBase._event1 does the host case in C and calls this
+        for the rest."""
         if self._nev >= self._bev or self._nt >= self._bt:
             self._submit()
         idx = self._nt
@@ -674,6 +676,9 @@ class Probe(_ProbeBase):
         self._bnev.value = nev
         if self._live is not None and self._live.value & 1:
             self._submit_live()
+
+    if _hook is None:
+        _event1 = _event1_py
 
     def _stats_now(self, base: int, n: int) -> None:
         """CPU stats now: the tensor may be changed in place after the hook.
