@@ -305,6 +305,37 @@ def test_wrapped_forward_is_invisible_to_the_user(trace_path):
     assert len(seen) == 3
 
 
+class _Closing(torch.nn.Module):
+    """Closes the probe in its forward (a script's cleanup, a signal handler)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+        self.probe = None
+
+    def forward(self, x):
+        if self.probe is not None:
+            self.probe.close()
+        return self.fc(x)
+
+
+def test_probe_closed_inside_a_forward(trace_path):
+    """A forward that closes the probe finishes normally, and so do the
+    calls around it; what follows is the model's own."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), _Closing())
+    x = torch.randn(2, 8)
+    with torch.no_grad():
+        want = model(x)
+        model[1].probe = tp.attach(model, level=1, record=trace_path)
+        assert torch.equal(model(x), want)
+        assert torch.equal(model(x), want)
+    assert not any("forward" in vars(m) for m in model.modules())
+    nodes, events, _ = read(trace_path)
+    assert [(e.node, e.kind) for e in events] == [
+        ("model", "enter"), ("model.0", "enter"), ("model.0", "exit"), ("model.1", "enter")]
+
+
 FAST_PATH_SCRIPT = """
 import sys, torch
 from torch import nn

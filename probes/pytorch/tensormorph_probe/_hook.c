@@ -195,8 +195,8 @@ room(ProbeBase *p, unsigned int ntensors)
 }
 
 static void
-put_event(ProbeBase *p, NodeBase *n, int kind, unsigned long long call, long long t,
-	  long long start, long long end, unsigned int ntensors)
+put_event(ProbeBase *p, int kind, int phase, unsigned int node, unsigned long long call,
+	  long long t, long long start, long long end, int level, unsigned int ntensors)
 {
 	struct rec_event *e = (struct rec_event *)(uintptr_t)p->evaddr + p->nev;
 
@@ -204,12 +204,12 @@ put_event(ProbeBase *p, NodeBase *n, int kind, unsigned long long call, long lon
 	e->time_ns = (uint64_t)t;
 	e->start_ns = (uint64_t)start;
 	e->end_ns = (uint64_t)end;
-	e->node = n->id;
+	e->node = node;
 	e->call = (uint32_t)call;
 	e->ntensors = ntensors;
 	e->kind = (uint8_t)kind;
-	e->phase = PHASE_FWD;
-	e->level = (uint8_t)n->level;
+	e->phase = (uint8_t)phase;
+	e->level = (uint8_t)level;
 	e->reserved = 0;
 }
 
@@ -229,7 +229,7 @@ fast_enter(ProbeBase *p, NodeBase *n, long long *start, unsigned long long *call
 	p->active++;
 	if (room(p, 0) < 0)
 		goto fail;
-	put_event(p, n, EV_ENTER, *call, t, t, 0, 0);
+	put_event(p, EV_ENTER, PHASE_FWD, n->id, *call, t, t, 0, n->level, 0);
 	if (after_event(p) < 0)
 		goto fail;
 	return 0;
@@ -261,6 +261,20 @@ struct ev1 {
 	unsigned long long call;
 	long long t, start, end;
 };
+
+static int
+referent_is(PyObject *ref, PyObject *x)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+	PyObject *o = NULL;
+	int is = PyWeakref_GetRef(ref, &o) > 0 && o == x;
+
+	Py_XDECREF(o);
+	return is;
+#else
+	return PyWeakref_GetObject(ref) == x;
+#endif
+}
 
 static int
 same(PyObject *a, PyObject *b)
@@ -299,7 +313,7 @@ reuse(ProbeBase *p, PyObject *x, unsigned int idx, uint64_t data, PyObject *shap
 
 		if (PyErr_Occurred())
 			goto out;
-		match = PyWeakref_Check(ref) && PyWeakref_GetObject(ref) == x && hdata == data &&
+		match = PyWeakref_Check(ref) && referent_is(ref, x) && hdata == data &&
 			same(PyTuple_GET_ITEM(hit, 2), version) &&
 			same(PyTuple_GET_ITEM(hit, 4), shape) && PyTuple_GET_ITEM(hit, 5) == dt &&
 			PyLong_AsLong(PyTuple_GET_ITEM(hit, 6)) == e->level &&
@@ -441,21 +455,7 @@ event1(ProbeBase *p, const struct ev1 *e, PyObject *x)
 		rt->done = 0;
 		memcpy(rt->shape, dims, (size_t)rank * sizeof(dims[0]));
 	}
-	{
-		struct rec_event *ev = (struct rec_event *)(uintptr_t)p->evaddr + p->nev;
-
-		ev->step = p->step;
-		ev->time_ns = (uint64_t)e->t;
-		ev->start_ns = (uint64_t)e->start;
-		ev->end_ns = (uint64_t)e->end;
-		ev->node = e->node;
-		ev->call = (uint32_t)e->call;
-		ev->ntensors = 1;
-		ev->kind = (uint8_t)e->kind;
-		ev->phase = (uint8_t)e->phase;
-		ev->level = (uint8_t)e->level;
-		ev->reserved = 0;
-	}
+	put_event(p, e->kind, e->phase, e->node, e->call, e->t, e->start, e->end, e->level, 1);
 	if (data) {
 		/* a level-3 copy is read before submit copies it as the payload */
 		((stats_fn)(uintptr_t)p->stats_addr)(NULL, rt, 1);
@@ -558,14 +558,14 @@ kwargs_dict(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 /* Python's _exit(node, start, call, out); out NULL: the forward raised,
  * and its exception is kept whatever _exit does. */
 static int
-slow_exit(Forward *f, long long start, unsigned long long call, PyObject *out)
+slow_exit(ProbeBase *p, NodeBase *n, long long start, unsigned long long call, PyObject *out)
 {
 	PyObject *et = NULL, *ev = NULL, *tb = NULL, *r, *a[5];
 
 	if (out == NULL)
 		PyErr_Fetch(&et, &ev, &tb);
-	a[0] = (PyObject *)f->probe;
-	a[1] = (PyObject *)f->node;
+	a[0] = (PyObject *)p;
+	a[1] = (PyObject *)n;
 	a[2] = PyLong_FromLongLong(start);
 	a[3] = PyLong_FromUnsignedLongLong(call);
 	a[4] = out ? out : Py_None;
@@ -590,7 +590,7 @@ forward_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwn
 	Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
 	ProbeBase *p = f->probe;
 	NodeBase *n = f->node;
-	PyObject *module, *out, *r;
+	PyObject *module, *inner, *out, *r;
 	long long start;
 	unsigned long long call;
 	int fast;
@@ -611,8 +611,11 @@ forward_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwn
 		Py_DECREF(fn);
 		return r;
 	}
+	/* held: close() may release this wrapper during the forward */
 	Py_INCREF(p);
 	Py_INCREF(n);
+	inner = f->inner;
+	Py_INCREF(inner);
 	fast = n->observed && n->level < 2 && !n->is_root && !p->closed && p->evaddr;
 	if (fast) {
 		if (fast_enter(p, n, &start, &call) < 0) {
@@ -648,9 +651,9 @@ forward_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwn
 			goto done;
 		}
 	}
-	out = PyObject_Vectorcall(f->inner, args + 1, (size_t)(nargs - 1), kwnames);
+	out = PyObject_Vectorcall(inner, args + 1, (size_t)(nargs - 1), kwnames);
 	if (out == NULL) {
-		slow_exit(f, start, call, NULL);
+		slow_exit(p, n, start, call, NULL);
 		goto done;
 	}
 	/* a debugger may have changed the level during the call */
@@ -667,9 +670,10 @@ forward_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwn
 			goto done;
 		}
 	}
-	if (slow_exit(f, start, call, out) < 0)
+	if (slow_exit(p, n, start, call, out) < 0)
 		Py_CLEAR(out);
 done:
+	Py_DECREF(inner);
 	Py_DECREF(n);
 	Py_DECREF(p);
 	return out;

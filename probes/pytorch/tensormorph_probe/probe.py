@@ -73,13 +73,13 @@ _STRIDED = torch.strided
 _SLOT_PACK = struct.Struct("<H").pack_into
 # elements, by level: below this, reading the data again is cheaper than
 # looking the tensor up.  Level 1 reads about 0.4 ns an element, level 2
-# about three times that.  In a hook, between the model's kernels, a lookup
-# costs 2-3 us whether it hits or misses (half a microsecond in a tight
-# loop), and at level 1 it also sends the call down the Python path (some
-# 5 us more than _hook.c's), while only a container's output (its last
-# child's) can hit, one lookup in four or fewer: 4 x 5 us / 0.4 ns is about
-# 50000 elements.  The hook-bound benchmark's level 1 measured 1.09x with
-# lookups from 32768 elements, 1.04-1.05x from 65536.
+# about three times that.  A lookup costs about a microsecond in _hook.c
+# (several tensor attributes, a table entry on a miss) and 2-3 us in
+# Python, hit or miss.  At level 2 most inputs and grad_in are hits; at
+# level 1 only a container's output (its last child's) can hit, one lookup
+# in four or fewer.  The hook-bound benchmark's level 1 measured 1.09x with
+# lookups from 32768 elements and 1.04-1.05x from 65536 (when a lookup also
+# meant the Python path).
 _REUSE_MIN = (1 << 62, 1 << 16, 1024, 1024)
 _now = time.monotonic_ns
 _Tensor = torch.Tensor
