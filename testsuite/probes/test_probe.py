@@ -336,6 +336,36 @@ def test_probe_closed_inside_a_forward(trace_path):
         ("model", "enter"), ("model.0", "enter"), ("model.0", "exit"), ("model.1", "enter")]
 
 
+class _Doubling(torch.nn.Module):
+    """fc1's output gets a hook of the user's, doubling its gradient,
+    before fc2 takes it: fc2's grad_in must be the doubled one."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(8, 8)
+        self.fc2 = torch.nn.Linear(8, 8)
+        self.fc3 = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.fc1(x)
+        h.register_hook(lambda g: g * 2)
+        return self.fc3(self.fc2(h))
+
+
+def test_gradient_hooks_keep_their_place_among_the_users(trace_path):
+    """Calls that want the same tensor's gradient (fc2's output is fc3's
+    input) share the probe's hook, but never across a hook of the user's."""
+    torch.manual_seed(0)
+    model = _Doubling()
+    with tp.attach(model, level=2, record=trace_path):
+        model(torch.randn(4, 8)).pow(2).sum().backward()
+    nodes, events, _ = read(trace_path)
+    grad = {(e.node, t.slot): t.stats["l2"] for e in events if e.kind == "bwd"
+            for t in e.tensors}
+    assert grad[("model.fc2", "grad_in.0")] == pytest.approx(2 * grad[("model.fc1", "grad_out.0")])
+    assert grad[("model.fc3", "grad_in.0")] == grad[("model.fc2", "grad_out.0")]
+
+
 FAST_PATH_SCRIPT = """
 import sys, torch
 from torch import nn

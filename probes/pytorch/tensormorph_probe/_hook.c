@@ -1,31 +1,31 @@
 /*
  * _hook.c -- the probe's per-call fast path, in C.
  *
- * A module call of an observed level-0 or level-1 node whose output is one
- * host tensor is most of what the probe sees.  In Python that call costs
- * some 5 us between the model's kernels (two frames, a dozen attribute
- * reads, struct packing, a ctypes call for the stats); here it is one C
- * function around forward that packs the ENTER and EXIT records straight
- * into the probe's batch buffer and calls libtensormorph's stats itself.
- * Everything else -- roots, levels 2 and 3, device tensors, containers,
- * tensors worth a reuse lookup, a debugger's single-event submit -- goes
- * to the probe's Python methods (_enter, _exit, _submit, _submit_live),
- * which share the state below with this file.
- *
- * Three types:
- *   ProbeBase  the base class of probe.Probe: the batch counters and
- *              buffer addresses both sides read and write (_nev, _nt, ...)
+ * Between the model's kernels a probe's Python runs cold: a module call
+ * cost the Python probe some 5 us at level 0 (two frames, a dozen
+ * attribute reads, struct packing, a ctypes call for the stats), where the
+ * model's own call of a small module costs about 2.  Here the common cases
+ * are one C function each, packing records straight into the probe's batch
+ * buffer and calling libtensormorph's stats itself:
+ *   - a module call (Forward): a non-root node below level 2, or one whose
+ *     only argument is a tensor, with one tensor out;
+ *   - a one-tensor event (ProbeBase._event1), with the batch's reuse lookup;
+ *   - a gradient hook (GradHook), shared by the calls that want the same
+ *     tensor's gradient.
+ * Everything else -- roots, containers, kwargs, device tensors, a
+ * debugger's single-event submit -- goes to the probe's Python methods
+ * (_enter, _exit, _event1_py, _submit, _submit_live), on the same state:
+ *   ProbeBase  the base class of probe.Probe: the batch counters and buffer
+ *              addresses both sides read and write (_nev, _nt, ...)
  *   NodeBase   the base class of probe._Node: a node's id, level and call
  *              counters
- *   Forward    the callable that replaces a module's forward, bound to the
- *              module as a method (probe.Probe._wrap)
  *
  * The batch layout is libtensormorph's struct tm_rec_event and struct
  * tm_rec_tensor (tm-recorder.h), mirrored here so that the extension
  * builds from the probe's sources alone (pip); the build tree compiles it
- * against the header as well, and check_layout() compares the sizes and
- * offsets with the Python mirror at load.  No libtensormorph symbol is
- * linked: the probe hands over the address of tm_recorder_stats.
+ * against the header as well, and the probe compares layout() with its own
+ * mirror at load.  No libtensormorph symbol is linked: the probe hands over
+ * the address of tm_recorder_stats.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -91,9 +91,9 @@ _Static_assert(offsetof(struct rec_event, ntensors) == offsetof(struct tm_rec_ev
 #endif
 
 /* enum tm_event_kind, tm_phase, tm_slot_kind */
-enum { EV_ENTER = 0, EV_EXIT = 1, EV_PARAM = 3 };
-enum { PHASE_FWD = 0 };
-enum { SLOT_OUT = 0 };
+enum { EV_ENTER = 0, EV_EXIT = 1, EV_BWD = 2, EV_PARAM = 3 };
+enum { PHASE_FWD = 0, PHASE_BWD = 1 };
+enum { SLOT_OUT = 0, SLOT_IN = 1, SLOT_GRAD_OUT = 2, SLOT_GRAD_IN = 3 };
 
 typedef int (*stats_fn)(void *recorder, struct rec_tensor *t, size_t n);
 
@@ -140,11 +140,12 @@ typedef struct {
 
 static PyTypeObject ProbeBaseType, NodeBaseType, ForwardType;
 
-/* set once by setup(): torch.Tensor and torch.strided */
-static PyObject *tensor_type, *strided;
+/* set once by setup(): torch.Tensor, torch.strided, torch.is_grad_enabled */
+static PyObject *tensor_type, *strided, *grad_enabled;
 static PyObject *s_enter, *s_exit, *s_submit, *s_submit_live, *s_forward, *s_shape,
 	*s_dtype, *s_is_cpu, *s_layout, *s_is_contiguous, *s_data_ptr, *s_event1_py,
-	*s_is_inference, *s_version, *s_stride, *s_detach, *s_contiguous, *s_clone;
+	*s_is_inference, *s_version, *s_stride, *s_detach, *s_contiguous, *s_clone,
+	*s_requires_grad, *s_backward_hooks, *s_reversed, *s_register_hook;
 
 static long long
 now_ns(void)
@@ -211,34 +212,6 @@ put_event(ProbeBase *p, int kind, int phase, unsigned int node, unsigned long lo
 	e->phase = (uint8_t)phase;
 	e->level = (uint8_t)level;
 	e->reserved = 0;
-}
-
-/* The ENTER of a level 0-1 node: no tensors.  Mirrors Probe._enter. */
-static int
-fast_enter(ProbeBase *p, NodeBase *n, long long *start, unsigned long long *call)
-{
-	long long t = now_ns() - p->t0;
-
-	n->depth++;
-	if (n->epoch != (long long)p->step) {
-		n->epoch = (long long)p->step;
-		n->count = 0;
-	}
-	*call = ++n->count;
-	*start = t;
-	p->active++;
-	if (room(p, 0) < 0)
-		goto fail;
-	put_event(p, EV_ENTER, PHASE_FWD, n->id, *call, t, t, 0, n->level, 0);
-	if (after_event(p) < 0)
-		goto fail;
-	return 0;
-fail:
-	/* the call does not happen: as if it never began */
-	n->depth--;
-	n->count--;
-	p->active--;
-	return -1;
 }
 
 static int
@@ -485,12 +458,47 @@ out:
 
 /* Probe._event1(kind, phase, node, call, t, start, end, x, slot_kind,
  * level, slot_index), with Probe._event1_py for what event1() leaves. */
+/* event1(), or Probe._event1_py for what event1() leaves to Python. */
+static int
+emit1(ProbeBase *p, const struct ev1 *e, PyObject *x)
+{
+	PyObject *a[12], *r;
+	int i, done = PyObject_TypeCheck(x, (PyTypeObject *)tensor_type) ? event1(p, e, x) : 0;
+
+	if (done != 0)
+		return done < 0 ? -1 : 0;
+	a[0] = (PyObject *)p;
+	a[1] = PyLong_FromLong(e->kind);
+	a[2] = PyLong_FromLong(e->phase);
+	a[3] = PyLong_FromUnsignedLong(e->node);
+	a[4] = PyLong_FromUnsignedLongLong(e->call);
+	a[5] = PyLong_FromLongLong(e->t);
+	a[6] = PyLong_FromLongLong(e->start);
+	a[7] = PyLong_FromLongLong(e->end);
+	a[8] = x;
+	a[9] = PyLong_FromLong(e->slot_kind);
+	a[10] = PyLong_FromLong(e->level);
+	a[11] = PyLong_FromLong(e->slot_index);
+	for (i = 1, r = NULL; i < 12; i++)
+		if (a[i] == NULL)
+			goto out;
+	r = PyObject_VectorcallMethod(s_event1_py, a, 12, NULL);
+out:
+	for (i = 1; i < 12; i++)
+		if (i != 8)
+			Py_XDECREF(a[i]);
+	if (r == NULL)
+		return -1;
+	Py_DECREF(r);
+	return 0;
+}
+
+/* Probe._event1(kind, phase, node, call, t, start, end, x, slot_kind,
+ * level, slot_index). */
 static PyObject *
 probe_event1(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-	ProbeBase *p = (ProbeBase *)self;
 	struct ev1 e;
-	int r;
 
 	if (nargs != 11) {
 		PyErr_SetString(PyExc_TypeError, "_event1 takes 11 arguments");
@@ -506,21 +514,275 @@ probe_event1(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 	e.slot_kind = (int)PyLong_AsLong(args[8]);
 	e.level = (int)PyLong_AsLong(args[9]);
 	e.slot_index = (int)PyLong_AsLong(args[10]);
-	if (PyErr_Occurred())
+	if (PyErr_Occurred() || emit1((ProbeBase *)self, &e, args[7]) < 0)
 		return NULL;
-	if (PyObject_TypeCheck(args[7], (PyTypeObject *)tensor_type)) {
-		if ((r = event1(p, &e, args[7])) < 0)
-			return NULL;
-		if (r > 0)
-			Py_RETURN_NONE;
-	}
-	{
-		PyObject *a[12];
+	Py_RETURN_NONE;
+}
 
-		a[0] = self;
-		memcpy(a + 1, args, 11 * sizeof(*args));
-		return PyObject_VectorcallMethod(s_event1_py, a, 12, NULL);
+/* ------------------------------------------------------------ GradHook */
+
+/*
+ * The gradient hook of one tensor: a BWD event for each (node, call, slot)
+ * that wants its gradient, in the order they asked.  The output of one
+ * call is usually the input of the next, and both want its gradient
+ * (grad_out.0 of the first, grad_in.0 of the second): one hook serves
+ * both, as long as no other hook was registered on the tensor in between
+ * (that one could change the gradient the second sees).
+ */
+struct gentry {
+	NodeBase *node;
+	unsigned long long call;
+	int slot_kind, index;
+};
+
+typedef struct {
+	PyObject_HEAD
+	ProbeBase *probe;
+	struct gentry *e;
+	Py_ssize_t n, cap;
+	vectorcallfunc vectorcall;
+} GradHook;
+
+static PyTypeObject GradHookType;
+
+static PyObject *
+gradhook_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+	GradHook *g = (GradHook *)self;
+	ProbeBase *p = g->probe;
+	Py_ssize_t i;
+
+	if (PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL) {
+		PyErr_SetString(PyExc_TypeError, "a gradient hook takes the gradient");
+		return NULL;
 	}
+	if (p == NULL)
+		Py_RETURN_NONE;
+	Py_INCREF(p);
+	for (i = 0; i < g->n && !p->closed; i++) {
+		NodeBase *n = g->e[i].node;
+		long long t = now_ns() - p->t0;
+		struct ev1 e = { EV_BWD, PHASE_BWD, g->e[i].slot_kind, n->level, g->e[i].index,
+				 n->id, g->e[i].call, t, t, t };
+
+		if (emit1(p, &e, args[0]) < 0) {
+			Py_DECREF(p);
+			return NULL;
+		}
+	}
+	Py_DECREF(p);
+	Py_RETURN_NONE;
+}
+
+static int
+gradhook_add(GradHook *g, NodeBase *n, unsigned long long call, int slot_kind, int index)
+{
+	if (g->n == g->cap) {
+		Py_ssize_t cap = g->cap ? 2 * g->cap : 2;
+		struct gentry *e = PyMem_Realloc(g->e, (size_t)cap * sizeof(*e));
+
+		if (e == NULL) {
+			PyErr_NoMemory();
+			return -1;
+		}
+		g->e = e;
+		g->cap = cap;
+	}
+	Py_INCREF(n);
+	g->e[g->n].node = n;
+	g->e[g->n].call = call;
+	g->e[g->n].slot_kind = slot_kind;
+	g->e[g->n].index = index;
+	g->n++;
+	return 0;
+}
+
+static int
+gradhook_traverse(GradHook *g, visitproc visit, void *arg)
+{
+	Py_ssize_t i;
+
+	Py_VISIT(g->probe);
+	for (i = 0; i < g->n; i++)
+		Py_VISIT(g->e[i].node);
+	return 0;
+}
+
+static int
+gradhook_clear(GradHook *g)
+{
+	Py_ssize_t n = g->n;
+
+	g->n = 0;
+	while (n > 0) {
+		n--;            /* not inside Py_CLEAR, which names its argument twice */
+		Py_CLEAR(g->e[n].node);
+	}
+	Py_CLEAR(g->probe);
+	return 0;
+}
+
+static void
+gradhook_dealloc(GradHook *g)
+{
+	PyObject_GC_UnTrack(g);
+	gradhook_clear(g);
+	PyMem_Free(g->e);
+	Py_TYPE(g)->tp_free((PyObject *)g);
+}
+
+static PyTypeObject GradHookType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "tensormorph_probe._hook.GradHook",
+	.tp_basicsize = sizeof(GradHook),
+	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+	.tp_doc = "A tensor's gradient hook: the BWD events of the calls that want it.",
+	.tp_dealloc = (destructor)gradhook_dealloc,
+	.tp_traverse = (traverseproc)gradhook_traverse,
+	.tp_clear = (inquiry)gradhook_clear,
+	.tp_call = PyVectorcall_Call,
+	.tp_vectorcall_offset = offsetof(GradHook, vectorcall),
+};
+
+/* The hook registered last on x, when it is one of this probe's. */
+static GradHook *
+last_gradhook(ProbeBase *p, PyObject *x)
+{
+	PyObject *hooks = PyObject_GetAttr(x, s_backward_hooks), *it = NULL, *key = NULL, *v;
+	GradHook *g = NULL;
+
+	if (hooks == NULL || !PyDict_Check(hooks) || PyDict_GET_SIZE(hooks) == 0)
+		goto out;
+	if ((it = PyObject_CallMethodNoArgs(hooks, s_reversed)) == NULL ||
+	    (key = PyIter_Next(it)) == NULL)
+		goto out;
+	v = PyDict_GetItemWithError(hooks, key);
+	if (v != NULL && Py_IS_TYPE(v, &GradHookType) && ((GradHook *)v)->probe == p)
+		g = (GradHook *)v;
+out:
+	Py_XDECREF(key);
+	Py_XDECREF(it);
+	Py_XDECREF(hooks);
+	PyErr_Clear();          /* no _backward_hooks to read: a hook of its own */
+	return g;
+}
+
+/*
+ * Probe._grad_hook: (node, call) wants x's gradient as slot_kind.index,
+ * if x requires one and autograd records.  0 or -1.
+ */
+static int
+add_grad_hook(ProbeBase *p, PyObject *x, NodeBase *n, unsigned long long call, int slot_kind,
+	      int index)
+{
+	PyObject *on, *r;
+	GradHook *g;
+	int v;
+
+	if ((v = get_bool(x, s_requires_grad, 0)) <= 0)
+		return v;
+	if ((on = PyObject_CallNoArgs(grad_enabled)) == NULL)
+		return -1;
+	v = on == Py_True;
+	Py_DECREF(on);
+	if (!v)
+		return 0;
+	if ((g = last_gradhook(p, x)) != NULL)
+		return gradhook_add(g, n, call, slot_kind, index);
+	g = PyObject_GC_New(GradHook, &GradHookType);
+	if (g == NULL)
+		return -1;
+	Py_INCREF(p);
+	g->probe = p;
+	g->e = NULL;
+	g->n = g->cap = 0;
+	g->vectorcall = gradhook_call;
+	PyObject_GC_Track(g);
+	if (gradhook_add(g, n, call, slot_kind, index) < 0) {
+		Py_DECREF(g);
+		return -1;
+	}
+	r = PyObject_CallMethodOneArg(x, s_register_hook, (PyObject *)g);
+	Py_DECREF(g);
+	if (r == NULL)
+		return -1;
+	Py_DECREF(r);
+	return 0;
+}
+
+static PyObject *
+probe_grad_hook(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+	unsigned long long call;
+	int slot_kind, index;
+
+	if (nargs != 5 || !PyObject_TypeCheck(args[1], &NodeBaseType)) {
+		PyErr_SetString(PyExc_TypeError, "_grad_hook(x, node, call, slot_kind, index)");
+		return NULL;
+	}
+	call = PyLong_AsUnsignedLongLong(args[2]);
+	slot_kind = (int)PyLong_AsLong(args[3]);
+	index = (int)PyLong_AsLong(args[4]);
+	if (PyErr_Occurred() ||
+	    add_grad_hook((ProbeBase *)self, args[0], (NodeBase *)args[1], call, slot_kind,
+			  index) < 0)
+		return NULL;
+	Py_RETURN_NONE;
+}
+
+/*
+ * The ENTER of a non-root node, as Probe._enter does it: without tensors
+ * below level 2, else with x (the call's one positional argument, a
+ * tensor) and its gradient hook.  Returns the call's start and number.
+ */
+static int
+c_enter(ProbeBase *p, NodeBase *n, PyObject *x, long long *start, unsigned long long *call)
+{
+	long long t = now_ns() - p->t0;
+	int level = n->level;
+
+	n->depth++;
+	if (n->epoch != (long long)p->step) {
+		n->epoch = (long long)p->step;
+		n->count = 0;
+	}
+	*call = ++n->count;
+	*start = t;
+	p->active++;
+	if (level < 2) {
+		if (room(p, 0) < 0)
+			goto fail;
+		put_event(p, EV_ENTER, PHASE_FWD, n->id, *call, t, t, 0, level, 0);
+		if (after_event(p) < 0)
+			goto fail;
+	} else {
+		struct ev1 e = { EV_ENTER, PHASE_FWD, SLOT_IN, level, 0, n->id, *call, t, t, 0 };
+
+		if (add_grad_hook(p, x, n, *call, SLOT_GRAD_IN, 0) < 0 || emit1(p, &e, x) < 0)
+			goto fail;
+	}
+	return 0;
+fail:
+	/* the call does not happen: as if it never began */
+	n->depth--;
+	n->count--;
+	p->active--;
+	return -1;
+}
+
+/* The EXIT of a non-root node whose output is one tensor, as Probe._exit. */
+static int
+c_exit(ProbeBase *p, NodeBase *n, long long start, unsigned long long call, PyObject *out)
+{
+	long long t = now_ns() - p->t0;
+	int level = n->level;
+	struct ev1 e = { EV_EXIT, PHASE_FWD, SLOT_OUT, level, 0, n->id, call, t, start, t };
+
+	n->depth--;
+	p->active--;
+	if (emit1(p, &e, out) < 0)
+		return -1;
+	return level >= 2 ? add_grad_hook(p, out, n, call, SLOT_GRAD_OUT, 0) : 0;
 }
 
 static PyObject *
@@ -616,9 +878,13 @@ forward_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwn
 	Py_INCREF(n);
 	inner = f->inner;
 	Py_INCREF(inner);
-	fast = n->observed && n->level < 2 && !n->is_root && !p->closed && p->evaddr;
+	/* the common call in C: a node below level 2, or one whose only
+	 * argument is a tensor; roots and the rest go to Python */
+	fast = n->observed && !n->is_root && !p->closed && p->evaddr &&
+	       (n->level < 2 || (nargs == 2 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0) &&
+				 Py_IS_TYPE(args[1], (PyTypeObject *)tensor_type)));
 	if (fast) {
-		if (fast_enter(p, n, &start, &call) < 0) {
+		if (c_enter(p, n, nargs == 2 ? args[1] : NULL, &start, &call) < 0) {
 			out = NULL;
 			goto done;
 		}
@@ -656,19 +922,12 @@ forward_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwn
 		slow_exit(p, n, start, call, NULL);
 		goto done;
 	}
-	/* a debugger may have changed the level during the call */
-	if (fast && Py_IS_TYPE(out, (PyTypeObject *)tensor_type) && n->level < 2 && !p->closed) {
-		long long t = now_ns() - p->t0;
-		struct ev1 e = { EV_EXIT, PHASE_FWD, SLOT_OUT, n->level, 0, n->id, call, t, start, t };
-		int written = event1(p, &e, out);
-
-		if (written != 0) {
-			n->depth--;
-			p->active--;
-			if (written < 0)
-				Py_CLEAR(out);
-			goto done;
-		}
+	/* (the probe may have closed during the call) */
+	if (n->observed && !n->is_root && !p->closed && p->evaddr &&
+	    Py_IS_TYPE(out, (PyTypeObject *)tensor_type)) {
+		if (c_exit(p, n, start, call, out) < 0)
+			Py_CLEAR(out);
+		goto done;
 	}
 	if (slow_exit(p, n, start, call, out) < 0)
 		Py_CLEAR(out);
@@ -811,6 +1070,8 @@ probe_clear(ProbeBase *p)
 static PyMethodDef probe_methods[] = {
 	{ "_event1", (PyCFunction)(void (*)(void))probe_event1, METH_FASTCALL,
 	  "_event1(kind, phase, node, call, t, start, end, x, slot_kind, level, slot_index)" },
+	{ "_grad_hook", (PyCFunction)(void (*)(void))probe_grad_hook, METH_FASTCALL,
+	  "_grad_hook(x, node, call, slot_kind, index)" },
 	{ NULL, NULL, 0, NULL }
 };
 
@@ -894,17 +1155,20 @@ static PyTypeObject NodeBaseType = {
 static PyObject *
 setup(PyObject *mod, PyObject *args)
 {
-	PyObject *tensor, *strd;
+	PyObject *tensor, *strd, *enabled;
 
 	(void)mod;
-	if (!PyArg_ParseTuple(args, "O!O:setup", &PyType_Type, &tensor, &strd))
+	if (!PyArg_ParseTuple(args, "O!OO:setup", &PyType_Type, &tensor, &strd, &enabled))
 		return NULL;
 	Py_INCREF(tensor);
 	Py_INCREF(strd);
+	Py_INCREF(enabled);
 	Py_XDECREF(tensor_type);
 	Py_XDECREF(strided);
+	Py_XDECREF(grad_enabled);
 	tensor_type = tensor;
 	strided = strd;
+	grad_enabled = enabled;
 	Py_RETURN_NONE;
 }
 
@@ -923,7 +1187,7 @@ layout(PyObject *mod, PyObject *unused)
 }
 
 static PyMethodDef module_methods[] = {
-	{ "setup", setup, METH_VARARGS, "setup(torch.Tensor, torch.strided)" },
+	{ "setup", setup, METH_VARARGS, "setup(torch.Tensor, torch.strided, torch.is_grad_enabled)" },
 	{ "layout", layout, METH_NOARGS,
 	  "(event size, tensor size, tensor shape offset, tensor done offset)" },
 	{ NULL, NULL, 0, NULL }
@@ -957,10 +1221,13 @@ PyInit__hook(void)
 	    intern(&s_data_ptr, "data_ptr") || intern(&s_event1_py, "_event1_py") ||
 	    intern(&s_is_inference, "is_inference") || intern(&s_version, "_version") ||
 	    intern(&s_stride, "stride") || intern(&s_detach, "detach") ||
-	    intern(&s_contiguous, "contiguous") || intern(&s_clone, "clone"))
+	    intern(&s_contiguous, "contiguous") || intern(&s_clone, "clone") ||
+	    intern(&s_requires_grad, "requires_grad") ||
+	    intern(&s_backward_hooks, "_backward_hooks") || intern(&s_reversed, "__reversed__") ||
+	    intern(&s_register_hook, "register_hook"))
 		return NULL;
 	if (PyType_Ready(&ProbeBaseType) < 0 || PyType_Ready(&NodeBaseType) < 0 ||
-	    PyType_Ready(&ForwardType) < 0)
+	    PyType_Ready(&ForwardType) < 0 || PyType_Ready(&GradHookType) < 0)
 		return NULL;
 	m = PyModule_Create(&hook_module);
 	if (m == NULL)

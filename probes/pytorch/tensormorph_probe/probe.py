@@ -3,10 +3,11 @@
 Each observed module's forward is wrapped (Probe._wrap says why not torch's
 module hooks); a call gives an ENTER event (inputs, stats at level >= 2) and
 an EXIT event (outputs: shapes and dtypes at level 0, stats from level 1).
-The wrapper is _hook.c's Forward, a C function that handles the common call
--- a level 0-1 node, one host tensor out -- by itself and hands everything
-else to _enter and _exit here; without the extension a Python function
-calls those for every call.
+The wrapper is _hook.c's Forward, a C function that records the common call
+by itself -- a node below level 2, or one whose only argument is a tensor;
+host tensors; gradient hooks -- and hands everything else (roots,
+containers, kwargs, device tensors) to _enter and _exit here; without the
+extension a Python function calls those for every call.
 At level >= 2 gradient hooks on the call's output and input tensors give BWD
 events (grad_out.N, grad_in.N), and parameters give PARAM events (data and
 grad) once per step.  Tensor hooks are used rather than full module backward
@@ -102,14 +103,14 @@ class ProbeError(RuntimeError):
     """The recorder refused something (bad path, closed, writer failure)."""
 
 
-# The C fast path (_hook.c): a module call of a level 0-1 node with one host
-# tensor out is handled there, the rest by the Python methods below, both
-# on the state of these two base classes.  Without it (no compiler when pip
+# The C fast path (_hook.c): the common module call, one-tensor event and
+# gradient hook are handled there, the rest by the Python methods below,
+# both on the state of these two base classes.  Without it (no compiler when pip
 # installed the probe) the same fields are plain attributes and every call
 # takes the Python path.
 _hook = _lib.load_hook()
 if _hook is not None:
-    _hook.setup(torch.Tensor, torch.strided)
+    _hook.setup(torch.Tensor, torch.strided, torch.is_grad_enabled)
     _ProbeBase: Any = _hook.ProbeBase
     _NodeBase: Any = _hook.NodeBase
 else:
@@ -881,8 +882,7 @@ class Probe(_ProbeBase):
             return t, call
         if not kwargs and len(args) == 1 and type(args[0]) is _Tensor:
             x = args[0]         # one positional tensor: no flattening
-            if x.requires_grad and _grad_enabled():
-                x.register_hook(_partial(self._on_grad, node, call, _lib.SLOT_GRAD_IN, 0))
+            self._grad_hook(x, node, call, _lib.SLOT_GRAD_IN, 0)
             self._event1(_EV_ENTER, _FWD, node.id, call, t, t, 0, x, _lib.SLOT_IN, level, 0)
             return t, call
         tensors = flatten_call(args, kwargs, _MAX_TENSORS)
@@ -901,9 +901,8 @@ class Probe(_ProbeBase):
             if type(output) is _Tensor:
                 self._event1(_EV_EXIT, _FWD, node.id, call, t, start, t, output,
                              _lib.SLOT_OUT, level, 0)
-                if level >= 2 and output.requires_grad and _grad_enabled():
-                    output.register_hook(_partial(self._on_grad, node, call,
-                                                  _lib.SLOT_GRAD_OUT, 0))
+                if level >= 2:
+                    self._grad_hook(output, node, call, _lib.SLOT_GRAD_OUT, 0)
             else:
                 tensors = flatten(output, _MAX_TENSORS)
                 self._event(_EV_EXIT, _FWD, node.id, call, t, start, t, tensors,
@@ -918,8 +917,19 @@ class Probe(_ProbeBase):
         if not _grad_enabled():
             return
         for j, x in enumerate(tensors):
-            if x.requires_grad:
-                x.register_hook(_partial(self._on_grad, node, call, slot_kind, j))
+            self._grad_hook(x, node, call, slot_kind, j)
+
+    def _grad_hook_py(self, x: torch.Tensor, node: _Node, call: int, slot_kind: int,
+                      index: int) -> None:
+        """(node, call) wants x's gradient as slot_kind.index (a BWD event),
+        if x requires one and autograd records.  _hook.c's
+        ProbeBase._grad_hook also lets the calls that want one tensor's
+        gradient share a hook."""
+        if x.requires_grad and _grad_enabled():
+            x.register_hook(_partial(self._on_grad, node, call, slot_kind, index))
+
+    if _hook is None:
+        _grad_hook = _grad_hook_py
 
     def _on_grad(self, node: _Node, call: int, slot_kind: int, index: int,
                  grad: torch.Tensor) -> None:
