@@ -252,7 +252,13 @@ referent_is(PyObject *ref, PyObject *x)
 static int
 same(PyObject *a, PyObject *b)
 {
-	return a == b || PyObject_RichCompareBool(a, b, Py_EQ) == 1;
+	int r;
+
+	if (a == b)
+		return 1;
+	if ((r = PyObject_RichCompareBool(a, b, Py_EQ)) < 0)
+		PyErr_Clear();          /* not comparable: not the same */
+	return r == 1;
 }
 
 /*
