@@ -1016,13 +1016,6 @@ forward_release(PyObject *self, PyObject *unused)
 	Py_RETURN_NONE;
 }
 
-static PyObject *
-forward_active(PyObject *self, void *unused)
-{
-	(void)unused;
-	return PyBool_FromLong(((Forward *)self)->probe != NULL);
-}
-
 static PyMethodDef forward_methods[] = {
 	{ "release", forward_release, METH_NOARGS,
 	  "Stops observing: calls go to the class's forward from now." },
@@ -1030,7 +1023,6 @@ static PyMethodDef forward_methods[] = {
 };
 
 static PyGetSetDef forward_getset[] = {
-	{ "active", forward_active, NULL, "Whether it still observes its module.", NULL },
 	{ "__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL },
 	{ NULL, NULL, NULL, NULL, NULL }
 };

@@ -89,7 +89,6 @@ _TSIZE = _lib.TENSOR_SIZE
 # match the C prototype exactly instead of relying on how libffi widens an
 # int (at most TM_MAX_TENSORS tensors in an event).
 _SIZES = tuple(ctypes.c_size_t(i) for i in range(65))
-_SIZE1 = _SIZES[1]
 _MAX_RANK = _lib.TM_MAX_RANK
 _MAX_TENSORS = _lib.TM_MAX_TENSORS
 _EV_ENTER, _EV_EXIT, _EV_BWD, _EV_PARAM = _lib.EV_ENTER, _lib.EV_EXIT, _lib.EV_BWD, _lib.EV_PARAM
@@ -620,58 +619,20 @@ class Probe(_ProbeBase):
     def _event1_py(self, kind: int, phase: int, node: int, call: int, t: int, start: int,
                    end: int, x: torch.Tensor, slot_kind: int, level: int,
                    slot_index: int) -> None:
-        """_event for the common one-tensor event (an EXIT of a tensor, a
-        gradient, a parameter), without the list and the loop.  Most events
-        come here, so the host-memory case of _put_tensor and _stats_now is
-        written out in it: each Python call level measurably costs in a
-        hook (the interpreter runs cold between the model's kernels).
-        _hook.c's ProbeBase._event1 does the host case in C and calls this
-        for the rest."""
+        """_event for one tensor, as _hook.c's ProbeBase._event1 does it for
+        host tensors; that one calls this for the rest (device tensors,
+        shapes of over 8 dimensions, a dtype seen first), and without the
+        extension every one-tensor event comes here."""
         if self._nev >= self._bev or self._nt >= self._bt:
             self._submit()
         idx = self._nt
-        if x.is_cpu and not self._force_dev:
-            shape = x.shape
-            rank = len(shape)
-            if rank > _MAX_RANK:
-                shape = (*shape[:7], -1)
-                rank = _MAX_RANK
-            dt = x.dtype
-            dtype = self._dtypes.get(dt)
-            if dtype is None:
-                dtype = self._dtype(dt)
-            numel = x.numel()
-            data = clevel = capture = 0
-            y = x
-            if level and x.layout is _STRIDED:
-                # as in _put_tensor: a summary seen before is copied (not
-                # looked up for a parameter or its gradient, which are
-                # seldom a module's input or output: a lookup that almost
-                # always misses costs more than it could save)
-                if numel >= _REUSE_MIN[level] and kind != _EV_PARAM and self._reuse(
-                        idx, x, x.data_ptr(), shape, dt, slot_kind, slot_index, level):
-                    y = None
-                else:
-                    if not x.is_contiguous():
-                        y = x.detach().contiguous()     # alive until read below
-                    if level >= 3:
-                        y = y.detach().clone()
-                        capture = 1
-                        self._keep.append(y)
-                    data = y.data_ptr()
-                    clevel = 2 if level >= 2 else 1
-            if y is not None:
-                _TENSOR_PACK[rank](self._tbuf, idx * _TSIZE, data, numel, 0, slot_index, 0,
-                                   slot_kind, dtype, rank, 0, clevel, capture, 0, 0, *shape)
-        else:
-            data = self._put_tensor(idx, x, slot_kind, slot_index, level)
+        # a parameter or its gradient is seldom a module's input or output:
+        # looking it up for reuse would almost always miss
+        need = self._put_tensor(idx, x, slot_kind, slot_index, level, kind != _EV_PARAM)
         _EVENT_PACK(self._evbuf, self._nev * 48, self.step_count, t, start, end, node, call, 1,
                     kind, phase, level, 0)
-        if data:
-            # CPU stats now (see _stats_now)
-            vp = self._vp
-            vp.value = self._taddr + idx * _TSIZE
-            self._stats(None, vp, _SIZE1)
+        if need:
+            self._stats_now(idx, 1)
         self._nt = idx + 1
         self._nev = nev = self._nev + 1
         self._bnev.value = nev
@@ -692,9 +653,10 @@ class Probe(_ProbeBase):
             self._hold.clear()      # contiguous copies, read now
 
     def _put_tensor(self, idx: int, x: torch.Tensor, slot_kind: int, slot_index: int,
-                    level: int) -> int:
+                    level: int, reuse: bool = True) -> int:
         """Packs x's summary at idx; returns 1 when its stats are still to be
-        computed from host memory (_stats_now), else 0."""
+        computed from host memory (_stats_now), else 0.  reuse: x may be
+        looked up among the batch's summaries (_reuse)."""
         shape = x.shape
         rank = len(shape)
         if rank > _MAX_RANK:
@@ -711,7 +673,7 @@ class Probe(_ProbeBase):
                 # a large tensor seen before in this batch (an input that is
                 # the last output, a container's output that is its last
                 # child's): copy its summary rather than read it again
-                if numel >= _REUSE_MIN[level] and self._reuse(
+                if reuse and numel >= _REUSE_MIN[level] and self._reuse(
                         idx, x, x.data_ptr(), shape, dt, slot_kind, slot_index, level):
                     return 0
                 # no detach: only the address is read, and only now
