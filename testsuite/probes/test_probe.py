@@ -4,6 +4,8 @@ a full ring gives gap records, and the command-line runner."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import os
 import subprocess
@@ -116,6 +118,45 @@ def test_node_table_has_types_and_source(trace_path):
     assert fc1.parent == nodes["model"].id and fc1.depth == 1
     assert nodes["model"].file.endswith("conftest.py")
     assert {e.node for e in events} == set(nodes)
+
+
+def _keeps_kwarg(old, new):
+    """A decorator with arguments, as transformers' @deprecate_kwarg."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def inner(self, *args, **kwargs):
+            if old in kwargs:
+                kwargs[new] = kwargs.pop(old)
+            return fn(self, *args, **kwargs)
+        return inner
+    return wrap
+
+
+class Decorated(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    @_keeps_kwarg(
+        "inp",
+        "x",
+    )
+    def forward(self, x):
+        return self.fc(x)
+
+
+def test_decorated_forward_points_at_def(trace_path):
+    """bt and frame show the `def forward` line of a decorated forward, not
+    its first decorator's line (co_firstlineno)."""
+    model = Decorated()
+    with tp.attach(model, record=trace_path):
+        model(inp=torch.randn(2, 4))
+    nodes, _, _ = read(trace_path)
+    src, _ = inspect.getsourcelines(Decorated.forward)
+    deco = Decorated.forward.__wrapped__.__code__.co_firstlineno
+    line = deco + next(i for i, ln in enumerate(src) if ln.lstrip().startswith("def "))
+    assert nodes["model"].line == line
+    assert nodes["model"].line != deco
 
 
 def _ref_stats(x):

@@ -46,6 +46,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import functools
+import linecache
 import os
 import socket
 import struct
@@ -195,7 +196,21 @@ def _forward_source(module: torch.nn.Module) -> tuple[str | None, int]:
     code = getattr(fn, "__code__", None)
     if code is None:
         return None, 0
-    return os.path.abspath(code.co_filename), code.co_firstlineno
+    return os.path.abspath(code.co_filename), _def_line(code)
+
+
+def _def_line(code: types.CodeType) -> int:
+    """The `def` line of a function: a decorated one's co_firstlineno is
+    its first decorator's line (`@deprecate_kwarg(...)` in transformers),
+    which is not where `bt` and `frame` should point."""
+    line = code.co_firstlineno
+    for i in range(line, line + 64):
+        text = linecache.getline(code.co_filename, i)
+        if not text:
+            break                       # past the end of the file
+        if text.lstrip().startswith(("def ", "async def ")):
+            return i
+    return line
 
 
 class Probe(_ProbeBase):
