@@ -203,6 +203,9 @@ static void on_fatal(int signo, siginfo_t *si, void *uctx)
 		c.frames[i] = frame_text[i];
 	if (rec)
 		srv = tm_recorder__crash(rec, &c, gen != 0, gen);
+	/* flight mode: the window was written just now, to a new writer */
+	if (rec && !w)
+		w = tm_recorder__writer(rec);
 	if (w && tm_writer_crash(w, &c) == TM_OK)
 		tm_writer_emergency_flush(w);
 	/* The file first: it is what outlives the process. */

@@ -25,6 +25,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -34,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tm-flight.h"
 #include "tm-internal.h"
 #include "tm-recorder.h"
 #include "tm-server.h"
@@ -60,7 +62,20 @@ struct slot {
 };
 
 struct tm_recorder {
-	tm_writer *w;                   /* NULL: no file, no ring */
+	tm_writer *w;                   /* NULL: no file (no ring unless flight) */
+	int ring;                       /* a ring and a writer thread: w or fl */
+	/* flight mode (flight.c): the writer thread encodes into fl until a
+	 * trigger opens w on fl_path; fl_word counts the dumps (the probe
+	 * reads it) */
+	struct tm_flight *fl;
+	char *fl_path, *fl_mark;
+	uint64_t fl_poll_at;
+	uint32_t fl_word;
+	uint32_t fl_steps;
+	uint64_t fl_budget;
+	struct tm_flight_window fl_win;
+	char fl_reason[200];
+	int crash_on;
 	struct tm_recorder_opts o;
 
 	pthread_mutex_t flock;          /* a whole submit: forwarding order */
@@ -428,7 +443,7 @@ static int push_events(tm_recorder *r, const struct tm_rec_event *ev, size_t n,
 		uint64_t seq = r->next_seq;
 		int rc = 0;
 
-		while (r->w) {
+		while (r->ring) {
 			rc = try_push(r, &ev[i], t + ti, seq);
 			if (rc != 1 || !r->o.lossless || r->closed)
 				break;
@@ -471,7 +486,7 @@ static int push_events(tm_recorder *r, const struct tm_rec_event *ev, size_t n,
 		r->last_time = e->time_ns;
 		r->last_gen = tm_crash__gen();
 	}
-	if (!r->w)
+	if (!r->ring)
 		return 0;
 	/* The writer thread wakes on its own every drain_interval; waking it
 	 * per batch would cost two context switches per step on a busy
@@ -641,7 +656,7 @@ int tm_recorder_gap(tm_recorder *r, uint64_t count, uint32_t reason,
 	g.step = step;
 	g.time_ns = time_ns;
 	/* Joins the pending gap; it is written before the next event. */
-	if (r->w)
+	if (r->ring)
 		add_to_gap(r, r->next_seq, count, reason, step, time_ns);
 	r->next_seq += count;
 	pthread_mutex_unlock(&r->lock);
@@ -679,7 +694,7 @@ int tm_recorder_annotate(tm_recorder *r, uint64_t step, uint64_t time_ns,
 	at = r->head;
 	pthread_mutex_unlock(&r->lock);
 	err = tm_encode_annot(&enc, &an);
-	if (!err && r->w) {
+	if (!err && r->ring) {
 		pthread_mutex_lock(&r->alock);
 		if (r->annq_first + r->annq_len == r->annq_cap) {
 			if (r->annq_first) {
@@ -717,6 +732,10 @@ int tm_recorder_annotate(tm_recorder *r, uint64_t step, uint64_t time_ns,
 	return err;
 }
 
+static int flight_dump_locked(tm_recorder *r, const char *reason);
+static int flight_events(tm_recorder *r, const struct tm_event *e, size_t n);
+static void flight_poll(tm_recorder *r);
+
 /*
  * Writes the annotations made at ring positions up to at, in order; returns
  * the position of the next one still waiting (UINT64_MAX: none).  Called
@@ -740,7 +759,9 @@ static uint64_t write_annots(tm_recorder *r, uint64_t at)
 			next = a->at;
 			break;
 		}
-		if (!r->st.writer_err) {
+		if (!r->w && r->fl) {
+			tm_flight__raw(r->fl, a->rec.data, a->rec.len);
+		} else if (!r->st.writer_err) {
 			err = tm_writer_raw(r->w, a->rec.data, a->rec.len);
 			if (err) {
 				r->st.writer_err = err;
@@ -773,7 +794,9 @@ static void write_slots(tm_recorder *r, uint64_t from, uint64_t to,
 		uint64_t next_at = write_annots(r, i);
 
 		if (r->slots[k].type == SLOT_GAP) {
-			if (!r->st.writer_err) {
+			if (!r->w && r->fl) {
+				tm_flight__gap(r->fl, &r->slots[k].gap);
+			} else if (!r->st.writer_err) {
 				err = tm_writer_gap(r->w, &r->slots[k].gap);
 				if (!err)
 					r->st.gaps_written++;
@@ -788,7 +811,9 @@ static void write_slots(tm_recorder *r, uint64_t from, uint64_t to,
 				pfree += r->slots[(i + n) % r->o.ring_events].pused;
 				n++;
 			}
-			if (!r->st.writer_err) {
+			if (!r->w && r->fl)
+				err = flight_events(r, &r->evs[k], (size_t)n);
+			else if (!r->st.writer_err) {
 				err = tm_writer_events(r->w, &r->evs[k], (size_t)n);
 				if (!err)
 					r->st.events_written += n;
@@ -851,8 +876,9 @@ static void *writer_main(void *arg)
 				 * process loses at most max_age of events. */
 				pthread_mutex_unlock(&r->lock);
 				pthread_mutex_lock(&r->wlock);
-				if (!r->st.writer_err)
+				if (r->w && !r->st.writer_err)
 					tm_writer_poll(r->w);
+				flight_poll(r);
 				pthread_mutex_unlock(&r->wlock);
 				pthread_mutex_lock(&r->lock);
 			}
@@ -863,6 +889,11 @@ static void *writer_main(void *arg)
 		to = r->head;
 		pthread_mutex_unlock(&r->lock);
 		write_range(r, from, to);
+		if (r->fl_mark && !r->w) {
+			pthread_mutex_lock(&r->wlock);
+			flight_poll(r);
+			pthread_mutex_unlock(&r->wlock);
+		}
 		pthread_mutex_lock(&r->lock);
 	}
 	pthread_mutex_unlock(&r->lock);
@@ -879,6 +910,9 @@ static void free_parts(tm_recorder *r)
 	free(r->crash_tens);
 	tm_nodetab_free(r->nodes);
 	tm_buf_free(&r->meta_enc);
+	tm_flight__free(r->fl);
+	free(r->fl_path);
+	free(r->fl_mark);
 	while (r->annq_len) {
 		tm_buf_free(&r->annq[r->annq_first++].rec);
 		r->annq_len--;
@@ -887,17 +921,22 @@ static void free_parts(tm_recorder *r)
 	free(r);
 }
 
-int tm_recorder_new(tm_writer *w, const struct tm_recorder_opts *opts,
-		    tm_recorder **out)
+static int recorder_new(tm_writer *w, const struct tm_recorder_opts *opts,
+			struct tm_flight *fl, tm_recorder **out)
 {
 	tm_recorder *r;
 
-	if (!out)
+	if (!out) {
+		tm_flight__free(fl);
 		return TM_ERR_INVALID_ARG;
+	}
 	*out = NULL;
 	r = calloc(1, sizeof(*r));
-	if (!r)
+	if (!r) {
+		tm_flight__free(fl);
 		return TM_ERR_NOMEM;
+	}
+	r->fl = fl;
 	if (opts)
 		r->o = *opts;
 	else
@@ -915,7 +954,7 @@ int tm_recorder_new(tm_writer *w, const struct tm_recorder_opts *opts,
 	r->crash_tens = calloc(TM_MAX_TENSORS, sizeof(*r->crash_tens));
 	if (!r->nodes || !r->fwd_tens || !r->crash_tens)
 		goto nomem;
-	if (w) {
+	if (w || fl) {
 		r->evs = calloc(r->o.ring_events, sizeof(*r->evs));
 		r->slots = calloc(r->o.ring_events, sizeof(*r->slots));
 		r->tens = calloc(r->o.ring_tensors, sizeof(*r->tens));
@@ -931,7 +970,8 @@ int tm_recorder_new(tm_writer *w, const struct tm_recorder_opts *opts,
 	pthread_cond_init(&r->not_full, NULL);
 	pthread_cond_init(&r->drained, NULL);
 	r->w = w;
-	if (w && !r->o.manual_drain) {
+	r->ring = w || fl;
+	if (r->ring && !r->o.manual_drain) {
 		if (pthread_create(&r->thread, NULL, writer_main, r)) {
 			pthread_mutex_destroy(&r->flock);
 			pthread_mutex_destroy(&r->lock);
@@ -949,6 +989,12 @@ int tm_recorder_new(tm_writer *w, const struct tm_recorder_opts *opts,
 nomem:
 	free_parts(r);
 	return TM_ERR_NOMEM;
+}
+
+int tm_recorder_new(tm_writer *w, const struct tm_recorder_opts *opts,
+		    tm_recorder **out)
+{
+	return recorder_new(w, opts, NULL, out);
 }
 
 int tm_recorder_open(const char *path, const struct tm_recorder_opts *opts,
@@ -1095,7 +1141,7 @@ int tm_recorder_drain(tm_recorder *r)
 
 	if (!r)
 		return TM_ERR_INVALID_ARG;
-	if (!r->w)
+	if (!r->ring)
 		return TM_OK;
 	if (r->have_thread) {
 		pthread_mutex_lock(&r->lock);
@@ -1115,7 +1161,7 @@ int tm_recorder_drain(tm_recorder *r)
 /* Waits (thread mode) or drains (manual mode) until the ring is empty. */
 static void wait_empty(tm_recorder *r)
 {
-	if (!r->w)
+	if (!r->ring)
 		return;
 	if (!r->have_thread) {
 		tm_recorder_drain(r);
@@ -1135,12 +1181,12 @@ int tm_recorder_flush(tm_recorder *r)
 
 	if (!r)
 		return TM_ERR_INVALID_ARG;
-	if (!r->w)
+	if (!r->ring)
 		return TM_OK;
 	wait_empty(r);
 	pthread_mutex_lock(&r->wlock);
 	write_annots(r, r->written_to);
-	err = r->st.writer_err ? r->st.writer_err : tm_writer_flush(r->w);
+	err = r->st.writer_err ? r->st.writer_err : r->w ? tm_writer_flush(r->w) : TM_OK;
 	pthread_mutex_unlock(&r->wlock);
 	return err;
 }
@@ -1172,6 +1218,7 @@ int tm_recorder_crash_install(tm_recorder *r)
 {
 	if (!r)
 		return TM_ERR_INVALID_ARG;
+	r->crash_on = 1;
 	return tm_crash__install(r->w, r);
 }
 
@@ -1184,7 +1231,7 @@ static int finish(tm_recorder *r)
 	r->closed = 1;
 	pthread_cond_broadcast(&r->not_full);   /* lossless waiters drop now */
 	pthread_mutex_unlock(&r->lock);
-	if (r->w) {
+	if (r->ring) {
 		/* The pending gap still needs a slot: empty the ring first. */
 		wait_empty(r);
 		pthread_mutex_lock(&r->lock);
@@ -1200,7 +1247,9 @@ static int finish(tm_recorder *r)
 		/* made after the last event: nothing else reaches them */
 		write_annots(r, UINT64_MAX);
 		err = r->st.writer_err;
-		if (err)
+		if (!r->w) {
+			/* flight mode never triggered: no file */
+		} else if (err)
 			tm_writer_abandon(r->w);
 		else
 			err = tm_writer_close(r->w);
@@ -1226,6 +1275,274 @@ int tm_recorder_close(tm_recorder *r)
 	pthread_cond_destroy(&r->drained);
 	free_parts(r);
 	return err;
+}
+
+/* ------------------------------------------------------------- flight mode */
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The run metadata as first written, plus what the window held (tmdb's
+ * `info probe` shows the pairs). */
+static int flight_meta(tm_recorder *r, tm_writer *w, const char *reason)
+{
+	char vals[5][200];
+	struct tm_run_meta m;
+	struct tm_record rec;
+	tm_decoder *d;
+	size_t used;
+	int err = TM_OK;
+	static const char *const keys[5] = {
+		"flight.steps", "flight.steps_held", "flight.budget",
+		"flight.trigger", "flight.not_kept"
+	};
+	uint32_t i;
+
+	if (!r->meta_enc.len)
+		return TM_OK;
+	d = tm_decoder_new();
+	if (!d)
+		return TM_ERR_NOMEM;
+	if (tm_decode_record(d, r->meta_enc.data, r->meta_enc.len, &rec, &used) != TM_OK ||
+	    rec.type != TM_REC_META) {
+		tm_decoder_free(d);
+		return tm_writer_raw(w, r->meta_enc.data, r->meta_enc.len);
+	}
+	m = rec.u.meta;
+	snprintf(vals[0], sizeof(vals[0]), "%u", r->fl_steps);
+	snprintf(vals[1], sizeof(vals[1]), "%u complete steps from step %llu, %llu bytes",
+		 r->fl_win.steps_held, (unsigned long long)r->fl_win.first_step,
+		 (unsigned long long)r->fl_win.bytes);
+	snprintf(vals[2], sizeof(vals[2]), "%llu bytes; %llu steps did not fit",
+		 (unsigned long long)r->fl_budget, (unsigned long long)r->fl_win.steps_over);
+	snprintf(vals[3], sizeof(vals[3]), "%s", reason);
+	snprintf(vals[4], sizeof(vals[4]), "%llu events before the window",
+		 (unsigned long long)r->fl_win.not_kept.count);
+	for (i = 0; i < 5 && m.npairs < TM_META_MAX_PAIRS; i++) {
+		m.keys[m.npairs] = keys[i];
+		m.values[m.npairs] = vals[i];
+		m.npairs++;
+	}
+	err = tm_writer_meta(w, &m);
+	tm_decoder_free(d);
+	return err;
+}
+
+/* Tells the other processes of the job (rendezvous file), once. */
+static void flight_mark(tm_recorder *r, const char *reason)
+{
+	int fd;
+
+	if (!r->fl_mark || access(r->fl_mark, F_OK) == 0)
+		return;
+	fd = open(r->fl_mark, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return;
+	/* the file's existence is the message; the reason is a courtesy */
+	if (write(fd, reason, strlen(reason)) < 0) {
+		close(fd);
+		return;
+	}
+	close(fd);
+}
+
+/*
+ * Writes the window to fl_path and records normally from then on; wlock
+ * held (or the crash handler's ownership).  Once only: later calls (and
+ * triggers) find w open and do nothing.
+ */
+static int flight_dump_locked(tm_recorder *r, const char *reason)
+{
+	tm_writer *w;
+	uint32_t i, n, id;
+	int err;
+
+	if (!r->fl || r->w)
+		return TM_OK;
+	err = tm_writer_open(r->fl_path, NULL, &w);
+	if (err) {
+		snprintf(r->detail, sizeof(r->detail), "flight dump to %s: %s",
+			 r->fl_path, tm_strerror(err));
+		return err;
+	}
+	tm_flight__window(r->fl, &r->fl_win);
+	snprintf(r->fl_reason, sizeof(r->fl_reason), "%s", reason);
+	err = flight_meta(r, w, reason);
+	n = tm_nodetab_count(r->nodes);
+	for (i = 0; !err && i < n; i++) {
+		/* dense ids in the same order: the writer's match the table's */
+		err = tm_writer_node(w, tm_nodetab_get(r->nodes, i), &id);
+		if (!err && id != i)
+			err = TM_ERR_CORRUPT;
+	}
+	if (!err)
+		err = tm_flight__write(r->fl, w);
+	if (!err && !r->crashing)
+		err = tm_writer_flush(w);
+	if (err) {
+		set_detail(r, "flight dump", err);
+		tm_writer_abandon(w);
+		return err;
+	}
+	r->w = w;
+	tm_flight__clear(r->fl);
+	if (r->crash_on && !r->crashing)
+		tm_crash__install(w, r);
+	__atomic_add_fetch(&r->fl_word, 1, __ATOMIC_RELEASE);
+	flight_mark(r, reason);
+	return TM_OK;
+}
+
+/* Events into the flight ring; a trigger dumps and the rest go to the file. */
+static int flight_events(tm_recorder *r, const struct tm_event *e, size_t n)
+{
+	const char *why = NULL;
+	size_t taken = tm_flight__events(r->fl, e, n, r->nodes, &why);
+	char reason[200];
+	int err;
+
+	if (!why)
+		return TM_OK;
+	snprintf(reason, sizeof(reason), "trigger %s at seq %llu step %llu", why,
+		 (unsigned long long)e[taken - 1].seq, (unsigned long long)e[taken - 1].step);
+	err = flight_dump_locked(r, reason);
+	if (err || taken == n)
+		return err;
+	err = tm_writer_events(r->w, e + taken, n - taken);
+	if (!err)
+		r->st.events_written += n - taken;
+	return err;
+}
+
+/* Another process of the job triggered: dump too.  wlock held. */
+static void flight_poll(tm_recorder *r)
+{
+	char reason[200], buf[160];
+	uint64_t now;
+	ssize_t got;
+	int fd;
+
+	if (!r->fl || r->w || !r->fl_mark)
+		return;
+	now = mono_ns();
+	if (now < r->fl_poll_at)
+		return;
+	r->fl_poll_at = now + UINT64_C(50000000);
+	fd = open(r->fl_mark, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	got = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[got > 0 ? got : 0] = 0;
+	snprintf(reason, sizeof(reason), "another rank: %s", buf);
+	flight_dump_locked(r, reason);
+}
+
+int tm_recorder_open_flight(const struct tm_recorder_opts *opts,
+			    const struct tm_flight_opts *f, tm_recorder **out)
+{
+	struct tm_flight *fl;
+	tm_recorder *r;
+	int err;
+
+	if (!out)
+		return TM_ERR_INVALID_ARG;
+	*out = NULL;
+	if (!f || !f->steps || !f->path || !*f->path)
+		return TM_ERR_INVALID_ARG;
+	fl = tm_flight__new(f->steps, f->budget_bytes);
+	if (!fl)
+		return TM_ERR_NOMEM;
+	err = recorder_new(NULL, opts, fl, &r);
+	if (err)
+		return err;
+	r->fl_steps = f->steps;
+	r->fl_budget = f->budget_bytes ? f->budget_bytes : UINT64_C(64) << 20;
+	r->fl_path = strdup(f->path);
+	r->fl_mark = f->rendezvous && *f->rendezvous ? strdup(f->rendezvous) : NULL;
+	if (!r->fl_path || (f->rendezvous && *f->rendezvous && !r->fl_mark)) {
+		tm_recorder_close(r);
+		return TM_ERR_NOMEM;
+	}
+	*out = r;
+	return TM_OK;
+}
+
+int tm_recorder_flight_trigger(tm_recorder *r, const char *text)
+{
+	char *errs = NULL;
+	int err;
+
+	if (!r || !text)
+		return TM_ERR_INVALID_ARG;
+	if (!r->fl)
+		return TM_ERR_UNSUPPORTED;
+	pthread_mutex_lock(&r->wlock);
+	err = tm_flight__add_trigger(r->fl, text, r->nodes, &errs);
+	pthread_mutex_unlock(&r->wlock);
+	if (err)
+		snprintf(r->detail, sizeof(r->detail), "%s", errs ? errs : tm_strerror(err));
+	free(errs);
+	return err;
+}
+
+int tm_recorder_flight_dump(tm_recorder *r, const char *reason)
+{
+	int err;
+
+	if (!r)
+		return TM_ERR_INVALID_ARG;
+	if (!r->fl)
+		return TM_ERR_UNSUPPORTED;
+	/* what was submitted before the call belongs to the window */
+	wait_empty(r);
+	pthread_mutex_lock(&r->wlock);
+	err = flight_dump_locked(r, reason && *reason ? reason : "dump");
+	pthread_mutex_unlock(&r->wlock);
+	return err;
+}
+
+int tm_recorder_flight_info(tm_recorder *r, struct tm_flight_info *out)
+{
+	struct tm_flight_window win;
+
+	if (!r || !out)
+		return TM_ERR_INVALID_ARG;
+	memset(out, 0, sizeof(*out));
+	if (!r->fl)
+		return TM_OK;
+	pthread_mutex_lock(&r->wlock);
+	out->steps = r->fl_steps;
+	out->budget = r->fl_budget;
+	out->dumps = __atomic_load_n(&r->fl_word, __ATOMIC_ACQUIRE);
+	if (r->w)
+		win = r->fl_win;
+	else
+		tm_flight__window(r->fl, &win);
+	out->steps_held = win.steps_held;
+	out->first_step = win.first_step;
+	out->steps_dropped = win.steps_dropped;
+	out->steps_over = win.steps_over;
+	out->bytes = win.bytes;
+	out->not_kept = win.not_kept.count;
+	snprintf(out->reason, sizeof(out->reason), "%s", r->fl_reason);
+	pthread_mutex_unlock(&r->wlock);
+	return TM_OK;
+}
+
+const uint32_t *tm_recorder_flight_word(tm_recorder *r)
+{
+	return r && r->fl ? &r->fl_word : NULL;
+}
+
+tm_writer *tm_recorder__writer(tm_recorder *r)
+{
+	return r ? r->w : NULL;
 }
 
 /* ------------------------------------------------------------- the crash handler */
@@ -1281,7 +1598,7 @@ tm_server *tm_recorder__crash(tm_recorder *r, struct tm_crash *c, int pos_set,
 	else if (atomic_load_explicit(&r->lock_owned, memory_order_relaxed) &&
 		 pthread_equal(r->lock_owner, pthread_self()))
 		have_lock = 2;
-	if (r->w && have_lock) {
+	if (r->ring && have_lock) {
 		/* The writer thread finishes the range it is writing (it
 		 * holds wlock throughout); the rest of the ring is ours. */
 		if (try_lock_for(&r->wlock, 2000) == 0)
@@ -1294,7 +1611,10 @@ tm_server *tm_recorder__crash(tm_recorder *r, struct tm_crash *c, int pos_set,
 				write_slots(r, from, r->head, &tfree, &pfree);
 			else
 				write_annots(r, r->head);   /* made after the last event */
-			if (r->gap_count && !r->st.writer_err) {
+			/* flight mode: the window goes out before the rest */
+			if (!r->w && r->fl)
+				flight_dump_locked(r, "fatal signal");
+			if (r->gap_count && r->w && !r->st.writer_err) {
 				struct tm_gap g;
 
 				memset(&g, 0, sizeof(g));

@@ -182,6 +182,8 @@ struct tm_writer;
 struct tm_server;
 int tm_crash__install(struct tm_writer *w, struct tm_recorder *r);
 void tm_crash__forget(const struct tm_recorder *r);
+/* The recorder's writer now (flight mode opens it at a dump). */
+struct tm_writer *tm_recorder__writer(struct tm_recorder *r);
 uint64_t tm_crash__gen(void);
 struct tm_server *tm_recorder__crash(struct tm_recorder *r, struct tm_crash *c,
 				     int pos_set, uint64_t pos_gen);

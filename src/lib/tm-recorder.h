@@ -244,6 +244,59 @@ int tm_recorder_watch_batch(tm_recorder *r, const struct tm_rec_batch *b);
  */
 int tm_recorder_crash_install(tm_recorder *r);
 
+/*
+ * Flight mode (doc/manual.md, "Unattended runs"): a recorder that keeps the
+ * events of the last `steps` complete steps, encoded, in memory -- at most
+ * budget_bytes of them (default 64 MiB, level-3 payloads included) -- and
+ * writes nothing until a trigger.  Then it writes path: the run metadata
+ * (with flight.* pairs saying what the window held), the nodes, a gap of
+ * reason TM_GAP_NOT_KEPT for every seq before the window, the kept steps
+ * and the step in progress up to the triggering event; from then on it
+ * records normally into that file.  A step that alone exceeds the budget
+ * is kept as a NOT_KEPT gap over its seqs.  Triggers: a condition added
+ * with tm_recorder_flight_trigger, evaluated on the writer thread as the
+ * probe-side server evaluates breakpoints (so the model is not slowed, and
+ * the dump follows the event by up to a drain interval); a call to
+ * tm_recorder_flight_dump; a fatal signal, when the crash handler is
+ * installed (the window, then the crash record); and rendezvous: a file
+ * that the recorder creates at its dump (holding the reason) and polls
+ * for every 50 ms, so that every process of a job given the same path
+ * dumps when one does.
+ */
+struct tm_flight_opts {
+	uint32_t steps;                 /* complete steps kept, >= 1 */
+	uint32_t reserved;
+	uint64_t budget_bytes;          /* 0: 64 MiB */
+	const char *path;               /* the .tmrun a trigger writes */
+	const char *rendezvous;         /* NULL: none */
+};
+int tm_recorder_open_flight(const struct tm_recorder_opts *opts,
+			    const struct tm_flight_opts *f, tm_recorder **out);
+/* "ADDRESS if COND", "COND" (on model.**, as `break model.** if COND`) or
+ * "ADDRESS"; a bad one: TM_ERR_TQL or TM_ERR_ADDRESS/INVALID_ARG with the
+ * message in tm_recorder_detail. */
+int tm_recorder_flight_trigger(tm_recorder *r, const char *text);
+/* Writes the window now (after what was submitted so far); a no-op once
+ * the window was written.  TM_ERR_UNSUPPORTED if r is not in flight mode. */
+int tm_recorder_flight_dump(tm_recorder *r, const char *reason);
+struct tm_flight_info {
+	uint32_t steps;                 /* configured */
+	uint32_t steps_held;            /* complete steps in the window */
+	uint32_t dumps;                 /* 0 until the window was written */
+	uint32_t reserved;
+	uint64_t first_step;
+	uint64_t steps_dropped;         /* complete steps let go (age, budget) */
+	uint64_t steps_over;            /* steps over the budget by themselves */
+	uint64_t bytes;                 /* encoded bytes held (at the dump) */
+	uint64_t budget;
+	uint64_t not_kept;              /* seqs before the window */
+	char reason[200];               /* what triggered the dump */
+};
+int tm_recorder_flight_info(tm_recorder *r, struct tm_flight_info *out);
+/* A word that counts dumps (0 until one), for a probe to poll cheaply;
+ * NULL if not in flight mode. */
+const uint32_t *tm_recorder_flight_word(tm_recorder *r);
+
 #ifdef __cplusplus
 }
 #endif

@@ -136,6 +136,36 @@ class RecorderOpts(ctypes.Structure):
     ]
 
 
+class FlightOpts(ctypes.Structure):
+    """struct tm_flight_opts (tm-recorder.h)."""
+
+    _fields_ = [
+        ("steps", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint32),
+        ("budget_bytes", ctypes.c_uint64),
+        ("path", ctypes.c_char_p),
+        ("rendezvous", ctypes.c_char_p),
+    ]
+
+
+class FlightInfo(ctypes.Structure):
+    """struct tm_flight_info (tm-recorder.h)."""
+
+    _fields_ = [
+        ("steps", ctypes.c_uint32),
+        ("steps_held", ctypes.c_uint32),
+        ("dumps", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint32),
+        ("first_step", ctypes.c_uint64),
+        ("steps_dropped", ctypes.c_uint64),
+        ("steps_over", ctypes.c_uint64),
+        ("bytes", ctypes.c_uint64),
+        ("budget", ctypes.c_uint64),
+        ("not_kept", ctypes.c_uint64),
+        ("reason", ctypes.c_char * 200),
+    ]
+
+
 class RecBatch(ctypes.Structure):
     """struct tm_rec_batch (tm-recorder.h): the producer's pending batch, for
     the fatal-signal handler."""
@@ -418,6 +448,12 @@ def _declare(lib: ctypes.CDLL) -> None:
         "tm_recorder_serve": (c_int, [c_vp, c_vp]),
         "tm_recorder_watch_batch": (c_int, [c_vp, ctypes.POINTER(RecBatch)]),
         "tm_recorder_crash_install": (c_int, [c_vp]),
+        "tm_recorder_open_flight": (c_int, [ctypes.POINTER(RecorderOpts),
+                                            ctypes.POINTER(FlightOpts), ctypes.POINTER(c_vp)]),
+        "tm_recorder_flight_trigger": (c_int, [c_vp, c_str]),
+        "tm_recorder_flight_dump": (c_int, [c_vp, c_str]),
+        "tm_recorder_flight_info": (c_int, [c_vp, ctypes.POINTER(FlightInfo)]),
+        "tm_recorder_flight_word": (c_vp, [c_vp]),
         "tm_crash_uninstall": (None, []),
         "tm_server_opts_default": (None, [ctypes.POINTER(ServerOpts)]),
         "tm_server_start": (c_int, [ctypes.POINTER(ServerOpts), ctypes.POINTER(c_vp)]),

@@ -17,6 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ._flight import parse_size
+
 
 def _node_level(text: str) -> tuple[str, int]:
     pat, sep, lv = text.rpartition("=")
@@ -42,13 +44,42 @@ def _parser() -> argparse.ArgumentParser:
     rec.add_argument("--listen", action="store_true",
                      help="also let tmdb attach while it runs (tmdb -ex 'attach PID')")
     rec.add_argument("--wait", type=float, metavar="SECONDS",
-                     help="with --listen: wait this long for tmdb before running")
+                     help="with --listen: wait this long for tmdb before running; with "
+                     "--on-trigger wait: after the trigger (300)")
+    fl = rec.add_argument_group("flight mode (keep the last steps in memory; write them at a trigger)")
+    fl.add_argument("--flight", type=int, metavar="N",
+                    help="keep the events of the last N complete steps in memory and write "
+                    "-o only at a trigger")
+    fl.add_argument("--flight-budget", metavar="SIZE", default=None,
+                    help="bytes the window may hold, level-3 payloads included (64M)")
+    fl.add_argument("--trigger", action="append", default=[], metavar="TQL",
+                    help="'[ADDRESS if] CONDITION', as a breakpoint: write the window when "
+                    "it holds (repeatable; crashes, SIGUSR1, uncaught exceptions and "
+                    "sys.exit(N != 0) always trigger)")
+    fl.add_argument("--on-trigger", choices=("continue", "stop", "wait"), default="continue",
+                    help="after writing the window: record normally (continue), end the "
+                    "program (stop, exit status 3), or pause and wait --wait seconds for "
+                    "tmdb to attach (wait)")
     rec.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     return ap
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.flight is None and (args.trigger or args.flight_budget or args.on_trigger != "continue"):
+        print("tensormorph-probe: --trigger, --flight-budget and --on-trigger need --flight N",
+              file=sys.stderr)
+        return 2
+    if args.flight is not None and args.flight < 1:
+        print(f"tensormorph-probe: --flight must be at least 1 step, got {args.flight}",
+              file=sys.stderr)
+        return 2
+    if args.flight_budget is not None:
+        try:
+            parse_size(args.flight_budget)
+        except ValueError as exc:
+            print(f"tensormorph-probe: --flight-budget: {exc}", file=sys.stderr)
+            return 2
     cmd = list(args.command)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
@@ -68,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
         "nodes": args.nodes or ["model.**"],
         "levels": dict(args.node_level),
         "lossless": args.lossless,
+        **({"flight": args.flight, "flight_budget": args.flight_budget,
+            "triggers": args.trigger, "on_trigger": args.on_trigger,
+            "trigger_wait": args.wait} if args.flight else {}),
     })
     if args.listen:
         env["TENSORMORPH_LISTEN"] = "1"

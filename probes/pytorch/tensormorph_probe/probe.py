@@ -60,7 +60,7 @@ from typing import Any
 import torch
 import torch.optim.optimizer as torch_optimizer
 
-from . import _lib
+from . import _flight, _lib
 from ._devstats import device_stats
 from ._flatten import FLATTEN_RULE, flatten, flatten_call
 
@@ -234,7 +234,10 @@ class Probe(_ProbeBase):
                  device_stats_on_cpu: bool = False, crash_handler: bool = True,
                  rank: int | None = None, world_size: int | None = None,
                  probe_kind: str = "pytorch",
-                 meta: Iterable[tuple[str, str]] | Mapping[str, str] | None = None) -> None:
+                 meta: Iterable[tuple[str, str]] | Mapping[str, str] | None = None,
+                 flight: int | None = None, flight_budget: int | str | None = None,
+                 triggers: Iterable[str] = (), on_trigger: str = "continue",
+                 trigger_wait: float | None = None) -> None:
         if not 0 <= level <= 3:
             raise ValueError(f"level must be 0..3, got {level}")
         self._lib = lib = _lib.load()
@@ -249,6 +252,7 @@ class Probe(_ProbeBase):
         self._meta_pairs = [(str(k), str(v)) for k, v in extra]
         # None: nothing is written (a live session's debugger keeps the history)
         self.path = os.fspath(record) if record is not None else None
+        self._record_arg = os.fspath(record) if record is not None else None
         self.manifest: str | None = None
         distributed = self.world_size > 1
         if self.path is not None and distributed:
@@ -276,9 +280,21 @@ class Probe(_ProbeBase):
         opts.ring_payload_bytes = ring_payload_bytes
         opts.lossless = int(lossless)
         handle = ctypes.c_void_p()
-        _check(lib.tm_recorder_open(self.path.encode() if self.path else None,
-                                    ctypes.byref(opts), ctypes.byref(handle)),
-               f"cannot record to {self.path}")
+        if flight:
+            # flight mode (_flight.py): the window stays in memory
+            if self.path is None:
+                raise ValueError("flight mode needs a record path to write the window to")
+            try:
+                handle.value = _flight.open_recorder(
+                    lib, self.path, opts, int(flight),
+                    _flight.parse_size(flight_budget) if flight_budget else None,
+                    _flight.rendezvous_path(os.fspath(record)) if distributed else None)
+            except OSError as exc:
+                raise ProbeError(str(exc)) from None
+        else:
+            _check(lib.tm_recorder_open(self.path.encode() if self.path else None,
+                                        ctypes.byref(opts), ctypes.byref(handle)),
+                   f"cannot record to {self.path}")
         self._rec: int | None = handle.value
         self._recvp = ctypes.c_void_p(self._rec)
         self._t0 = time.monotonic_ns()
@@ -314,6 +330,15 @@ class Probe(_ProbeBase):
         if crash_handler:
             _check(lib.tm_recorder_crash_install(self._rec), "fatal-signal handler")
             self._crash = True
+        self._flight: _flight.Flight | None = None
+        if flight:
+            try:
+                self._flight = _flight.Flight(self, list(triggers), on_trigger, trigger_wait)
+            except ValueError:
+                lib.tm_recorder_close(self._rec)
+                raise
+        elif list(triggers):
+            raise ValueError("triggers need flight mode (flight=N)")
         # live debugging (listen): the server and its state word
         self._srv: int | None = None
         self._live: ctypes.c_uint32 | None = None
@@ -786,6 +811,14 @@ class Probe(_ProbeBase):
         self._seen.clear()
         if self._live is not None and self._live.value >> 1 != self._gen:
             self._refresh()
+        fl = self._flight
+        if fl is not None and not self._closed:
+            if fl.sync and not fl.word.value:
+                # stop/wait: act at the end of the triggering step, so the
+                # ring is encoded (and triggers run) now, not a drain later
+                self._lib.tm_recorder_flush(self._rec)
+            if fl.word.value != fl.seen:
+                fl.after(self)
 
     def _submit_live(self) -> None:
         """A debugger is subscribed: the event goes to C now, where the
@@ -987,6 +1020,32 @@ class Probe(_ProbeBase):
                "annotate")
         return [b.decode() for b in kept]
 
+    def dump(self, reason: str = "dump()") -> bool:
+        """Flight mode: writes the window now (the events so far) to
+        probe.path and records normally from then on.  Returns False when
+        not in flight mode or closed; a second dump only flushes."""
+        if self._flight is None or self._closed or not self._rec:
+            return False
+        self._submit()
+        return self._flight_dump_now(reason)
+
+    def _flight_dump_now(self, reason: str) -> bool:
+        """The window as handed over so far (safe in a signal handler)."""
+        if self._flight is None or self._closed or not self._rec:
+            return False
+        err = self._lib.tm_recorder_flight_dump(self._rec, reason.encode(errors="replace"))
+        if err:
+            detail = self._lib.tm_recorder_detail(self._rec).decode(errors="replace")
+            print(f"tensormorph-probe: {detail or _lib.strerror(err)}", file=sys.stderr,
+                  flush=True)
+            return False
+        return True
+
+    def flight_info(self) -> dict[str, Any]:
+        """Flight mode: steps configured and held, bytes, dumps, the
+        trigger's reason ({} when not in flight mode)."""
+        return self._flight.info(self) if self._flight is not None else {}
+
     def flush(self) -> None:
         """Hands over pending events and waits until they are written."""
         self._submit()
@@ -1090,10 +1149,14 @@ class Probe(_ProbeBase):
         if self._closed:
             return
         self._unhook()
+        if self._flight is not None:
+            self._flight.uninstall()
         try:
             if self._root_done:
                 self._param_events()    # the last step ends here
             self._submit()
+            if self._flight is not None and self._rec:
+                self._flight.closing(self)
         finally:
             self._closed = True
             rec, self._rec = self._rec, None
@@ -1176,6 +1239,11 @@ def attach(model: torch.nn.Module | None = None, level: int = 1,
     the manifest (probe.manifest).
     Returns the probe; also usable as a context manager."""
     global _active
+    if "flight" not in options:
+        steps, budget = _flight.env_flight()
+        if steps:
+            options["flight"] = steps
+            options.setdefault("flight_budget", budget)
     probe = Probe(model, level, record, nodes, levels, lossless, **options)
     _active = weakref.ref(probe)
     where, wait = _env_listen()
@@ -1204,3 +1272,9 @@ def listen(model: torch.nn.Module | None = None, path: str | os.PathLike[str] | 
         probe = attach(model, **options)
     probe.listen(path, wait)
     return probe
+
+
+def dump(reason: str = "dump()") -> bool:
+    """Flight mode: writes the active probe's window now (see Probe.dump)."""
+    p = active()
+    return p.dump(reason) if p is not None else False

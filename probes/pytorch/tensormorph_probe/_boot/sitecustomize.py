@@ -80,9 +80,11 @@ def _attach() -> None:
         import tensormorph_probe
 
         # attach() reads TENSORMORPH_LISTEN/WAIT itself
+        extra = {k: opts[k] for k in ("flight", "flight_budget", "triggers", "on_trigger",
+                                      "trigger_wait") if k in opts}
         tensormorph_probe.attach(None, level=opts["level"], record=opts["record"],
                                  nodes=opts["nodes"], levels=opts["levels"],
-                                 lossless=opts["lossless"])
+                                 lossless=opts["lossless"], **extra)
     except Exception as exc:
         # Asked to record or to be debugged: running on without the probe
         # would look like success and leave no trace.
