@@ -310,17 +310,19 @@ static void complete_cur(struct tm_flight *f)
 	f->have_cur = 0;
 }
 
-/* Makes room for the current step after it grew; never drops it. */
+/* Makes room for the current step after it grew; never drops it.  A step
+ * bigger than the budget by itself gives up its contents rather than
+ * evicting steps that fit. */
 static void fit(struct tm_flight *f)
 {
-	while (f->bytes > f->budget && f->count)
-		drop_oldest(f);
-	if (f->bytes > f->budget && !f->cur.over) {
+	if (f->cur.buf.len > f->budget && !f->cur.over) {
 		f->over++;
 		f->cur.over = 1;
 		f->bytes -= f->cur.buf.len;
 		tm_buf_free(&f->cur.buf);
 	}
+	while (f->bytes > f->budget && f->count)
+		drop_oldest(f);
 }
 
 static void enter_step(struct tm_flight *f, uint64_t step, uint64_t time_ns)
@@ -398,6 +400,12 @@ void tm_flight__raw(struct tm_flight *f, const uint8_t *rec, size_t len)
 	append(f, &b);
 }
 
+void tm_flight__at_step(struct tm_flight *f, uint64_t step)
+{
+	if (f->have_cur && f->cur.step < step)
+		complete_cur(f);
+}
+
 static const struct fstep *oldest(const struct tm_flight *f)
 {
 	uint32_t i;
@@ -414,9 +422,13 @@ static const struct fstep *oldest(const struct tm_flight *f)
 void tm_flight__window(const struct tm_flight *f, struct tm_flight_window *out)
 {
 	const struct fstep *s = oldest(f);
+	uint32_t i;
 
 	memset(out, 0, sizeof(*out));
-	out->steps_held = f->count;
+	for (i = 0; i < f->count; i++)
+		if (!f->done[(f->first + i) % f->n].over)
+			out->steps_held++;
+	out->steps_over_held = f->count - out->steps_held;
 	out->steps_dropped = f->dropped;
 	out->steps_over = f->over;
 	out->bytes = f->bytes;

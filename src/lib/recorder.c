@@ -1315,9 +1315,10 @@ static int flight_meta(tm_recorder *r, tm_writer *w, const char *reason)
 	}
 	m = rec.u.meta;
 	snprintf(vals[0], sizeof(vals[0]), "%u", r->fl_steps);
-	snprintf(vals[1], sizeof(vals[1]), "%u complete steps from step %llu, %llu bytes",
+	snprintf(vals[1], sizeof(vals[1]), "%u complete steps from step %llu, %llu bytes%s",
 		 r->fl_win.steps_held, (unsigned long long)r->fl_win.first_step,
-		 (unsigned long long)r->fl_win.bytes);
+		 (unsigned long long)r->fl_win.bytes,
+		 r->fl_win.steps_over_held ? "; steps over the budget are gaps" : "");
 	snprintf(vals[2], sizeof(vals[2]), "%llu bytes; %llu steps did not fit",
 		 (unsigned long long)r->fl_budget, (unsigned long long)r->fl_win.steps_over);
 	snprintf(vals[3], sizeof(vals[3]), "%s", reason);
@@ -1491,7 +1492,7 @@ int tm_recorder_flight_trigger(tm_recorder *r, const char *text)
 	return err;
 }
 
-int tm_recorder_flight_dump(tm_recorder *r, const char *reason)
+int tm_recorder_flight_dump(tm_recorder *r, const char *reason, uint64_t step)
 {
 	int err;
 
@@ -1502,6 +1503,8 @@ int tm_recorder_flight_dump(tm_recorder *r, const char *reason)
 	/* what was submitted before the call belongs to the window */
 	wait_empty(r);
 	pthread_mutex_lock(&r->wlock);
+	if (!r->w && step != UINT64_MAX)
+		tm_flight__at_step(r->fl, step);
 	err = flight_dump_locked(r, reason && *reason ? reason : "dump");
 	pthread_mutex_unlock(&r->wlock);
 	return err;
@@ -1611,9 +1614,14 @@ tm_server *tm_recorder__crash(tm_recorder *r, struct tm_crash *c, int pos_set,
 				write_slots(r, from, r->head, &tfree, &pfree);
 			else
 				write_annots(r, r->head);   /* made after the last event */
-			/* flight mode: the window goes out before the rest */
-			if (!r->w && r->fl)
+			/* flight mode: the window goes out before the rest; the
+			 * batch's events say which step the model is in */
+			if (!r->w && r->fl) {
+				if (b && b->events && b->nev)
+					tm_flight__at_step(r->fl, ((const struct tm_rec_event *)
+								   (uintptr_t)b->events)->step);
 				flight_dump_locked(r, "fatal signal");
+			}
 			if (r->gap_count && r->w && !r->st.writer_err) {
 				struct tm_gap g;
 

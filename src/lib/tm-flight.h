@@ -33,13 +33,16 @@ int tm_flight__add_trigger(struct tm_flight *f, const char *text,
 size_t tm_flight__events(struct tm_flight *f, const struct tm_event *e,
 			 size_t n, const tm_nodetab *nodes, const char **why);
 void tm_flight__gap(struct tm_flight *f, const struct tm_gap *g);
+/* The producer is at step: the step in progress here, if earlier, is complete. */
+void tm_flight__at_step(struct tm_flight *f, uint64_t step);
 void tm_flight__raw(struct tm_flight *f, const uint8_t *rec, size_t len);
 
 /* What a dump writes: the gap for what was not kept (count 0: none), then
  * the buffers, oldest first, through put(). */
 struct tm_flight_window {
 	struct tm_gap not_kept;
-	uint32_t steps_held;            /* complete steps in the window */
+	uint32_t steps_held;            /* complete steps in the window, with events */
+	uint32_t steps_over_held;       /* ... as a gap: over the budget */
 	uint64_t first_step;
 	uint64_t steps_dropped;         /* complete steps dropped (age or budget) */
 	uint64_t steps_over;            /* steps that did not fit the budget */

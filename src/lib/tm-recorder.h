@@ -277,8 +277,10 @@ int tm_recorder_open_flight(const struct tm_recorder_opts *opts,
  * message in tm_recorder_detail. */
 int tm_recorder_flight_trigger(tm_recorder *r, const char *text);
 /* Writes the window now (after what was submitted so far); a no-op once
- * the window was written.  TM_ERR_UNSUPPORTED if r is not in flight mode. */
-int tm_recorder_flight_dump(tm_recorder *r, const char *reason);
+ * the window was written.  step: the producer's step now (UINT64_MAX:
+ * unknown), so that a dump between two steps keeps N complete steps and
+ * not N + 1.  TM_ERR_UNSUPPORTED if r is not in flight mode. */
+int tm_recorder_flight_dump(tm_recorder *r, const char *reason, uint64_t step);
 struct tm_flight_info {
 	uint32_t steps;                 /* configured */
 	uint32_t steps_held;            /* complete steps in the window */

@@ -451,7 +451,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "tm_recorder_open_flight": (c_int, [ctypes.POINTER(RecorderOpts),
                                             ctypes.POINTER(FlightOpts), ctypes.POINTER(c_vp)]),
         "tm_recorder_flight_trigger": (c_int, [c_vp, c_str]),
-        "tm_recorder_flight_dump": (c_int, [c_vp, c_str]),
+        "tm_recorder_flight_dump": (c_int, [c_vp, c_str, c_u64]),
         "tm_recorder_flight_info": (c_int, [c_vp, ctypes.POINTER(FlightInfo)]),
         "tm_recorder_flight_word": (c_vp, [c_vp]),
         "tm_crash_uninstall": (None, []),

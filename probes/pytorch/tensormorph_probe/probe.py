@@ -240,6 +240,12 @@ class Probe(_ProbeBase):
                  trigger_wait: float | None = None) -> None:
         if not 0 <= level <= 3:
             raise ValueError(f"level must be 0..3, got {level}")
+        triggers = list(triggers)
+        if triggers and not flight:
+            raise ValueError("triggers need flight mode (flight=N)")
+        if flight and on_trigger not in _flight.ON_TRIGGER:
+            raise ValueError(f"on_trigger must be one of {', '.join(_flight.ON_TRIGGER)}, "
+                             f"got {on_trigger!r}")
         self._lib = lib = _lib.load()
         if (rank is None) != (world_size is None):
             raise ValueError("rank and world_size go together")
@@ -333,12 +339,10 @@ class Probe(_ProbeBase):
         self._flight: _flight.Flight | None = None
         if flight:
             try:
-                self._flight = _flight.Flight(self, list(triggers), on_trigger, trigger_wait)
+                self._flight = _flight.Flight(self, triggers, on_trigger, trigger_wait)
             except ValueError:
                 lib.tm_recorder_close(self._rec)
                 raise
-        elif list(triggers):
-            raise ValueError("triggers need flight mode (flight=N)")
         # live debugging (listen): the server and its state word
         self._srv: int | None = None
         self._live: ctypes.c_uint32 | None = None
@@ -1033,7 +1037,8 @@ class Probe(_ProbeBase):
         """The window as handed over so far (safe in a signal handler)."""
         if self._flight is None or self._closed or not self._rec:
             return False
-        err = self._lib.tm_recorder_flight_dump(self._rec, reason.encode(errors="replace"))
+        err = self._lib.tm_recorder_flight_dump(self._rec, reason.encode(errors="replace"),
+                                                self.step_count)
         if err:
             detail = self._lib.tm_recorder_detail(self._rec).decode(errors="replace")
             print(f"tensormorph-probe: {detail or _lib.strerror(err)}", file=sys.stderr,

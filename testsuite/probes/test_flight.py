@@ -1,0 +1,299 @@
+"""Flight mode (issue 21): the last N steps stay in memory and reach the disk
+only at a trigger -- a TQL condition evaluated by libtensormorph, a fatal
+signal, SIGUSR1, dump(), an uncaught exception, sys.exit(N) -- as an
+ordinary .tmrun whose start is a "not kept" gap.  Real training loops
+(GPT-2 from a config, an MLP), recorded through `tensormorph-probe record`
+or attach(); traces are read back through libtensormorph."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import MLP, needs_tmdb, read, run_tmdb
+
+import tensormorph_probe as tp
+from tensormorph_probe import _lib
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+NOT_KEPT = 1 << 5
+
+_GPT2 = r'''
+import sys, torch
+from transformers import GPT2Config, GPT2LMHeadModel
+torch.manual_seed(0)
+k = int(sys.argv[1])
+cfg = GPT2Config(n_layer=2, n_embd=32, n_head=2, n_positions=16, vocab_size=64,
+                 resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+model = GPT2LMHeadModel(cfg)
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+for step in range(12):
+    if step == k:
+        with torch.no_grad():           # a weight goes bad: NaN from here on
+            model.transformer.h[1].mlp.c_fc.weight[0, 0] = float("nan")
+    ids = torch.randint(0, 64, (2, 8))
+    loss = model(input_ids=ids, labels=ids).loss
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+print("finished")
+'''
+
+_LOOP = r'''
+import ctypes, os, signal, sys, torch
+torch.manual_seed(0)
+mode, k = sys.argv[1], int(sys.argv[2])
+class Bomb(torch.nn.Module):
+    step = -1
+    def forward(self, x):
+        if mode == "crash" and self.step == k:
+            ctypes.string_at(0)         # SIGSEGV inside the model
+        return x
+bomb = Bomb()
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), bomb, torch.nn.ReLU(), torch.nn.Linear(16, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for step in range(10):
+    x = torch.randn(4, 8)
+    bomb.step = step
+    if step == k:
+        if mode == "usr1":
+            os.kill(os.getpid(), signal.SIGUSR1)
+        elif mode == "raise":
+            raise RuntimeError(f"boom at step {step}")
+        elif mode == "exit":
+            sys.exit(2)
+        elif mode == "dump":
+            model(x)                    # the dump comes after this call
+            import tensormorph_probe
+            assert tensormorph_probe.dump("checkpoint looked odd")
+    loss = model(x).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+'''
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "probes" / "pytorch"),
+                                         env.get("PYTHONPATH", "")])
+    for name in ("RANK", "WORLD_SIZE", "TENSORMORPH_LISTEN", "TENSORMORPH_WAIT",
+                 "TENSORMORPH_PROBE_CONFIG", "TENSORMORPH_FLIGHT"):
+        env.pop(name, None)
+    return env
+
+
+def _record(tmp_path: Path, script: str, args: list[str], *opts: str, timeout: float = 180):
+    src = tmp_path / "train.py"
+    src.write_text(script)
+    out = tmp_path / "run.tmrun"
+    cmd = [sys.executable, "-m", "tensormorph_probe", "record", "-o", str(out), *opts, "--",
+           sys.executable, str(src), *args]
+    r = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=timeout)
+    return r, out
+
+
+def _meta_pairs(path: Path) -> dict[str, str]:
+    with tp.Trace(str(path)) as t:
+        return {k: v for k, v in t.meta.items() if k.startswith("flight.")}
+
+
+def _has_nan(e) -> bool:
+    return any(t.stats.get("nan_count", 0) > 0 for t in e.tensors)
+
+
+def _check_window(path: Path, first: int, last: int):
+    """Events of steps first..last only; before them one NOT_KEPT gap from
+    seq 0; events and gaps tile the seqs."""
+    _, events, gaps = read(str(path))
+    assert {e.step for e in events} == set(range(first, last + 1)), \
+        sorted({e.step for e in events})
+    assert gaps and gaps[0].first_seq == 0 and gaps[0].reason == NOT_KEPT, gaps
+    assert gaps[0].last_seq + 1 == min(e.seq for e in events)
+    assert all(g.reason == NOT_KEPT for g in gaps)
+    return events, gaps
+
+
+@pytest.mark.skipif(not pytest.importorskip("transformers"), reason="transformers")
+def test_nan_at_step_k_writes_k_minus_3_to_k(tmp_path):
+    """GPT-2 goes NaN at step 7: --flight 3 writes steps 4..7 (the NaN and
+    what came before it in that step), not steps 0..3, and stops."""
+    k = 7
+    r, out = _record(tmp_path, _GPT2, [str(k)], "--level", "1", "--flight", "3",
+                     "--trigger", "tensor.nan_count > 0", "--on-trigger", "stop")
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "finished" not in r.stdout
+    assert f"tensormorph-probe: trigger tensor.nan_count > 0 at seq" in r.stderr, r.stderr
+    assert "wrote the last 3 steps to" in r.stderr
+    events, gaps = _check_window(out, k - 3, k)
+    bad = [e for e in events if _has_nan(e)]
+    assert bad and bad[0].step == k
+    assert (bad[0].node, bad[0].kind) == ("model.transformer.h.1.mlp.c_fc", "exit")
+    assert not any(_has_nan(e) for e in events if e.step < k)
+    pairs = _meta_pairs(out)
+    assert pairs["flight.steps"] == "3"
+    assert pairs["flight.steps_held"].startswith(f"3 complete steps from step {k - 3},")
+    assert pairs["flight.trigger"] == f"trigger tensor.nan_count > 0 at seq {bad[0].seq} step {k}"
+    assert pairs["flight.not_kept"] == f"{gaps[0].count} events before the window"
+
+
+@needs_tmdb
+def test_not_kept_gap_in_tmdb(tmp_path):
+    """tmdb names the gap before the window: `goto step 0` crosses it, and
+    `info probe` says what the ring held."""
+    r, out = _record(tmp_path, _LOOP, ["usr1", "6"], "--flight", "3")
+    assert r.returncode == 0, r.stderr
+    tm = run_tmdb(["-ex", "info gaps", "-ex", "goto step 0", "-ex", "info probe", str(out)])
+    assert tm.returncode == 0, tm.stdout + tm.stderr
+    text = tm.stdout
+    assert "0-29                   30       0      not kept (flight window)" in text, text
+    assert ("Crossed gap at step 0: seq 0-29, 30 events lost (not kept (flight window))."
+            in text), text
+    assert "model (in) at step 3, fwd" in text
+    assert "flight.steps_held = 3 complete steps from step 3" in text
+    assert "flight.trigger = SIGUSR1" in text
+
+
+@pytest.mark.parametrize("mode,reason", [
+    ("crash", "fatal signal"),
+    ("usr1", "SIGUSR1"),
+    ("raise", "uncaught exception: RuntimeError: boom at step 6"),
+    ("exit", "exit status 2"),
+    ("dump", "checkpoint looked odd"),
+])
+def test_each_trigger_writes_its_window(tmp_path, mode, reason):
+    """A crash, SIGUSR1, an uncaught exception, sys.exit(2) and dump() at
+    step 6 each write steps 3..5 (and 6 as far as it went) with --flight 3."""
+    r, out = _record(tmp_path, _LOOP, [mode, "6"], "--flight", "3")
+    assert out.exists(), r.stderr
+    assert _meta_pairs(out)["flight.trigger"] == reason
+    _, events, gaps = read(str(out))
+    steps = sorted({e.step for e in events})
+    with tp.Trace(str(out)) as t:
+        ncrashes = t.summary["ncrashes"]
+    if mode == "crash":
+        assert r.returncode in (-signal.SIGSEGV, 128 + signal.SIGSEGV), r
+        assert steps == [3, 4, 5, 6]
+        # step 6 up to the call that crashed, then the crash record
+        assert [(e.node, e.kind) for e in events if e.step == 6] == [
+            ("model", "enter"), ("model.0", "enter"), ("model.0", "exit"), ("model.1", "enter")]
+        assert ncrashes == 1
+    elif mode in ("raise", "exit"):
+        assert r.returncode in (1, 2)
+        assert steps == [3, 4, 5]
+    elif mode == "dump":
+        assert r.returncode == 0, r.stderr
+        # the dump came after step 6's first call; recording went on
+        assert steps == list(range(3, 10))
+    else:
+        assert r.returncode == 0, r.stderr
+        assert steps == list(range(3, 10))
+    assert gaps[0].first_seq == 0 and gaps[0].reason == NOT_KEPT
+    assert gaps[0].last_seq == min(e.seq for e in events) - 1
+
+
+def test_no_trigger_no_file(tmp_path):
+    r, out = _record(tmp_path, _LOOP, ["none", "-1"], "--flight", "3",
+                     "--trigger", "tensor.nan_count > 0")
+    assert r.returncode == 0, r.stderr
+    assert not out.exists()
+    assert "tensormorph-probe" not in r.stderr
+
+
+def test_attach_continue_and_info(tmp_path):
+    """attach(flight=3): the window, then normal recording (on_trigger
+    continue); flight_info says what the ring held."""
+    torch.manual_seed(0)
+    model = MLP()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    out = tmp_path / "run.tmrun"
+    p = tp.attach(model, level=1, record=str(out), flight=3,
+                  triggers=["model.fc2 if tensor.nan_count > 0"])
+    for step in range(10):
+        x = torch.randn(4, 8)
+        if step == 5:
+            with torch.no_grad():
+                model.fc2.bias[0] = float("nan")
+        model(x).sum().backward()
+        opt.step()
+        opt.zero_grad()
+    p.flush()
+    info = p.flight_info()
+    p.close()
+    assert info["dumps"] == 1 and info["steps_held"] == 3 and info["first_step"] == 2
+    assert info["reason"].startswith("trigger model.fc2 if tensor.nan_count > 0 at seq")
+    events, _ = _check_window(out, 2, 9)
+    first = [e for e in events if _has_nan(e)][0]
+    assert (first.node, first.step) == ("model.fc2", 5)
+
+
+def test_budget_bounds_the_ring(tmp_path):
+    """Level 3 with a budget of two steps (about 114 KB each): the window holds fewer
+    steps than asked, says so, and a step too big for the budget by itself
+    is a NOT_KEPT gap, never a silent hole."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(),
+                                torch.nn.Linear(256, 8))
+    out = tmp_path / "run.tmrun"
+    p = tp.attach(model, level=3, record=str(out), flight=4, flight_budget="256k")
+    for step in range(8):
+        model(torch.randn(8 if step != 5 else 64, 64))
+        p.step()
+    p.dump("test")
+    p.close()
+    nodes, events, gaps = read(str(out))
+    pairs = _meta_pairs(out)
+    held = int(pairs["flight.steps_held"].split()[0])
+    assert held == 2, pairs
+    assert "1 steps did not fit" in pairs["flight.budget"], pairs
+    big = [g for g in gaps if g.step == 5]
+    assert len(big) == 1 and big[0].reason == NOT_KEPT and big[0].count == 12
+    assert not any(e.step == 5 for e in events)
+    from conftest import assert_gap_free
+    assert_gap_free(events, gaps, max(e.seq for e in events) + 1)
+
+
+def test_bad_options(tmp_path):
+    model = MLP()
+    with pytest.raises(ValueError, match="bad trigger 'tensor.nan_count >'"):
+        tp.attach(model, record=str(tmp_path / "a.tmrun"), flight=2,
+                  triggers=["tensor.nan_count >"])
+    with pytest.raises(ValueError, match="triggers need flight mode"):
+        tp.attach(model, record=str(tmp_path / "a.tmrun"), triggers=["tensor.nan_count > 0"])
+    with pytest.raises(ValueError, match="on_trigger must be one of"):
+        tp.attach(model, record=str(tmp_path / "a.tmrun"), flight=2, on_trigger="later")
+    r, _ = _record(tmp_path, _LOOP, ["none", "-1"], "--trigger", "tensor.nan_count > 0")
+    assert r.returncode == 2 and "need --flight N" in r.stderr
+    r, _ = _record(tmp_path, _LOOP, ["none", "-1"], "--flight", "2", "--flight-budget", "lots")
+    assert r.returncode == 2 and "--flight-budget" in r.stderr
+    assert not (tmp_path / "a.tmrun").exists()
+
+
+def test_environment_variable(tmp_path):
+    """TENSORMORPH_FLIGHT=N turns flight mode on for attach()."""
+    src = tmp_path / "t.py"
+    src.write_text(textwrap.dedent('''
+        import sys, torch, tensormorph_probe as tp
+        m = torch.nn.Linear(4, 4)
+        p = tp.attach(m, record=sys.argv[1])
+        for s in range(6):
+            m(torch.randn(2, 4)); p.step()
+        assert p.flight_info()["steps"] == 2
+        p.dump("env")
+        p.close()
+    '''))
+    env = _env()
+    env["TENSORMORPH_FLIGHT"] = "2"
+    out = tmp_path / "run.tmrun"
+    r = subprocess.run([sys.executable, str(src), str(out)], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    _check_window(out, 4, 5)
