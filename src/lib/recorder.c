@@ -1433,7 +1433,7 @@ static void flight_poll(tm_recorder *r)
 	now = mono_ns();
 	if (now < r->fl_poll_at)
 		return;
-	r->fl_poll_at = now + UINT64_C(50000000);
+	r->fl_poll_at = now + UINT64_C(20000000);
 	fd = open(r->fl_mark, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return;

@@ -260,7 +260,7 @@ int tm_recorder_crash_install(tm_recorder *r);
  * tm_recorder_flight_dump; a fatal signal, when the crash handler is
  * installed (the window, then the crash record); and rendezvous: a file
  * that the recorder creates at its dump (holding the reason) and polls
- * for every 50 ms, so that every process of a job given the same path
+ * for every 20 ms, so that every process of a job given the same path
  * dumps when one does.
  */
 struct tm_flight_opts {

@@ -297,3 +297,51 @@ def test_environment_variable(tmp_path):
                        text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     _check_window(out, 4, 5)
+
+
+needs_gloo = pytest.mark.skipif(
+    not (torch.distributed.is_available() and torch.distributed.is_gloo_available()),
+    reason="torch.distributed with gloo is not available")
+
+
+@needs_gloo
+@needs_tmdb
+@pytest.mark.slow
+def test_two_ranks_one_trigger_dumps_both(tmp_path):
+    """A DDP job (torchrun, gloo, CPU) in flight mode whose rank 1 alone
+    meets the trigger: both ranks write their window -- rank 0 through the
+    rendezvous file, not a collective -- and tmdb replays them from the
+    manifest, stopping at rank 1's NaN."""
+    out = tmp_path / "run.tmrun"
+    env = _env()
+    env["OMP_NUM_THREADS"] = "1"
+    for name in ("LOCAL_RANK", "TENSORMORPH_RECORD"):
+        env.pop(name, None)
+    torchrun = Path(sys.executable).parent / "torchrun"
+    launcher = ([str(torchrun)] if torchrun.exists()
+                else [sys.executable, "-m", "torch.distributed.run"])
+    cmd = [sys.executable, "-m", "tensormorph_probe", "record", "-o", str(out), "--flight", "2",
+           # rank 0 goes NaN a step later (DDP averages the gradients): the
+           # condition names the step so that only rank 1 triggers
+           "--trigger", "model.proj if tensor.nan_count > 0 && step == 4", "--",
+           *launcher, "--standalone", "--nproc-per-node=2", str(ROOT / "examples" / "train_ddp.py"),
+           "--steps", "12", "--nan-rank", "1", "--nan-step", "4"]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    files = _lib.manifest_read(str(tmp_path / "run.manifest"))
+    assert [Path(f).name for f in files] == ["run.rank0.tmrun", "run.rank1.tmrun"]
+    reasons = [_meta_pairs(Path(f))["flight.trigger"] for f in files]
+    assert reasons[1].startswith("trigger model.proj if tensor.nan_count > 0 && step == 4 at seq")
+    assert reasons[0] == f"another rank: {reasons[1]}", reasons
+    # rank 1: steps 2..4 kept, then everything (on_trigger continue)
+    _check_window(Path(files[1]), 2, 11)
+    # rank 0 dumped when it noticed (its writer polls every 20 ms; this
+    # tiny model runs a step in a few ms, so it may be some steps later)
+    _, ev0, gaps0 = read(files[0])
+    assert gaps0[0].first_seq == 0 and gaps0[0].reason == NOT_KEPT
+    assert gaps0[0].last_seq + 1 == min(e.seq for e in ev0)
+    assert max(e.step for e in ev0) == 11
+    tm = run_tmdb(["-ex", "info inferiors", "-ex", "break model.proj if tensor.nan_count > 0",
+                   "-ex", "run", str(tmp_path / "run.manifest")])
+    assert tm.returncode == 0, tm.stdout + tm.stderr
+    assert "Breakpoint 1, @1:model.proj (out) at step 4, fwd" in tm.stdout, tm.stdout

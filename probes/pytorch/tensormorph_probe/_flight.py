@@ -13,7 +13,7 @@ debugging) for up to `wait` seconds.
 
 In a distributed job every rank polls one rendezvous file next to the
 recording (RECORD.trigger): the rank that triggers creates it and the
-others dump within 50 ms, off the model's path (no collective); at the
+others dump within 20 ms of noticing, off the model's path (no collective); at the
 end of the job each rank waits a quarter of a second for a late one.  A
 rendezvous file over a minute old when the probe starts is removed.
 """
