@@ -410,6 +410,180 @@ static void test_no_writer(void)
 	CU_ASSERT_EQUAL(tm_recorder_crash_install(NULL), TM_ERR_INVALID_ARG);
 }
 
+/* ------------------------------------------------------------- flight mode */
+
+static tm_recorder *open_flight(const char *name, uint32_t steps, uint64_t budget,
+				uint32_t *node)
+{
+	struct tm_recorder_opts o;
+	struct tm_flight_opts f;
+	tm_recorder *r = NULL;
+
+	tm_recorder_opts_default(&o);
+	o.manual_drain = 1;
+	memset(&f, 0, sizeof(f));
+	f.steps = steps;
+	f.budget_bytes = budget;
+	f.path = tmp_path(name);
+	unlink(path);
+	CU_ASSERT_EQUAL_FATAL(tm_recorder_open_flight(&o, &f, &r), TM_OK);
+	CU_ASSERT_EQUAL(tm_recorder_node2(r, "model", "Net", "net.py", 3,
+					  TM_NODE_NONE, 0, TM_NODE_MODULE, node), TM_OK);
+	return r;
+}
+
+/* n EXIT events of step, one f32 tensor of 4 elements each from data. */
+static int submit_step(tm_recorder *r, uint32_t node, uint64_t step, size_t n,
+		       float *data)
+{
+	struct tm_rec_event ev[16];
+	struct tm_rec_tensor t[16];
+	size_t i;
+
+	memset(ev, 0, sizeof(ev));
+	memset(t, 0, sizeof(t));
+	for (i = 0; i < n && i < 16; i++) {
+		ev[i].kind = TM_EV_EXIT;
+		ev[i].node = node;
+		ev[i].call = (uint32_t)i + 1;
+		ev[i].step = step;
+		ev[i].level = 1;
+		ev[i].ntensors = 1;
+		t[i].slot_kind = TM_SLOT_OUT;
+		t[i].dtype = TM_DT_F32;
+		t[i].rank = 1;
+		t[i].shape[0] = 4;
+		t[i].numel = 4;
+		t[i].level = 1;
+		t[i].data = (uint64_t)(uintptr_t)data;
+	}
+	return tm_recorder_submit(r, ev, n, t, n, NULL);
+}
+
+/* Steps 0..9 of 3 events, a NaN at step 7's second event: the file appears
+ * only then and holds steps 4..7 (up to the NaN, then the rest as normal
+ * recording), after a NOT_KEPT gap over seqs 0..11. */
+static void test_flight_trigger_window(void)
+{
+	float ok[4] = { 1, 2, 3, 4 }, bad[4] = { 1, NAN, 3, 4 };
+	struct tm_flight_info fi;
+	struct tm_record rec;
+	struct coverage c;
+	tm_reader *rd = NULL;
+	uint64_t step, first_step = UINT64_MAX;
+	uint32_t node, nkept = 0;
+	tm_recorder *r = open_flight("flight", 3, 0, &node);
+
+	CU_ASSERT_EQUAL(tm_recorder_flight_trigger(r, "tensor.nan_count >"), TM_ERR_TQL);
+	CU_ASSERT(strstr(tm_recorder_detail(r), "error") != NULL);
+	CU_ASSERT_EQUAL(tm_recorder_flight_trigger(r, "tensor.nan_count > 0"), TM_OK);
+	CU_ASSERT_PTR_NOT_NULL(tm_recorder_flight_word(r));
+	for (step = 0; step < 7; step++) {
+		CU_ASSERT_EQUAL(submit_step(r, node, step, 3, ok), TM_OK);
+		CU_ASSERT_EQUAL(tm_recorder_drain(r), TM_OK);
+	}
+	CU_ASSERT_EQUAL(access(path, F_OK), -1);        /* nothing on disk yet */
+	CU_ASSERT_EQUAL(tm_recorder_flight_info(r, &fi), TM_OK);
+	CU_ASSERT_EQUAL(fi.dumps, 0);
+	CU_ASSERT_EQUAL(fi.steps_held, 3);
+	CU_ASSERT_EQUAL(submit_step(r, node, 7, 1, ok), TM_OK);
+	CU_ASSERT_EQUAL(submit_step(r, node, 7, 2, bad), TM_OK);
+	CU_ASSERT_EQUAL(tm_recorder_drain(r), TM_OK);
+	CU_ASSERT_EQUAL(*tm_recorder_flight_word(r), 1);
+	CU_ASSERT_EQUAL(access(path, F_OK), 0);
+	CU_ASSERT_EQUAL(tm_recorder_flight_info(r, &fi), TM_OK);
+	CU_ASSERT_EQUAL(fi.steps_held, 3);
+	CU_ASSERT_EQUAL(fi.first_step, 4);
+	CU_ASSERT_EQUAL(fi.not_kept, 12);
+	CU_ASSERT(strstr(fi.reason, "trigger tensor.nan_count > 0 at seq 22 step 7") != NULL);
+	/* a second dump is a no-op; recording goes on */
+	CU_ASSERT_EQUAL(tm_recorder_flight_dump(r, "again", UINT64_MAX), TM_OK);
+	CU_ASSERT_EQUAL(submit_step(r, node, 8, 3, ok), TM_OK);
+	CU_ASSERT_EQUAL(tm_recorder_close(r), TM_OK);
+
+	c = read_coverage(path);
+	CU_ASSERT(c.ok);
+	CU_ASSERT_EQUAL(c.next, 27);
+	CU_ASSERT_EQUAL(c.gaps, 1);
+	CU_ASSERT_EQUAL(c.dropped, 12);
+	CU_ASSERT_EQUAL(c.reasons, TM_GAP_NOT_KEPT);
+	CU_ASSERT_EQUAL_FATAL(tm_reader_open(path, 0, &rd, NULL), TM_OK);
+	while (tm_reader_next(rd, &rec) == TM_OK)
+		if (rec.type == TM_REC_EVENT) {
+			if (rec.u.event.step < first_step)
+				first_step = rec.u.event.step;
+			nkept++;
+		}
+	tm_reader_close(rd);
+	CU_ASSERT_EQUAL(first_step, 4);
+	CU_ASSERT_EQUAL(nkept, 15);
+	unlink(path);
+}
+
+/* A budget of about two steps keeps two; a step over it alone is a gap. */
+static void test_flight_budget(void)
+{
+	float ok[4] = { 1, 2, 3, 4 };
+	struct tm_flight_info fi;
+	struct coverage c;
+	uint32_t node;
+	uint64_t step, one;
+	tm_recorder *r = open_flight("flightb", 8, 0, &node);
+
+	/* the size of one step of 2 events, encoded */
+	CU_ASSERT_EQUAL(submit_step(r, node, 0, 2, ok), TM_OK);
+	CU_ASSERT_EQUAL(submit_step(r, node, 1, 1, ok), TM_OK);
+	CU_ASSERT_EQUAL(tm_recorder_drain(r), TM_OK);
+	CU_ASSERT_EQUAL(tm_recorder_flight_info(r, &fi), TM_OK);
+	CU_ASSERT_EQUAL(tm_recorder_close(r), TM_OK);
+	CU_ASSERT_EQUAL(access(path, F_OK), -1);        /* no trigger: no file */
+	one = fi.bytes * 2 / 3;
+	CU_ASSERT(one > 0);
+
+	r = open_flight("flightb", 8, one * 2 + one / 2, &node);
+	for (step = 0; step < 6; step++) {
+		CU_ASSERT_EQUAL(submit_step(r, node, step, step == 3 ? 8 : 2, ok), TM_OK);
+		CU_ASSERT_EQUAL(tm_recorder_drain(r), TM_OK);
+	}
+	CU_ASSERT_EQUAL(tm_recorder_flight_dump(r, "test", 6), TM_OK);
+	CU_ASSERT_EQUAL(tm_recorder_flight_info(r, &fi), TM_OK);
+	CU_ASSERT_EQUAL(fi.steps_held, 2);      /* 4 and 5; 3 is a gap */
+	CU_ASSERT_EQUAL(fi.steps_over, 1);
+	CU_ASSERT_EQUAL(tm_recorder_close(r), TM_OK);
+	c = read_coverage(path);
+	CU_ASSERT(c.ok);
+	CU_ASSERT_EQUAL(c.next, 18);
+	CU_ASSERT_EQUAL(c.events, 4);
+	CU_ASSERT_EQUAL(c.gaps, 2);             /* 0..5 not kept, step 3 over */
+	CU_ASSERT_EQUAL(c.reasons, TM_GAP_NOT_KEPT);
+	unlink(path);
+}
+
+static void test_flight_bad_use(void)
+{
+	struct tm_recorder_opts o;
+	struct tm_flight_opts f;
+	uint32_t node;
+	tm_recorder *r = NULL;
+
+	tm_recorder_opts_default(&o);
+	memset(&f, 0, sizeof(f));
+	CU_ASSERT_EQUAL(tm_recorder_open_flight(&o, &f, &r), TM_ERR_INVALID_ARG);
+	f.steps = 2;
+	CU_ASSERT_EQUAL(tm_recorder_open_flight(&o, &f, &r), TM_ERR_INVALID_ARG);
+	r = open_rec("notflight", 64, 0, 1, &node);
+	CU_ASSERT_EQUAL(tm_recorder_flight_dump(r, "x", UINT64_MAX), TM_ERR_UNSUPPORTED);
+	CU_ASSERT_EQUAL(tm_recorder_flight_trigger(r, "step > 1"), TM_ERR_UNSUPPORTED);
+	CU_ASSERT_PTR_NULL(tm_recorder_flight_word(r));
+	CU_ASSERT_EQUAL(tm_recorder_close(r), TM_OK);
+	unlink(path);
+	r = open_flight("flightc", 2, 0, &node);
+	CU_ASSERT_NOT_EQUAL(tm_recorder_flight_trigger(r, "model.nope:out if model.fc:out.std > 1"),
+			    TM_OK);
+	CU_ASSERT_EQUAL(tm_recorder_close(r), TM_OK);
+	CU_ASSERT_EQUAL(access(path, F_OK), -1);
+}
+
 int main(void)
 {
 	static const struct tm_test_case cases[] = {
@@ -420,6 +594,9 @@ int main(void)
 		TM_TEST(test_huge_payload_no_wrap),
 		TM_TEST(test_invalid_and_probe_gap),
 		TM_TEST(test_no_writer),
+		TM_TEST(test_flight_trigger_window),
+		TM_TEST(test_flight_budget),
+		TM_TEST(test_flight_bad_use),
 		{ NULL, NULL }
 	};
 	return tm_test_run("recorder", cases);
