@@ -26,12 +26,11 @@ void tm_bp_free(struct bp *b)
 		return;
 	free(b->where);
 	free(b->cond_src);
-	tm_tql_free(b->cond);
+	tm_breakpoint_clear(&b->core);
 	if (b->wexpr) {
 		tm_expr_free(b->wexpr);
 		free(b->wexpr);
 	}
-	free(b->kinds);
 	tm_lines_free(b->cmds, b->ncmds);
 	tm_val_clear(&b->old);
 	free(b);
@@ -58,141 +57,86 @@ struct bp *tm_bp_find(struct tm_session *s, int num)
 }
 
 /*
- * Compiles an address or pattern against the node table into b->kinds.
+ * Binds an address or pattern to the node table (the library's
+ * tm_breakpoint: a byte of event kinds per node); the condition stays.
  * quiet: no message (rebinding after "file").
  */
 int tm_bp_bind(struct tm_session *s, struct bp *b, const char *where, int quiet)
 {
-	tm_address *a = NULL;
+	struct tm_breakpoint *c = &b->core;
 	const char *msg = NULL;
-	char canon[TM_ADDRESS_MAX + 32];
-	int col = 0, any = 0;
+	int col = 0;
 
-	if (tm_address_parse(where, &a, &col, &msg) != TM_OK) {
+	if (tm_breakpoint_set_where(c, where, &col, &msg) != TM_OK) {
 		if (!quiet)
 			tm_error(s, "Malformed address \"%s\": %s at column %d.",
 				 where, msg ? msg : "syntax error", col + 1);
 		return -1;
 	}
-	free(b->kinds);
-	if (tm_address_bind(a, s->nodes, &b->kinds, &b->nmatch) != TM_OK) {
-		b->nkinds = 0;
-		tm_address_free(a);
+	free(b->where);
+	b->where = strdup(c->where);
+	if (tm_breakpoint_bind(c, s->nodes) != TM_OK)
 		return -1;
-	}
-	b->nkinds = tm_nodetab_count(s->nodes);
-	b->has_slot = tm_address_has_slot(a);
-	b->slot = tm_address_slot(a, &any);
-	b->any_index = any;
-	b->call = tm_address_call(a);
-	if (tm_address_format(a, canon, sizeof(canon)) == TM_OK) {
-		free(b->where);
-		b->where = strdup(canon);
-	}
-	if (b->nmatch == 0) {
+	if (c->nmatch == 0) {
 		if (!quiet) {
-			if (tm_address_is_pattern(a))
+			if (tm_address_is_pattern(c->addr))
 				tm_error(s, "No node matches \"%s\".", where);
-			else if (b->has_slot && tm_session_node(s, a))
+			else if (c->has_slot && tm_session_node(s, c->addr))
 				tm_error(s, "Node \"%s\" has no %s slot.",
-					 tm_address_path(a),
-					 tm_slot_kind_name(b->slot.kind));
+					 tm_address_path(c->addr),
+					 tm_slot_kind_name(c->slot.kind));
 			else
-				tm_address_error(s, tm_address_path(a));
+				tm_address_error(s, tm_address_path(c->addr));
 		}
-		tm_address_free(a);
 		return -1;
 	}
-	tm_address_free(a);
 	return 0;
 }
 
 /*
- * A live process announced nodes after b was bound (ev names one b has no
- * byte for): bind again, so that patterns cover the new nodes and a pending
- * breakpoint resolves (its condition compiles then, against the nodes it
- * may name).  Returns 1 if node is covered now.
+ * A pending breakpoint (no node matched when it was set) and a live
+ * process announced nodes since: bind again, and when it resolves, compile
+ * its condition then, against the nodes it may name.  0 when b cannot
+ * fire (its condition does not compile: it is disabled).
  */
-static int bp_grow(struct tm_session *s, struct bp *b, uint32_t node)
+static int bp_resolve(struct tm_session *s, struct bp *b)
 {
-	if (tm_nodetab_count(s->nodes) <= b->nkinds)
-		return 0;
-	if (!tm_bp_bind(s, b, b->where, 1) && b->pending) {
-		b->pending = 0;
-		if (b->cond_src && !b->cond && tm_compile(s, b->cond_src, 1, &b->cond)) {
+	tm_tql_prog *cond = NULL;
+
+	if (tm_bp_bind(s, b, b->where, 1))
+		return 1;
+	b->pending = 0;
+	if (b->cond_src && !b->core.cond) {
+		if (tm_compile(s, b->cond_src, 1, &cond)) {
 			tm_error(s, "warning: breakpoint %d's condition does not "
 				 "compile; disabled.", b->num);
 			b->enabled = 0;
 			return 0;
 		}
+		tm_breakpoint_set_cond(&b->core, cond);
 	}
-	return node < b->nkinds;
-}
-
-static int tensor_wanted(const struct bp *b, const struct tm_tensor *t)
-{
-	if (!b->has_slot)
-		return 1;
-	if (t->slot.kind != b->slot.kind)
-		return 0;
-	return b->any_index || t->slot.index == b->slot.index;
+	return 1;
 }
 
 /*
- * Does b fire at ev?  The node/kind test first (the hot path of every
- * continue), then the condition over each candidate tensor until one is
- * true.  An event where every evaluation was unknown counts as unknown.
- * *focus gets the index of the tensor that fired.
+ * Does b fire at ev?  The library decides (tm_breakpoint_covers, then the
+ * condition over each candidate tensor with this session's lookups and
+ * variables); an event where every evaluation was unknown counts as
+ * unknown.  *focus gets the index of the tensor that fired.
  */
 int tm_bp_match(struct tm_session *s, struct bp *b, const struct tm_event *ev,
 		uint32_t *focus)
 {
 	struct tm_tql_ctx ctx;
-	uint32_t i, cand = 0;
-	int unknown = 0, r;
 
 	*focus = UINT32_MAX;
-	if (!b->all_nodes) {
-		if (ev->node >= b->nkinds && !bp_grow(s, b, ev->node))
-			return 0;
-		if (!(b->kinds[ev->node] & (1u << ev->kind)))
-			return 0;
-		if (b->call && ev->call != b->call)
-			return 0;
-	}
-	for (i = 0; i < ev->ntensors; i++) {
-		if (!tensor_wanted(b, &ev->tensors[i]))
-			continue;
-		cand++;
-		if (!b->cond) {
-			*focus = i;
-			return 1;
-		}
-		tm_tql_ctx_init(s, &ctx, ev, &ev->tensors[i]);
-		r = tm_tql_test(b->cond, &ctx);
-		if (r > 0) {
-			*focus = i;
-			return 1;
-		}
-		if (r < 0)
-			unknown++;
-	}
-	if (!cand) {
-		/* A level-0 event without tensors (or a slot the event lacks). */
-		if (ev->ntensors && b->has_slot)
-			return 0;
-		if (!b->cond)
-			return 1;
-		tm_tql_ctx_init(s, &ctx, ev, NULL);
-		r = tm_tql_test(b->cond, &ctx);
-		if (r > 0)
-			return 1;
-		if (r < 0)
-			unknown++;
-	}
-	if (unknown)
-		b->unknown++;
-	return 0;
+	if (b->pending && ev->node >= b->core.nkinds &&
+	    tm_nodetab_count(s->nodes) > b->core.nkinds && !bp_resolve(s, b))
+		return 0;
+	if (!tm_breakpoint_covers(&b->core, s->nodes, ev))
+		return 0;
+	tm_tql_ctx_init(s, &ctx, ev, NULL);
+	return tm_breakpoint_test(&b->core, &ctx, focus) > 0;
 }
 
 int tm_bp_rebind_all(struct tm_session *s)
@@ -218,8 +162,7 @@ int tm_bp_rebind_all(struct tm_session *s)
 			if (tm_live_can_pend(s)) {
 				/* The process may announce the node later. */
 				b->pending = 1;
-				tm_tql_free(b->cond);
-				b->cond = NULL;
+				tm_breakpoint_set_cond(&b->core, NULL);
 				continue;
 			}
 			tm_error(s, "warning: breakpoint %d (%s) matches no node "
@@ -229,10 +172,12 @@ int tm_bp_rebind_all(struct tm_session *s)
 			b->pending = 0;
 		}
 		if (b->cond_src) {
-			tm_tql_free(b->cond);
-			b->cond = NULL;
-			if (tm_compile(s, b->cond_src, 1, &b->cond))
+			tm_tql_prog *cond = NULL;
+
+			tm_breakpoint_set_cond(&b->core, NULL);
+			if (tm_compile(s, b->cond_src, 1, &cond))
 				b->enabled = 0;
+			tm_breakpoint_set_cond(&b->core, cond);
 		}
 	}
 	return 0;
@@ -283,12 +228,12 @@ static void bp_what(struct tm_session *s, const struct bp *b, char *buf, size_t 
 		snprintf(buf, len, "<PENDING>  %s", b->where);
 		return;
 	}
-	if (b->has_slot || b->type == BP_WATCH) {
+	if (b->core.has_slot || b->type == BP_WATCH) {
 		snprintf(buf, len, "%s", b->where);
 		return;
 	}
-	for (i = 0; i < b->nkinds && b->nmatch == 1; i++)
-		if (b->kinds[i]) {
+	for (i = 0; i < b->core.nkinds && b->core.nmatch == 1; i++)
+		if (b->core.kinds[i]) {
 			n = tm_nodetab_get(s->nodes, i);
 			break;
 		}
@@ -352,7 +297,7 @@ static int do_break(struct tm_session *s, const char *args, int disp)
 	free(addr);
 	if (cond && *cond) {
 		/* A pending breakpoint's condition compiles when it binds. */
-		if (!b->pending && tm_compile(s, cond, 1, &b->cond)) {
+		if (!b->pending && tm_compile(s, cond, 1, &b->core.cond)) {
 			tm_bp_free(b);
 			return -1;
 		}
@@ -369,12 +314,12 @@ static int do_break(struct tm_session *s, const char *args, int disp)
 		return 0;
 	}
 	bp_what(s, b, what, sizeof(what));
-	if (b->nmatch == 1) {
+	if (b->core.nmatch == 1) {
 		const struct tm_node *n = NULL;
 		uint32_t i;
 
-		for (i = 0; i < b->nkinds; i++)
-			if (b->kinds[i]) {
+		for (i = 0; i < b->core.nkinds; i++)
+			if (b->core.kinds[i]) {
 				n = tm_nodetab_get(s->nodes, i);
 				break;
 			}
@@ -389,7 +334,7 @@ static int do_break(struct tm_session *s, const char *args, int disp)
 	} else {
 		tm_out(s, "%s %d at %s: %u nodes.\n",
 		       disp == BP_DEL ? "Temporary breakpoint" : "Breakpoint",
-		       b->num, what, b->nmatch);
+		       b->num, what, b->core.nmatch);
 	}
 	return 0;
 }
@@ -481,7 +426,7 @@ static int cmd_watch_exec(struct tm_session *s, const char *args, int from_tty)
 	}
 	*b->wexpr = e;
 	if (cond && *tm_skip_ws(cond)) {
-		if (tm_compile(s, tm_skip_ws(cond), 1, &b->cond)) {
+		if (tm_compile(s, tm_skip_ws(cond), 1, &b->core.cond)) {
 			tm_bp_free(b);
 			free(expr);
 			return -1;
@@ -555,9 +500,8 @@ static int cmd_condition_exec(struct tm_session *s, const char *args, int from_t
 		return -1;
 	p = tm_skip_ws(p);
 	if (!*p) {
-		tm_tql_free(b->cond);
+		tm_breakpoint_set_cond(&b->core, NULL);
 		free(b->cond_src);
-		b->cond = NULL;
 		b->cond_src = NULL;
 		tm_out(s, "Breakpoint %d now unconditional.\n", b->num);
 		tm_bp_notify(s, TM_BP_MODIFIED, b);
@@ -565,9 +509,8 @@ static int cmd_condition_exec(struct tm_session *s, const char *args, int from_t
 	}
 	if (tm_compile(s, p, 1, &prog))
 		return -1;
-	tm_tql_free(b->cond);
+	tm_breakpoint_set_cond(&b->core, prog);
 	free(b->cond_src);
-	b->cond = prog;
 	b->cond_src = strdup(p);
 	tm_bp_notify(s, TM_BP_MODIFIED, b);
 	return 0;
@@ -879,10 +822,10 @@ int tm_bp_info(struct tm_session *s, const char *args, int watch_only)
 			tm_out(s, "Num     Type           Disp Enb What\n");
 		any = 1;
 		bp_what(s, b, what, sizeof(what));
-		if (b->type == BP_BREAK && b->nmatch != 1 && !b->pending) {
+		if (b->type == BP_BREAK && b->core.nmatch != 1 && !b->pending) {
 			size_t l = strlen(what);
 
-			snprintf(what + l, sizeof(what) - l, ", %u nodes", b->nmatch);
+			snprintf(what + l, sizeof(what) - l, ", %u nodes", b->core.nmatch);
 		}
 		tm_out(s, "%-7d %-14s %-4s %-3s %s\n", b->num,
 		       b->type == BP_WATCH ? "watchpoint" : "breakpoint",
@@ -893,9 +836,9 @@ int tm_bp_info(struct tm_session *s, const char *args, int watch_only)
 		if (b->hits)
 			tm_out(s, "\tbreakpoint already hit %" PRIu64 " time%s\n",
 			       b->hits, b->hits == 1 ? "" : "s");
-		if (b->unknown)
+		if (b->core.unknown)
 			tm_out(s, "\tcondition was unknown at %" PRIu64 " event%s\n",
-			       b->unknown, b->unknown == 1 ? "" : "s");
+			       b->core.unknown, b->core.unknown == 1 ? "" : "s");
 		if (b->ignore)
 			tm_out(s, "\tWill ignore next %" PRIu64 " crossings of breakpoint.\n",
 			       b->ignore);

@@ -335,8 +335,14 @@ void tm_live_flow(struct tm_session *s, int ahead)
 		}
 		bps[n].num = b->num;
 		bps[n].where = b->where;
-		/* The probe has none of tmdb's $variables: tmdb decides. */
-		bps[n].cond = b->cond_src && !strchr(b->cond_src, '$') ? b->cond_src : NULL;
+		/* A condition the probe cannot answer (tmdb's $variables, other
+		 * nodes' values) is mirrored without it: the probe pauses at
+		 * every candidate and tmdb's own evaluation decides.  One not
+		 * compiled yet (pending) goes as it is; the probe refuses it
+		 * for the same reasons (tm_breakpoint_cond_portable). */
+		bps[n].cond = b->cond_src && (!b->core.cond ||
+			      tm_breakpoint_cond_portable(b->core.cond, NULL)) ?
+			      b->cond_src : NULL;
 		n++;
 	}
 	tm_probe_multi_set_non_stop(s->probe, s->live && s->live->non_stop);

@@ -206,7 +206,7 @@ void tm_session_unload(struct tm_session *s)
 	/* what a condition remembers (prev(), answers about request lists)
 	 * was about the trace going away */
 	for (b = s->bps; b; b = b->next)
-		tm_tql_reset(b->cond);
+		tm_tql_reset(b->core.cond);
 	if (s->probe)
 		s->probe->ops->detach(s->probe);
 	s->probe = NULL;

@@ -53,26 +53,23 @@ enum bp_disp {
 	BP_DIS          /* enable once */
 };
 
+/*
+ * A breakpoint or watchpoint as the front end keeps it: its number,
+ * counts, commands and disposition.  What makes it stop is the library's
+ * (tm-breakpoint.h): the location bound to nodes, and the condition.
+ */
 struct bp {
 	struct bp *next;
 	int num;
 	int type;
 	int disp;
 	int enabled;
-	char *where;            /* as the user wrote it (canonical) */
+	char *where;            /* the location (canonical) or watch expression */
 	char *cond_src;         /* NULL: unconditional */
-	tm_tql_prog *cond;
-	int all_nodes;          /* find without "in": every node, every kind */
-	int has_slot;           /* the address named a slot */
-	struct tm_slot slot;
-	int any_index;          /* :out.* */
-	uint32_t call;          /* #N, 0: any */
-	uint8_t *kinds;         /* per node id: bit (1 << event kind) */
-	uint32_t nkinds;        /* nodes covered */
-	uint32_t nmatch;        /* nodes matched */
+	struct tm_breakpoint core;      /* location and condition (BP_BREAK);
+					 * only the condition for BP_WATCH */
 	int pending;            /* matches no node yet (live): binds as nodes come */
 	uint64_t hits;
-	uint64_t unknown;       /* evaluations that were unknown */
 	uint64_t ignore;
 	char **cmds;
 	size_t ncmds;
