@@ -214,6 +214,15 @@ struct tm_event {
 	struct tm_tensor *tensors;
 };
 
+/* The tensor of ev in slot, NULL when ev holds none. */
+const struct tm_tensor *tm_event_tensor(const struct tm_event *ev,
+					struct tm_slot slot);
+/* Whether ev carries a tensor for slot (NULL: always). */
+int tm_event_holds_slot(const struct tm_event *ev, const struct tm_slot *slot);
+/* The slot an event of this kind stands for when nothing narrowed it:
+ * in (ENTER), out (EXIT), grad_out (BWD), data (PARAM).  Returns 0. */
+int tm_event_slot(const struct tm_event *ev, struct tm_slot *slot);
+
 /* ---------------------------------------------------------------- gaps */
 
 /*

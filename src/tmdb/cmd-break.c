@@ -254,39 +254,65 @@ static int address_ok(const char *addr)
 	return 1;
 }
 
-static int do_break(struct tm_session *s, const char *args, int disp)
+void tm_bp_spec_init(struct tm_bp_spec *spec)
 {
-	const char *cond = NULL, *junk = NULL;
-	char what[TM_ADDRESS_MAX + 64];
-	char *addr;
-	struct bp *b;
+	memset(spec, 0, sizeof(*spec));
+	spec->disp = BP_KEEP;
+	spec->enabled = 1;
+	spec->rank = -1;
+}
 
-	if (!*args) {
+/* spec's location as text: the playhead's node when none, "@R:" added for
+ * a rank.  NULL after an error message. */
+static char *spec_location(struct tm_session *s, const struct tm_bp_spec *spec)
+{
+	const char *loc = spec->location;
+	char *out;
+	size_t l;
+
+	if (!loc || !*loc) {
 		if (!s->have_cur) {
 			tm_error(s, "No default breakpoint address now.");
-			return -1;
+			return NULL;
 		}
-		args = tm_node_name(s, s->cur.node);
+		loc = tm_node_name(s, s->cur.node);
 	}
-	addr = split_if(args, &cond, &junk);
+	if (spec->rank < 0 || loc[0] == '@')
+		return strdup(loc);
+	l = strlen(loc) + 16;
+	out = malloc(l);
+	if (out)
+		snprintf(out, l, "@%d:%s", spec->rank, loc);
+	return out;
+}
+
+int tm_bp_create(struct tm_session *s, const struct tm_bp_spec *spec,
+		 struct bp **out)
+{
+	char *addr;
+	struct bp *b;
+	int pend;
+
+	if (out)
+		*out = NULL;
+	if (!s->probe && tm_live_need_trace(s, &cmd_break_entry))
+		return -1;
+	addr = spec_location(s, spec);
 	if (!addr)
 		return -1;
-	if (junk) {
-		tm_error(s, "Junk at end of arguments: \"%s\".", junk);
-		free(addr);
-		return -1;
-	}
 	b = calloc(1, sizeof(*b));
 	if (!b) {
 		free(addr);
 		return -1;
 	}
 	b->type = BP_BREAK;
-	b->disp = disp;
-	b->enabled = 1;
+	b->disp = spec->disp;
+	b->enabled = spec->enabled;
+	b->ignore = spec->ignore;
 	b->where = strdup(addr);
-	if (tm_bp_bind(s, b, addr, tm_live_can_pend(s) && address_ok(addr))) {
-		if (!tm_live_can_pend(s) || !address_ok(addr)) {
+	pend = tm_live_can_pend(s) && address_ok(addr);
+	if (tm_bp_bind(s, b, addr, pend)) {
+		if (!pend) {
 			tm_bp_free(b);
 			free(addr);
 			return -1;
@@ -295,23 +321,82 @@ static int do_break(struct tm_session *s, const char *args, int disp)
 		b->pending = 1;
 	}
 	free(addr);
-	if (cond && *cond) {
+	if (spec->cond && *spec->cond) {
 		/* A pending breakpoint's condition compiles when it binds. */
-		if (!b->pending && tm_compile(s, cond, 1, &b->core.cond)) {
+		if (!b->pending && tm_compile(s, spec->cond, 1, &b->core.cond)) {
 			tm_bp_free(b);
 			return -1;
 		}
-		b->cond_src = strdup(cond);
+		b->cond_src = strdup(spec->cond);
 	}
 	b->num = s->next_bpnum++;
 	bp_append(s, b);
-	if (s->probe)
-		s->probe->ops->set_breakpoint(s->probe, b->num, b->where, b->cond_src);
+	if (out)
+		*out = b;
+	return 0;
+}
+
+int tm_bp_change(struct tm_session *s, struct bp *b, const struct tm_bp_spec *spec,
+		 unsigned what)
+{
+	tm_tql_prog *prog = NULL;
+	char *src = NULL, *addr = NULL;
+	struct bp tmp;
+
+	memset(&tmp, 0, sizeof(tmp));
+	if ((what & TM_BP_SET_LOCATION) && b->type == BP_BREAK) {
+		addr = spec_location(s, spec);
+		if (!addr || tm_bp_bind(s, &tmp, addr, 0)) {
+			tm_breakpoint_clear(&tmp.core);
+			free(tmp.where);
+			free(addr);
+			return -1;
+		}
+		free(addr);
+	}
+	if ((what & TM_BP_SET_COND) && spec->cond && *spec->cond) {
+		if (tm_compile(s, spec->cond, 1, &prog)) {
+			tm_breakpoint_clear(&tmp.core);
+			free(tmp.where);
+			return -1;
+		}
+		src = strdup(spec->cond);
+	}
+	if ((what & TM_BP_SET_LOCATION) && b->type == BP_BREAK) {
+		/* the new location keeps the condition and its counts */
+		tmp.core.cond = b->core.cond;
+		tmp.core.unknown = b->core.unknown;
+		b->core.cond = NULL;
+		tm_breakpoint_clear(&b->core);
+		b->core = tmp.core;
+		free(b->where);
+		b->where = tmp.where;
+		b->pending = 0;
+	}
+	if (what & TM_BP_SET_COND) {
+		tm_breakpoint_set_cond(&b->core, prog);
+		free(b->cond_src);
+		b->cond_src = src;
+	}
+	if (what & TM_BP_SET_IGNORE)
+		b->ignore = spec->ignore;
+	if (what & TM_BP_SET_ENABLED)
+		b->enabled = spec->enabled;
+	if (what & TM_BP_SET_DISP)
+		b->disp = spec->disp;
+	tm_bp_notify(s, TM_BP_MODIFIED, b);
+	return 0;
+}
+
+/* "Breakpoint 3 at model.fc1 (out): file model.py, line 12." */
+static void bp_announce(struct tm_session *s, const struct bp *b)
+{
+	const char *kind = b->disp == BP_DEL ? "Temporary breakpoint" : "Breakpoint";
+	char what[TM_ADDRESS_MAX + 64];
+
 	if (b->pending) {
-		tm_out(s, "%s %d (%s) pending.\n",
-		       disp == BP_DEL ? "Temporary breakpoint" : "Breakpoint",
-		       b->num, b->where);
-		return 0;
+		tm_out(s, "%s %d (%s) pending.\n", kind, b->num, b->where);
+		return;
 	}
 	bp_what(s, b, what, sizeof(what));
 	if (b->core.nmatch == 1) {
@@ -325,18 +410,42 @@ static int do_break(struct tm_session *s, const char *args, int disp)
 			}
 		if (n && n->file && n->line)
 			tm_out(s, "%s %d at %s: file %s, line %u.\n",
-			       disp == BP_DEL ? "Temporary breakpoint" : "Breakpoint",
-			       b->num, what, n->file, n->line);
+			       kind, b->num, what, n->file, n->line);
 		else
-			tm_out(s, "%s %d at %s.\n",
-			       disp == BP_DEL ? "Temporary breakpoint" : "Breakpoint",
-			       b->num, what);
+			tm_out(s, "%s %d at %s.\n", kind, b->num, what);
 	} else {
-		tm_out(s, "%s %d at %s: %u nodes.\n",
-		       disp == BP_DEL ? "Temporary breakpoint" : "Breakpoint",
-		       b->num, what, b->core.nmatch);
+		tm_out(s, "%s %d at %s: %u nodes.\n", kind, b->num, what,
+		       b->core.nmatch);
 	}
-	return 0;
+}
+
+/* break/tbreak [ADDRESS] [if COND] */
+static int do_break(struct tm_session *s, const char *args, int disp)
+{
+	const char *junk = NULL;
+	struct tm_bp_spec spec;
+	char *addr = NULL;
+	struct bp *b;
+	int rc;
+
+	tm_bp_spec_init(&spec);
+	spec.disp = disp;
+	if (*args) {
+		addr = split_if(args, &spec.cond, &junk);
+		if (!addr)
+			return -1;
+		if (junk) {
+			tm_error(s, "Junk at end of arguments: \"%s\".", junk);
+			free(addr);
+			return -1;
+		}
+		spec.location = addr;
+	}
+	rc = tm_bp_create(s, &spec, &b);
+	free(addr);
+	if (rc == 0 && b)
+		bp_announce(s, b);
+	return rc;
 }
 
 static int cmd_break_exec(struct tm_session *s, const char *args, int from_tty)
@@ -488,7 +597,7 @@ static int parse_bpnum(struct tm_session *s, const char **pp, struct bp **out)
 
 static int cmd_condition_exec(struct tm_session *s, const char *args, int from_tty)
 {
-	tm_tql_prog *prog = NULL;
+	struct tm_bp_spec spec;
 	struct bp *b;
 	const char *p = args;
 
@@ -498,21 +607,12 @@ static int cmd_condition_exec(struct tm_session *s, const char *args, int from_t
 	}
 	if (parse_bpnum(s, &p, &b))
 		return -1;
-	p = tm_skip_ws(p);
-	if (!*p) {
-		tm_breakpoint_set_cond(&b->core, NULL);
-		free(b->cond_src);
-		b->cond_src = NULL;
-		tm_out(s, "Breakpoint %d now unconditional.\n", b->num);
-		tm_bp_notify(s, TM_BP_MODIFIED, b);
-		return 0;
-	}
-	if (tm_compile(s, p, 1, &prog))
+	tm_bp_spec_init(&spec);
+	spec.cond = tm_skip_ws(p);
+	if (tm_bp_change(s, b, &spec, TM_BP_SET_COND))
 		return -1;
-	tm_breakpoint_set_cond(&b->core, prog);
-	free(b->cond_src);
-	b->cond_src = strdup(p);
-	tm_bp_notify(s, TM_BP_MODIFIED, b);
+	if (!*spec.cond)
+		tm_out(s, "Breakpoint %d now unconditional.\n", b->num);
 	return 0;
 }
 
@@ -524,6 +624,7 @@ const struct cmd_entry cmd_condition_entry = {
 
 static int cmd_ignore_exec(struct tm_session *s, const char *args, int from_tty)
 {
+	struct tm_bp_spec spec;
 	const char *p = args;
 	uint64_t count;
 	struct bp *b;
@@ -538,8 +639,10 @@ static int cmd_ignore_exec(struct tm_session *s, const char *args, int from_tty)
 		tm_error(s, "Second argument (specified ignore-count) is missing.");
 		return -1;
 	}
-	b->ignore = count;
-	tm_bp_notify(s, TM_BP_MODIFIED, b);
+	tm_bp_spec_init(&spec);
+	spec.ignore = count;
+	if (tm_bp_change(s, b, &spec, TM_BP_SET_IGNORE))
+		return -1;
 	if (count == 0)
 		tm_out(s, "Will stop next time breakpoint %d is reached.\n", b->num);
 	else if (count == 1)
@@ -630,8 +733,6 @@ static void bp_delete(struct tm_session *s, struct bp *b, int arg)
 	for (pp = &s->bps; *pp; pp = &(*pp)->next) {
 		if (*pp == b) {
 			*pp = b->next;
-			if (s->probe)
-				s->probe->ops->clear_breakpoint(s->probe, b->num);
 			tm_bp_notify(s, TM_BP_DELETED, b);
 			tm_bp_free(b);
 			return;
@@ -639,20 +740,16 @@ static void bp_delete(struct tm_session *s, struct bp *b, int arg)
 	}
 }
 
+/* how: -1 disable, else enable with disposition how (enum bp_disp) */
 static void bp_enable(struct tm_session *s, struct bp *b, int how)
 {
-	(void)s;
-	if (how < 0) {
-		b->enabled = 0;
-		tm_bp_notify(s, TM_BP_MODIFIED, b);
-		return;
-	}
-	b->enabled = 1;
-	if (how == BP_DIS || how == BP_DEL)
-		b->disp = how;
-	else if (how == BP_KEEP + 100)
-		b->disp = BP_KEEP;
-	tm_bp_notify(s, TM_BP_MODIFIED, b);
+	struct tm_bp_spec spec;
+
+	tm_bp_spec_init(&spec);
+	spec.enabled = how >= 0;
+	spec.disp = how;
+	(void)tm_bp_change(s, b, &spec,
+			   TM_BP_SET_ENABLED | (how >= 0 ? TM_BP_SET_DISP : 0));
 }
 
 /* "display N..." as the sub-command of delete/disable/enable. */
@@ -748,7 +845,7 @@ static int cmd_enable_exec(struct tm_session *s, const char *args, int from_tty)
 		return for_each_bp(s, rest, bp_enable, BP_DIS);
 	if ((rest = sub_word(args, "delete", 1)))
 		return for_each_bp(s, rest, bp_enable, BP_DEL);
-	return for_each_bp(s, args, bp_enable, BP_KEEP + 100);
+	return for_each_bp(s, args, bp_enable, BP_KEEP);
 }
 
 const struct cmd_entry cmd_enable_entry = {

@@ -416,19 +416,6 @@ const char *tm_node_name(const struct tm_session *s, uint32_t id)
 	return n ? n->address : "?";
 }
 
-/* The slot an event stands for when no breakpoint narrowed it. */
-int tm_event_slot(const struct tm_event *ev, struct tm_slot *slot)
-{
-	slot->index = 0;
-	switch (ev->kind) {
-	case TM_EV_ENTER: slot->kind = TM_SLOT_IN; break;
-	case TM_EV_EXIT: slot->kind = TM_SLOT_OUT; break;
-	case TM_EV_BWD: slot->kind = TM_SLOT_GRAD_OUT; break;
-	default: slot->kind = TM_SLOT_DATA; break;
-	}
-	return 0;
-}
-
 /* "NODE (SLOT) at step S, PHASE", the contract line of ARCHITECTURE 9. */
 void tm_print_location(struct tm_session *s, const char *prefix)
 {
@@ -617,23 +604,6 @@ int tm_address_error(struct tm_session *s, const char *text)
 
 /* ------------------------------------------------------------- lookups */
 
-static const struct tm_tensor *event_tensor(const struct tm_event *ev,
-					    struct tm_slot slot)
-{
-	uint32_t i;
-
-	for (i = 0; i < ev->ntensors; i++)
-		if (ev->tensors[i].slot.kind == slot.kind &&
-		    ev->tensors[i].slot.index == slot.index)
-			return &ev->tensors[i];
-	return NULL;
-}
-
-int tm_event_holds_slot(const struct tm_event *ev, const struct tm_slot *slot)
-{
-	return !slot || event_tensor(ev, *slot) != NULL;
-}
-
 /*
  * Keeps the cache right while the playhead moves forward one record at a
  * time: an event refreshes the entries of its node whose slot it holds, a
@@ -661,7 +631,7 @@ void tm_lookup_advance(struct tm_session *s, const struct tm_record *rec)
 			continue;
 		if (e->call && rec->u.event.call != e->call)
 			continue;
-		if (!event_tensor(&rec->u.event, e->slot))
+		if (!tm_event_tensor(&rec->u.event, e->slot))
 			continue;
 		if (e->have)
 			tm_event_release(&e->ev);
@@ -691,10 +661,10 @@ static const struct tm_tensor *session_lookup(void *user, uint32_t node,
 	/* The playhead's own event, unless it lacks the slot (a PARAM event
 	 * with only the grad): then the latest event holding it answers. */
 	if (now->node == node && now->kind == kind &&
-	    (!call || now->call == call) && event_tensor(now, slot)) {
+	    (!call || now->call == call) && tm_event_tensor(now, slot)) {
 		if (event)
 			*event = now;
-		return event_tensor(now, slot);
+		return tm_event_tensor(now, slot);
 	}
 	for (i = 0; i < s->nlk; i++) {
 		e = &s->lk[i];
@@ -724,7 +694,7 @@ found:
 	}
 	if (event)
 		*event = &e->ev;
-	return event_tensor(&e->ev, slot);
+	return tm_event_tensor(&e->ev, slot);
 }
 
 /*
@@ -798,7 +768,7 @@ found:
 		return NULL;
 	if (event)
 		*event = &e->e.ev;
-	return event_tensor(&e->e.ev, slot);
+	return tm_event_tensor(&e->e.ev, slot);
 }
 
 /* TQL `request`: the probe's annotation of the event's step. */

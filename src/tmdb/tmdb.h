@@ -279,7 +279,6 @@ void tm_playhead_set(struct tm_session *s, const struct tm_event *ev);
 uint64_t tm_playhead_seq(const struct tm_session *s);
 void tm_cursor_restore(struct tm_session *s);
 const struct tm_tensor *tm_focus_tensor(const struct tm_session *s);
-int tm_event_slot(const struct tm_event *ev, struct tm_slot *slot);
 const char *tm_node_name(const struct tm_session *s, uint32_t id);
 /* "SIGSEGV" (and *meaning "Segmentation fault") for the signals a training
  * process dies of; NULL for others. */
@@ -365,6 +364,57 @@ int tm_parse_bool(const char *p, int *out);
 int tm_word_is(const char *word, size_t len, const char *full, size_t minlen);
 
 /* ------------------------------------------------------------- cmd-break.c */
+
+/*
+ * Creating and changing a breakpoint: the one typed call every front end
+ * uses (GDB's create_breakpoint).  The CLI's break, tbreak, condition,
+ * ignore, enable and disable parse their text into a spec and call these;
+ * MI's -break-insert fills one from its options; DAP's setBreakpoints will
+ * do the same.  Neither prints anything but errors (tm_error): what to say
+ * about a new or changed breakpoint is the front end's business.
+ */
+struct tm_bp_spec {
+	/* An address or pattern (doc/manual.md "Addresses"); NULL or "": the
+	 * node at the playhead, as `break` with no argument. */
+	const char *location;
+	/* TQL condition, NULL or "": none (tm_bp_change: remove it). */
+	const char *cond;
+	int disp;               /* enum bp_disp: BP_KEEP, BP_DEL (temporary:
+				 * deleted when hit), BP_DIS (disabled when hit) */
+	uint64_t ignore;        /* crossings to ignore before it stops */
+	int enabled;
+	/* Only this rank of a distributed job (the location gets "@R:" when
+	 * it has no rank of its own); -1: every rank. */
+	int rank;
+};
+/* A spec with its defaults: enabled, kept, every rank, nothing else. */
+void tm_bp_spec_init(struct tm_bp_spec *spec);
+/*
+ * Creates a breakpoint from spec and appends it (numbered, $bpnum set,
+ * on_bp_event told TM_BP_CREATED).  Where no node matches, a live process
+ * or a program to run makes it pending (its condition compiles when it
+ * binds), else it is an error.  Returns 0 with *out set (may be NULL), or
+ * -1 after an error message, having created nothing.
+ */
+int tm_bp_create(struct tm_session *s, const struct tm_bp_spec *spec,
+		 struct bp **out);
+/* What tm_bp_change takes from the spec. */
+enum tm_bp_change_what {
+	TM_BP_SET_LOCATION = 1u << 0,
+	TM_BP_SET_COND = 1u << 1,
+	TM_BP_SET_IGNORE = 1u << 2,
+	TM_BP_SET_ENABLED = 1u << 3,
+	TM_BP_SET_DISP = 1u << 4
+};
+/*
+ * Changes the fields `what` names to spec's values, all or none: a
+ * location that does not bind or a condition that does not compile is
+ * reported and changes nothing.  on_bp_event is told TM_BP_MODIFIED once.
+ * Returns 0 or -1.
+ */
+int tm_bp_change(struct tm_session *s, struct bp *b, const struct tm_bp_spec *spec,
+		 unsigned what);
+
 int tm_bp_bind(struct tm_session *s, struct bp *b, const char *where, int quiet);
 int tm_bp_match(struct tm_session *s, struct bp *b, const struct tm_event *ev,
 		uint32_t *focus);
