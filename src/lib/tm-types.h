@@ -377,6 +377,20 @@ struct tm_record {
 
 const char *tm_version_string(void);   /* "tensormorph 0.1.0" */
 
+/*
+ * What bindings that mirror this library's structs check at load: one
+ * item per struct size ("tm_rec_tensor.sizeof"), field offset and size
+ * ("tm_rec_tensor.have.offset", "tm_rec_tensor.have.sizeof") and constant
+ * ("TM_MAX_RANK", "TM_ERR_AGAIN", "TM_EV_PARAM"), filled by the compiler
+ * from these headers (layout.c).  The Python probe refuses to load on any
+ * difference from its mirrors and names it (tensormorph_probe/_lib.py).
+ */
+struct tm_layout_item {
+	const char *name;
+	int64_t value;
+};
+const struct tm_layout_item *tm_layout(size_t *n);
+
 #ifdef __cplusplus
 }
 #endif
