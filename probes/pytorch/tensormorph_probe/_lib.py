@@ -661,8 +661,12 @@ def load() -> ctypes.CDLL:
         except (OSError, AttributeError) as exc:
             tried.append(f"  {where}: {path} ({exc})")
             continue
+        if getattr(lib, "tm_layout", None) is None:
+            # an older library, like one that lacks a function: passed over
+            tried.append(f"  {where}: {path} (older than this probe: no tm_layout)")
+            continue
         lib.path = path  # type: ignore[attr-defined]
-        check_layout(lib)
+        check_layout(lib)               # a differing layout is refused, loudly
         return lib
     raise LibraryNotFound(
         "tensormorph_probe: cannot load libtensormorph; looked in:\n" + "\n".join(tried)
