@@ -944,7 +944,7 @@ static void display_one(struct tm_session *s, struct display *d)
 
 	memset(&v, 0, sizeof(v));
 	if (tm_view_is_display(d->expr)) {
-		/* a view kind ("display info graph", cmd-view.c): its own errors */
+		/* a view kind ("display info graph", view.c): its own errors */
 		tm_view_display(s, d->num, d->expr);
 		return;
 	}
