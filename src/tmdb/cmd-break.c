@@ -18,33 +18,6 @@
 #include <string.h>
 
 #include "tmdb.h"
-#include "live.h"
-
-void tm_bp_free(struct bp *b)
-{
-	if (!b)
-		return;
-	free(b->where);
-	free(b->cond_src);
-	tm_breakpoint_clear(&b->core);
-	if (b->wexpr) {
-		tm_expr_free(b->wexpr);
-		free(b->wexpr);
-	}
-	tm_lines_free(b->cmds, b->ncmds);
-	tm_val_clear(&b->old);
-	free(b);
-}
-
-void tm_bp_free_all(struct tm_session *s)
-{
-	struct bp *b;
-
-	while ((b = s->bps)) {
-		s->bps = b->next;
-		tm_bp_free(b);
-	}
-}
 
 struct bp *tm_bp_find(struct tm_session *s, int num)
 {
@@ -159,7 +132,7 @@ int tm_bp_rebind_all(struct tm_session *s)
 			b->watch_node_only = b->wexpr->simple;
 			b->watch_node = b->wexpr->node;
 		} else if (tm_bp_bind(s, b, b->where, 1)) {
-			if (tm_live_can_pend(s)) {
+			if (tm_session_can_pend(s)) {
 				/* The process may announce the node later. */
 				b->pending = 1;
 				tm_breakpoint_set_cond(&b->core, NULL);
@@ -295,8 +268,8 @@ int tm_bp_create(struct tm_session *s, const struct tm_bp_spec *spec,
 
 	if (out)
 		*out = NULL;
-	if (!s->probe && tm_live_need_trace(s, &cmd_break_entry))
-		return -1;
+	if (!s->probe && !tm_session_can_pend(s))
+		return tm_need_trace(s);
 	addr = spec_location(s, spec);
 	if (!addr)
 		return -1;
@@ -310,7 +283,7 @@ int tm_bp_create(struct tm_session *s, const struct tm_bp_spec *spec,
 	b->enabled = spec->enabled;
 	b->ignore = spec->ignore;
 	b->where = strdup(addr);
-	pend = tm_live_can_pend(s) && address_ok(addr);
+	pend = tm_session_can_pend(s) && address_ok(addr);
 	if (tm_bp_bind(s, b, addr, pend)) {
 		if (!pend) {
 			tm_bp_free(b);
@@ -463,7 +436,8 @@ const struct cmd_entry cmd_break_entry = {
 		"(one segment) and ** (any depth): break model.layers.*.mlp.\n"
 		"CONDITION is TQL and sees the slot's tensor as `tensor`:\n"
 		"  break model.** if tensor.nan_count > 0",
-	.exec = cmd_break_exec, .flags = CMD_NEEDS_TRACE, .klass = "breakpoints",
+	.exec = cmd_break_exec, .flags = CMD_NEEDS_TRACE | CMD_PROGRAM,
+	.klass = "breakpoints",
 };
 
 static int cmd_tbreak_exec(struct tm_session *s, const char *args, int from_tty)
@@ -474,7 +448,8 @@ static int cmd_tbreak_exec(struct tm_session *s, const char *args, int from_tty)
 const struct cmd_entry cmd_tbreak_entry = {
 	.name = "tbreak", .usage = "tbreak [ADDRESS] [if CONDITION]",
 	.help = "Set a temporary breakpoint: deleted when it is hit.",
-	.exec = cmd_tbreak_exec, .flags = CMD_NEEDS_TRACE, .klass = "breakpoints",
+	.exec = cmd_tbreak_exec, .flags = CMD_NEEDS_TRACE | CMD_PROGRAM,
+	.klass = "breakpoints",
 };
 
 /* ------------------------------------------------------------- watch */

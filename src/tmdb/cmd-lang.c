@@ -768,8 +768,8 @@ static int cmd_file_exec(struct tm_session *s, const char *args, int from_tty)
 			memmove(path, path + 1, l - 1);
 		}
 	}
-	if (!tm_live_file(s, path, &rc))
-		rc = tm_session_load(s, path);
+	if (!tm_live_file(s, path, &rc) && (rc = tm_session_load(s, path)) == 0)
+		tm_bp_rebind_all(s);    /* the breakpoints, on the new nodes */
 	free(path);
 	return rc;
 }

@@ -260,15 +260,10 @@ int tm_live_need_trace(struct tm_session *s, const struct cmd_entry *c)
 {
 	if (!have_program(s))
 		return tm_need_trace(s);
-	if (c == &cmd_run_entry || c == &cmd_break_entry || c == &cmd_tbreak_entry)
+	if (c->flags & CMD_PROGRAM)
 		return 0;
 	tm_error(s, "The program is not being run.");
 	return -1;
-}
-
-int tm_live_can_pend(const struct tm_session *s)
-{
-	return is_live(s) || (!s->probe && have_program(s));
 }
 
 int tm_live_run(struct tm_session *s, const char *args, int from_tty, int *rc)

@@ -525,7 +525,7 @@ const struct cmd_entry cmd_run_entry = {
 		"With a program (tmdb --args PROG ARGS..., file PROG), start it (ARGS\n"
 		"replace \"set args\"; a running one is killed first), attach to its\n"
 		"probe and run until a breakpoint or until it exits.",
-	.exec = cmd_run_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.exec = cmd_run_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES | CMD_PROGRAM,
 	.klass = "running",
 };
 

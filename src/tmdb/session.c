@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "tmdb.h"
+#include "live.h"
 
 volatile sig_atomic_t tm_interrupted;
 
@@ -90,6 +91,33 @@ void tm_error(struct tm_session *s, const char *fmt, ...)
 }
 
 /* ------------------------------------------------------------- lifetime */
+
+/* The session owns its breakpoints (cmd-break.c makes them). */
+void tm_bp_free(struct bp *b)
+{
+	if (!b)
+		return;
+	free(b->where);
+	free(b->cond_src);
+	tm_breakpoint_clear(&b->core);
+	if (b->wexpr) {
+		tm_expr_free(b->wexpr);
+		free(b->wexpr);
+	}
+	tm_lines_free(b->cmds, b->ncmds);
+	tm_val_clear(&b->old);
+	free(b);
+}
+
+void tm_bp_free_all(struct tm_session *s)
+{
+	struct bp *b;
+
+	while ((b = s->bps)) {
+		s->bps = b->next;
+		tm_bp_free(b);
+	}
+}
 
 static const struct tm_tensor *session_lookup(void *user, uint32_t node,
 					      struct tm_slot slot, uint32_t call,
@@ -187,6 +215,11 @@ void tm_bp_notify(struct tm_session *s, int what, struct bp *b)
 {
 	if (s->on_bp_event)
 		s->on_bp_event(s, what, b);
+}
+
+int tm_session_can_pend(const struct tm_session *s)
+{
+	return tm_probe_is_live(s->probe) || (!s->probe && s->live && s->live->prog);
 }
 
 int tm_need_trace(struct tm_session *s)
@@ -294,7 +327,6 @@ int tm_session_load(struct tm_session *s, const char *path)
 		       tm_nodetab_count(s->nodes), sum->ngaps,
 		       sum->ngaps == 1 ? "" : "s");
 	}
-	tm_bp_rebind_all(s);
 	return 0;
 }
 

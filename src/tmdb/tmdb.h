@@ -152,6 +152,7 @@ enum cmd_flags {
 	CMD_RESUMES = 1u << 1,       /* moves the playhead */
 	CMD_BLOCK = 1u << 2,         /* reads a body up to "end" */
 	CMD_FORMAT = 1u << 3,        /* takes /FMT itself (x/8f) */
+	CMD_PROGRAM = 1u << 4,       /* runs with a program set and no trace yet */
 };
 
 struct cmd_entry {
@@ -272,8 +273,15 @@ void tm_error(struct tm_session *s, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 void tm_vout(struct tm_session *s, int is_err, const char *fmt, va_list ap);
 int tm_need_trace(struct tm_session *s);
+/* 1 where a breakpoint matching no node is made pending: nodes may still
+ * come (a live process, or a program `run` will start). */
+int tm_session_can_pend(const struct tm_session *s);
+/* Opens a trace as the session's probe.  Whoever gives the session a new
+ * probe rebinds the breakpoints to its nodes (tm_bp_rebind_all). */
 int tm_session_load(struct tm_session *s, const char *path);
 void tm_session_unload(struct tm_session *s);
+void tm_bp_free(struct bp *b);
+void tm_bp_free_all(struct tm_session *s);
 void tm_playhead_clear(struct tm_session *s);
 void tm_playhead_set(struct tm_session *s, const struct tm_event *ev);
 uint64_t tm_playhead_seq(const struct tm_session *s);
@@ -303,7 +311,9 @@ int tm_session_rank(struct tm_session *s);
 const struct tm_node *tm_session_node(struct tm_session *s, const tm_address *a);
 const struct tm_node *tm_session_node_text(struct tm_session *s, const char *text);
 
-/* expressions (cmd-print.c): simple terms are answered directly, the rest by TQL */
+/* ------------------------------------------------------------- cmd-print.c */
+/* expressions: simple terms are answered directly, the rest by TQL
+ * (tm_expr_free is value.c's: the session frees watch expressions) */
 enum term_field {
 	TF_WHOLE = -1,          /* the tensor summary itself */
 	TF_DTYPE = -2,
@@ -328,7 +338,10 @@ void tm_expr_free(struct tm_expr *e);
 int tm_val_truth(const struct tm_val *v);
 int tm_run_interactive(struct tm_session *s, int use_readline);
 
-/* values (cmd-print.c) */
+int tm_evaluate(struct tm_session *s, const char *expr, struct tm_val *out);
+void tm_displays_show(struct tm_session *s);
+
+/* ------------------------------------------------------------- value.c */
 void tm_val_clear(struct tm_val *v);
 int tm_val_set_scalar(struct tm_val *v, const struct tm_tql_value *src);
 void tm_val_set_tensor(struct tm_val *v, const struct tm_tensor *t);
@@ -337,13 +350,24 @@ void tm_val_format(const struct tm_val *v, char *buf, size_t len);
 void tm_tql_format(const struct tm_tql_value *v, char *buf, size_t len);
 void tm_tensor_format(const struct tm_tensor *t, char *buf, size_t len);
 int tm_val_equal(const struct tm_val *a, const struct tm_val *b);
-int tm_evaluate(struct tm_session *s, const char *expr, struct tm_val *out);
+/* The value history: appends a copy (returns its number N, for $N, or -1);
+ * $N / $ / $$ / $$N by the name after the '$' ("3", "", "$", "$2"). */
+int tm_history_add(struct tm_session *s, const struct tm_val *v);
+const struct tm_val *tm_history_ref(struct tm_session *s, const char *name);
+int tm_history_is_name(const char *name);
 int tm_session_variable(void *user, const char *name, struct tm_tql_value *out);
 struct conv *tm_conv_find(struct tm_session *s, const char *name);
 int tm_conv_set(struct tm_session *s, const char *name, const struct tm_val *v);
 void tm_conv_set_int(struct tm_session *s, const char *name, int64_t i);
 void tm_conv_set_str(struct tm_session *s, const char *name, const char *str);
-void tm_displays_show(struct tm_session *s);
+
+/* ------------------------------------------------------------- util.c */
+void tm_lines_free(char **lines, size_t n);
+char *tm_strip(char *p);
+const char *tm_skip_ws(const char *p);
+int tm_parse_uint(const char *p, uint64_t *out);
+int tm_parse_bool(const char *p, int *out);
+int tm_word_is(const char *word, size_t len, const char *full, size_t minlen);
 
 /* ------------------------------------------------------------- cmd.c */
 int tm_execute(struct tm_session *s, const char *line, int from_tty);
@@ -356,12 +380,6 @@ const struct cmd_entry *tm_cmd_lookup(struct tm_session *s, const char *word,
 				      int quiet, struct ucmd **ucmd);
 extern const struct cmd_entry *const tm_cmd_table[];
 extern const size_t tm_cmd_count;
-void tm_lines_free(char **lines, size_t n);
-char *tm_strip(char *p);
-const char *tm_skip_ws(const char *p);
-int tm_parse_uint(const char *p, uint64_t *out);
-int tm_parse_bool(const char *p, int *out);
-int tm_word_is(const char *word, size_t len, const char *full, size_t minlen);
 
 /* ------------------------------------------------------------- cmd-break.c */
 
@@ -418,9 +436,7 @@ int tm_bp_change(struct tm_session *s, struct bp *b, const struct tm_bp_spec *sp
 int tm_bp_bind(struct tm_session *s, struct bp *b, const char *where, int quiet);
 int tm_bp_match(struct tm_session *s, struct bp *b, const struct tm_event *ev,
 		uint32_t *focus);
-void tm_bp_free(struct bp *b);
 int tm_bp_info(struct tm_session *s, const char *args, int watch_only);
-void tm_bp_free_all(struct tm_session *s);
 int tm_bp_rebind_all(struct tm_session *s);
 struct bp *tm_bp_find(struct tm_session *s, int num);
 /* what on_bp_event reports (session.c calls it) */

@@ -2,9 +2,9 @@
  * view.c -- what the views of a trace share: the options they take before
  * their operand (-color, -width, -png, ...), tensor references with slices
  * (ADDR:SLOT[...] or tensor[...]) and their elements, and the view kinds of
- * `display`.  One view per file: cmd-heatmap.c, cmd-plot.c, cmd-x.c,
- * view-graph.c (info graph), view-stats.c (info stats); view-series.c
- * reads one stat over steps for heatmap and plot.
+ * `display` (view-display.c).  One view per file: cmd-heatmap.c,
+ * cmd-plot.c, cmd-x.c, view-graph.c (info graph), view-stats.c (info
+ * stats); view-series.c reads one stat over steps for heatmap and plot.
  *
  * Every view shows the moment at the playhead and is also a `display` kind,
  * so that it is drawn again after each stop: scrubbing the playhead animates
@@ -497,53 +497,4 @@ int view_resolve_slices(struct tm_session *s, const struct tref *r,
 	if (off < sizeof(v->desc))
 		snprintf(v->desc + off, sizeof(v->desc) - off, "]");
 	return 0;
-}
-
-
-/* ------------------------------------------------------------- display kinds */
-
-/* The views `display` accepts, as the user types them. */
-static const char *view_kind(const char *expr, const char **args)
-{
-	static const char *const kinds[] = {
-		"info graph", "info stats", "heatmap", "plot", "x", NULL
-	};
-	size_t i, l;
-
-	expr = tm_skip_ws(expr);
-	for (i = 0; kinds[i]; i++) {
-		l = strlen(kinds[i]);
-		if (!strncmp(expr, kinds[i], l) &&
-		    (!expr[l] || expr[l] == ' ' || expr[l] == '\t' ||
-		     (expr[l] == '/' && kinds[i][0] == 'x'))) {
-			*args = tm_skip_ws(expr + l);
-			return kinds[i];
-		}
-	}
-	return NULL;
-}
-
-int tm_view_is_display(const char *expr)
-{
-	const char *args;
-
-	return view_kind(expr, &args) != NULL;
-}
-
-int tm_view_display(struct tm_session *s, int num, const char *expr)
-{
-	const char *args, *k = view_kind(expr, &args);
-
-	if (!k)
-		return -1;
-	tm_out(s, "%d: %s\n", num, tm_skip_ws(expr));
-	if (!strcmp(k, "info graph"))
-		return tm_view_info_graph(s, args);
-	if (!strcmp(k, "info stats"))
-		return tm_view_info_stats(s, args);
-	if (!strcmp(k, "heatmap"))
-		return cmd_heatmap_entry.exec(s, args, 0);
-	if (!strcmp(k, "plot"))
-		return cmd_plot_entry.exec(s, args, 0);
-	return cmd_x_entry.exec(s, args, 0);
 }
