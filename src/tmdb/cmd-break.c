@@ -576,10 +576,6 @@ static int cmd_condition_exec(struct tm_session *s, const char *args, int from_t
 	struct bp *b;
 	const char *p = args;
 
-	if (!*p) {
-		tm_error(s, "Argument required (breakpoint number).");
-		return -1;
-	}
 	if (parse_bpnum(s, &p, &b))
 		return -1;
 	tm_bp_spec_init(&spec);
@@ -595,6 +591,7 @@ const struct cmd_entry cmd_condition_entry = {
 	.name = "condition", .usage = "condition N [CONDITION]",
 	.help = "Set (or with no CONDITION, remove) the condition of breakpoint N.",
 	.exec = cmd_condition_exec, .klass = "breakpoints",
+	.arg_required = "breakpoint number",
 };
 
 static int cmd_ignore_exec(struct tm_session *s, const char *args, int from_tty)
@@ -604,10 +601,6 @@ static int cmd_ignore_exec(struct tm_session *s, const char *args, int from_tty)
 	uint64_t count;
 	struct bp *b;
 
-	if (!*p) {
-		tm_error(s, "Argument required (a breakpoint number).");
-		return -1;
-	}
 	if (parse_bpnum(s, &p, &b))
 		return -1;
 	if (tm_parse_uint(p, &count)) {
@@ -632,6 +625,7 @@ const struct cmd_entry cmd_ignore_entry = {
 	.name = "ignore", .usage = "ignore N COUNT",
 	.help = "Ignore the next COUNT times breakpoint N would stop.",
 	.exec = cmd_ignore_exec, .klass = "breakpoints",
+	.arg_required = "a breakpoint number",
 };
 
 /* ------------------------------------------------------------- delete, disable, enable */

@@ -41,10 +41,6 @@ static int cmd_attach_exec(struct tm_session *s, const char *args, int from_tty)
 	int err;
 
 	(void)from_tty;
-	if (!*args) {
-		tm_error(s, "Argument required (process id or socket path to attach).");
-		return -1;
-	}
 	target = strdup(args);
 	if (!target)
 		return -1;
@@ -89,6 +85,7 @@ const struct cmd_entry cmd_attach_entry = {
 		"and the events received so far can be browsed backwards.",
 	.exec = cmd_attach_exec,
 	.klass = "running",
+	.arg_required = "process id or socket path to attach",
 };
 
 static int cmd_detach_exec(struct tm_session *s, const char *args, int from_tty)

@@ -499,6 +499,9 @@ int tm_execute(struct tm_session *s, const char *line, int from_tty)
 	} else if ((c->flags & CMD_NEEDS_TRACE) && !s->probe &&
 		   tm_live_need_trace(s, c)) {
 		rc = -1;
+	} else if (c->arg_required && !*args) {
+		tm_error(s, "Argument required (%s).", c->arg_required);
+		rc = -1;
 	} else {
 		rc = c->exec(s, args, from_tty);
 	}

@@ -165,6 +165,9 @@ struct cmd_entry {
 	const char *klass;           /* help class: "running", "breakpoints", ... */
 	/* "help NAME" prints this after help: a list kept in one table. */
 	void (*help_more)(struct tm_session *s);
+	/* What the command cannot do without (tm_execute says "Argument
+	 * required (WHAT)." when the arguments are empty); NULL: optional. */
+	const char *arg_required;
 };
 
 /* Settings that `set`/`show` know. */
