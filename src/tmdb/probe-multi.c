@@ -1024,7 +1024,17 @@ static const char *multi_recording(struct tm_probe *p, uint64_t *events,
 	return m->rec_path;
 }
 
+static void multi_kill(struct tm_probe *p)
+{
+	struct multi *m = impl(p);
+	size_t r;
+
+	for (r = 0; r < m->nr; r++)
+		tm_probe_kill(m->r[r].p);
+}
+
 static const struct tm_probe_process_ops multi_process_ops = {
+	.kill = multi_kill,
 	.pid = multi_pid,
 	.closed = multi_closed,
 	.end_note = multi_end_note,
