@@ -252,6 +252,19 @@ static char *spec_location(struct tm_session *s, const struct tm_bp_spec *spec)
 	}
 	if (spec->rank < 0 || loc[0] == '@')
 		return strdup(loc);
+	/* One process's nodes carry no "@R:": its own rank is every node. */
+	if (s->probe && !s->probe->ops->nranks) {
+		struct tm_probe_info pi;
+		int rank;
+
+		s->probe->ops->describe(s->probe, &pi);
+		rank = pi.meta && pi.meta->rank >= 0 ? pi.meta->rank : 0;
+		if (spec->rank == rank)
+			return strdup(loc);
+		tm_error(s, "No rank %d: the program is one process (rank %d).",
+			 spec->rank, rank);
+		return NULL;
+	}
 	l = strlen(loc) + 16;
 	out = malloc(l);
 	if (out)

@@ -406,7 +406,8 @@ struct tm_bp_spec {
 	uint64_t ignore;        /* crossings to ignore before it stops */
 	int enabled;
 	/* Only this rank of a distributed job (the location gets "@R:" when
-	 * it has no rank of its own); -1: every rank. */
+	 * it has no rank of its own); in a one-process program only its own
+	 * rank is accepted (any other is an error); -1: every rank. */
 	int rank;
 };
 /* A spec with its defaults: enabled, kept, every rank, nothing else. */
