@@ -456,6 +456,8 @@ static void trace_command(struct tm_session *s, const char *line)
 	for (int i = 0; i <= s->depth; i++)
 		tm_out(s, "+");
 	tm_out(s, "%.*s\n", (int)n, line);
+	/* before a live program resumes and writes to the same terminal */
+	fflush(s->out);
 }
 
 /*
