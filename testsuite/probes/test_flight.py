@@ -345,3 +345,47 @@ def test_two_ranks_one_trigger_dumps_both(tmp_path):
                    "-ex", "run", str(tmp_path / "run.manifest")])
     assert tm.returncode == 0, tm.stdout + tm.stderr
     assert "Breakpoint 1, @1:model.proj (out) at step 4, fwd" in tm.stdout, tm.stdout
+
+
+@needs_tmdb
+def test_on_trigger_wait_then_attach(tmp_path):
+    """--on-trigger wait: the program writes the window, prints how to
+    attach and waits; tmdb attaches (the model pauses at its next event)
+    and detaches, and the run goes on.  The window itself shows the
+    triggering event to `run` and `bt`."""
+    src = tmp_path / "train.py"
+    src.write_text(_LOOP.replace('if mode == "usr1":', 'if mode == "nan":\n'
+                                 '            x[0, 0] = float("nan")\n'
+                                 '        elif mode == "usr1":'))
+    out = tmp_path / "run.tmrun"
+    cmd = [sys.executable, "-m", "tensormorph_probe", "record", "-o", str(out), "--flight", "2",
+           "--trigger", "model.0 if tensor.nan_count > 0", "--on-trigger", "wait",
+           "--wait", "120", "--", sys.executable, str(src), "nan", "6"]
+    proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        pid, lines = None, []
+        deadline = time.monotonic() + 120
+        while pid is None and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if not line:
+                break
+            lines.append(line)
+            if "waiting for a debugger: tmdb -ex 'attach " in line:
+                pid = int(line.split("attach ")[1].split("'")[0])
+        assert pid is not None, "".join(lines)
+        assert lines[0].startswith("tensormorph-probe: trigger model.0 if tensor.nan_count > 0"
+                                   " at seq"), lines
+        assert f"or replay the window: tmdb {out}" in lines[-1]
+        tm = run_tmdb(["-ex", f"attach {pid}", "-ex", "detach"], timeout=120)
+        assert f"Attaching to process {pid} (pytorch)" in tm.stdout, tm.stdout + tm.stderr
+        assert proc.wait(timeout=120) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    tm = run_tmdb(["-ex", "break model.0 if tensor.nan_count > 0", "-ex", "run", "-ex", "bt",
+                   str(out)])
+    assert "Breakpoint 1, model.0 (out) at step 6, fwd" in tm.stdout, tm.stdout
+    assert "#0  model.0 (Linear)" in tm.stdout and "#1  model (Sequential)" in tm.stdout
+    _check_window(out, 4, 9)
