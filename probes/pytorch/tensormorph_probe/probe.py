@@ -1241,7 +1241,10 @@ def attach(model: torch.nn.Module | None = None, level: int = 1,
     TENSORMORPH_LISTEN=PATH listens on PATH, in a distributed job on
     rank_socket_path(PATH, rank).  In a distributed job `record` names the
     job's recording: each rank writes its own trace (probe.path) and rank 0
-    the manifest (probe.manifest).
+    the manifest (probe.manifest).  flight=N (or TENSORMORPH_FLIGHT=N) keeps
+    only the last N steps in memory and writes `record` at a trigger
+    (triggers=[TQL...], a crash, SIGUSR1, dump(), an uncaught exception,
+    sys.exit(N != 0); on_trigger, flight_budget: see _flight.py).
     Returns the probe; also usable as a context manager."""
     global _active
     if "flight" not in options:
