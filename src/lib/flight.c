@@ -400,6 +400,27 @@ void tm_flight__raw(struct tm_flight *f, const uint8_t *rec, size_t len)
 	append(f, &b);
 }
 
+int tm_flight__set_steps(struct tm_flight *f, uint32_t n)
+{
+	struct fstep *d;
+	uint32_t i;
+
+	if (!n)
+		return TM_ERR_INVALID_ARG;
+	while (f->count > n)
+		drop_oldest(f);
+	d = calloc(n, sizeof(*d));
+	if (!d)
+		return TM_ERR_NOMEM;
+	for (i = 0; i < f->count; i++)
+		d[i] = f->done[(f->first + i) % f->n];
+	free(f->done);
+	f->done = d;
+	f->n = n;
+	f->first = 0;
+	return TM_OK;
+}
+
 void tm_flight__at_step(struct tm_flight *f, uint64_t step)
 {
 	if (f->have_cur && f->cur.step < step)

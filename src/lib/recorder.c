@@ -40,6 +40,7 @@
 #include "tm-recorder.h"
 #include "tm-server.h"
 #include "tm-stats.h"
+#include "tm-wire.h"
 
 _Static_assert(sizeof(struct tm_rec_tensor) == 336, "tm_rec_tensor layout is ABI");
 _Static_assert(sizeof(struct tm_rec_event) == 48, "tm_rec_event layout is ABI");
@@ -1038,10 +1039,19 @@ static void serve_known(tm_recorder *r, tm_server *srv)
 		tm_server_node(srv, tm_nodetab_get(r->nodes, i));
 }
 
+static int flight_request(void *user, int op, uint32_t steps, const char *reason,
+			  char *detail, size_t len);
+
 int tm_recorder_serve(tm_recorder *r, tm_server *srv)
 {
+	tm_server *old;
+
 	if (!r)
 		return TM_ERR_INVALID_ARG;
+	/* outside the recorder's locks: the handler takes them */
+	old = atomic_load(&r->srv);
+	if (r->fl && old && old != srv)
+		tm_server_flight_handler(old, NULL, NULL);
 	/* flock: no submit is forwarding to the old server when this
 	 * returns; wlock: no node is registered in between. */
 	pthread_mutex_lock(&r->flock);
@@ -1051,6 +1061,8 @@ int tm_recorder_serve(tm_recorder *r, tm_server *srv)
 	atomic_store(&r->srv, srv);
 	pthread_mutex_unlock(&r->wlock);
 	pthread_mutex_unlock(&r->flock);
+	if (r->fl && srv)
+		tm_server_flight_handler(srv, flight_request, r);
 	return TM_OK;
 }
 
@@ -1536,6 +1548,42 @@ int tm_recorder_flight_info(tm_recorder *r, struct tm_flight_info *out)
 	snprintf(out->reason, sizeof(out->reason), "%s", r->fl_reason);
 	pthread_mutex_unlock(&r->wlock);
 	return TM_OK;
+}
+
+/* A debugger's FLIGHT request (tm_server_flight_handler), on the server's
+ * thread. */
+static int flight_request(void *user, int op, uint32_t steps, const char *reason,
+			  char *detail, size_t len)
+{
+	tm_recorder *r = user;
+	uint32_t before = __atomic_load_n(&r->fl_word, __ATOMIC_ACQUIRE);
+	int err;
+
+	if (op == TM_FLIGHT_DUMP) {
+		err = tm_recorder_flight_dump(r, reason && *reason ? reason : "dump from tmdb",
+					      UINT64_MAX);
+		if (err)
+			snprintf(detail, len, "%s", r->detail);
+		else if (before)
+			snprintf(detail, len, "found its window already written to %s (%s)",
+				 r->fl_path, r->fl_reason);
+		else
+			snprintf(detail, len, "wrote the window (%u complete steps from step %llu) "
+				 "to %s", r->fl_win.steps_held,
+				 (unsigned long long)r->fl_win.first_step, r->fl_path);
+		return err;
+	}
+	pthread_mutex_lock(&r->wlock);
+	err = r->w ? TM_OK : tm_flight__set_steps(r->fl, steps);
+	if (!err && !r->w)
+		r->fl_steps = steps;
+	pthread_mutex_unlock(&r->wlock);
+	if (!err && before)
+		snprintf(detail, len, "recording normally: its window was written to %s",
+			 r->fl_path);
+	else if (!err)
+		snprintf(detail, len, "keeping the last %u steps", steps);
+	return err;
 }
 
 const uint32_t *tm_recorder_flight_word(tm_recorder *r)

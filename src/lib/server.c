@@ -118,6 +118,11 @@ struct tm_server {
 	/* the connection */
 	tm_frame_decoder *dec;
 	int greeted;
+	/* FLIGHT requests: a flight-mode recorder's handler, run without
+	 * the lock; flight_busy while it runs (removal waits on cond) */
+	tm_server_flight_fn flight_fn;
+	void *flight_user;
+	int flight_busy;
 	int subscribed;
 	uint64_t from_seq;
 	tm_address *filter;
@@ -732,7 +737,7 @@ static void do_hello(tm_server *srv, const struct tm_msg *m)
 	d->u.hello.major = TM_WIRE_VERSION_MAJOR;
 	d->u.hello.minor = TM_WIRE_VERSION_MINOR;
 	d->u.hello.pid = (uint32_t)getpid();
-	d->u.hello.caps = srv->o.caps;
+	d->u.hello.caps = srv->o.caps | (srv->flight_fn ? (uint32_t)TM_CAP_FLIGHT : 0u);
 	d->u.hello.max_level = srv->o.max_level;
 	snprintf(d->u.hello.name, sizeof(d->u.hello.name), "%s", srv->probe_kind);
 	snprintf(d->u.hello.trace, sizeof(d->u.hello.trace), "%s",
@@ -854,6 +859,43 @@ static void do_resume(tm_server *srv, const struct tm_msg *m)
 	pthread_cond_broadcast(&srv->cond);
 }
 
+/* FLIGHT: the recorder's handler, with the lock released (it takes the
+ * recorder's locks, which are held around calls into this server). */
+static void do_flight(tm_server *srv, const struct tm_msg *m)
+{
+	tm_server_flight_fn fn = srv->flight_fn;
+	void *user = srv->flight_user;
+	char detail[512];
+	int err;
+
+	if (!fn) {
+		send_result(srv, TM_MSG_RESULT, m->type, 0, TM_ERR_UNSUPPORTED,
+			    "this probe keeps no flight window");
+		return;
+	}
+	detail[0] = 0;
+	srv->flight_busy = 1;
+	pthread_mutex_unlock(&srv->lock);
+	err = fn(user, m->u.flight.op, m->u.flight.steps, m->u.flight.reason,
+		 detail, sizeof(detail));
+	pthread_mutex_lock(&srv->lock);
+	srv->flight_busy = 0;
+	pthread_cond_broadcast(&srv->cond);
+	send_result(srv, TM_MSG_RESULT, m->type, 0, (uint32_t)err, detail);
+}
+
+void tm_server_flight_handler(tm_server *srv, tm_server_flight_fn fn, void *user)
+{
+	if (!srv)
+		return;
+	pthread_mutex_lock(&srv->lock);
+	while (srv->flight_busy)
+		pthread_cond_wait(&srv->cond, &srv->lock);
+	srv->flight_fn = fn;
+	srv->flight_user = user;
+	pthread_mutex_unlock(&srv->lock);
+}
+
 static void handle(tm_server *srv, const struct tm_frame *f)
 {
 	struct tm_msg *m;
@@ -890,6 +932,7 @@ static void handle(tm_server *srv, const struct tm_frame *f)
 	case TM_MSG_CAPTURE: do_capture(srv, m); break;
 	case TM_MSG_RESUME: do_resume(srv, m); break;
 	case TM_MSG_SET_LEVEL: do_set_level(srv, m); break;
+	case TM_MSG_FLIGHT: do_flight(srv, m); break;
 	case TM_MSG_DETACH: bye(srv, TM_OK, "detached", 0); break;
 	case TM_MSG_KILL:
 		/* The model thread, paused or at its next event, sees this,

@@ -33,6 +33,8 @@ int tm_flight__add_trigger(struct tm_flight *f, const char *text,
 size_t tm_flight__events(struct tm_flight *f, const struct tm_event *e,
 			 size_t n, const tm_nodetab *nodes, const char **why);
 void tm_flight__gap(struct tm_flight *f, const struct tm_gap *g);
+/* Keeps n complete steps from now on (the oldest go if more are held). */
+int tm_flight__set_steps(struct tm_flight *f, uint32_t n);
 /* The producer is at step: the step in progress here, if earlier, is complete. */
 void tm_flight__at_step(struct tm_flight *f, uint64_t step);
 void tm_flight__raw(struct tm_flight *f, const uint8_t *rec, size_t len);

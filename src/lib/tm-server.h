@@ -86,6 +86,17 @@ const char *tm_server_path(const tm_server *srv);
  * for the next one (a serving probe's pause timeout).  NULL-safe.
  */
 void tm_server_drop(tm_server *srv);
+/*
+ * FLIGHT requests (doc/wire.md) go to fn, set by a flight-mode recorder
+ * that serves this server (tm_recorder_serve): called on the server's
+ * thread without its lock with op (enum tm_flight_op), steps and reason;
+ * it returns a tm_err and may write a text for the RESULT into detail.
+ * DESCRIBE offers TM_CAP_FLIGHT while one is set.  fn NULL removes it,
+ * waiting for a call in progress.
+ */
+typedef int (*tm_server_flight_fn)(void *user, int op, uint32_t steps,
+				   const char *reason, char *detail, size_t len);
+void tm_server_flight_handler(tm_server *srv, tm_server_flight_fn fn, void *user);
 /* Last error text (for a failed start, use the code). */
 const char *tm_server_detail(const tm_server *srv);
 

@@ -75,6 +75,7 @@ enum tm_msg_type {
 	TM_MSG_DETACH = 71,       /* the debugger leaves; the run goes on */
 	TM_MSG_INTERRUPT = 72,    /* stop at the next event (attach, Ctrl-C) */
 	TM_MSG_KILL = 73,         /* end the program: finish the recording, die */
+	TM_MSG_FLIGHT = 74,       /* flight window: dump it, or keep N steps */
 	/* probe -> debugger (records 1..63 travel as their own frames) */
 	TM_MSG_DESCRIBE = 96,     /* answer to HELLO: version, capabilities */
 	TM_MSG_STOP = 97,         /* the model thread is paused at seq */
@@ -87,7 +88,8 @@ enum tm_wire_caps {
 	TM_CAP_PAUSE = 1u << 0,     /* breakpoints stop the model thread */
 	TM_CAP_CAPTURE = 1u << 1,   /* CAPTURE requests are honoured */
 	TM_CAP_LEVEL = 1u << 2,     /* SET_LEVEL is honoured */
-	TM_CAP_GRADIENTS = 1u << 3  /* backward events are observed */
+	TM_CAP_GRADIENTS = 1u << 3, /* backward events are observed */
+	TM_CAP_FLIGHT = 1u << 4     /* FLIGHT is honoured (a flight-mode recorder) */
 };
 
 enum tm_resume_mode {
@@ -96,6 +98,12 @@ enum tm_resume_mode {
 	TM_RESUME_NEXT = 2,       /* next event at the same or a shallower depth */
 	TM_RESUME_FINISH = 3,     /* the exit of the current call */
 	TM_RESUME__COUNT
+};
+
+enum tm_flight_op {
+	TM_FLIGHT_DUMP = 0,       /* write the window now (reason) */
+	TM_FLIGHT_STEPS = 1,      /* keep the last `steps` complete steps */
+	TM_FLIGHT__COUNT
 };
 
 enum tm_stop_reason {
@@ -138,6 +146,11 @@ struct tm_msg {
 			uint8_t level;            /* 0..3 */
 			char pattern[TM_MSG_MAX_STR + 1];  /* "" : the default level */
 		} level;
+		struct {
+			uint8_t op;               /* enum tm_flight_op */
+			uint32_t steps;           /* STEPS: >= 1 */
+			char reason[TM_MSG_MAX_STR + 1];  /* DUMP: "" : "dump" */
+		} flight;
 		struct {
 			uint8_t reason;           /* enum tm_stop_reason */
 			uint32_t id;              /* breakpoint, 0 for a step */

@@ -35,6 +35,7 @@ const char *tm_msg_name(int type)
 	case TM_MSG_DETACH: return "detach";
 	case TM_MSG_INTERRUPT: return "interrupt";
 	case TM_MSG_KILL: return "kill";
+	case TM_MSG_FLIGHT: return "flight";
 	case TM_MSG_DESCRIBE: return "describe";
 	case TM_MSG_STOP: return "stop";
 	case TM_MSG_RESULT: return "result";
@@ -144,6 +145,14 @@ int tm_msg_encode(struct tm_buf *b, const struct tm_msg *m)
 	case TM_MSG_DETACH:
 	case TM_MSG_INTERRUPT:
 	case TM_MSG_KILL:
+		break;
+	case TM_MSG_FLIGHT:
+		if (m->u.flight.op >= TM_FLIGHT__COUNT ||
+		    (m->u.flight.op == TM_FLIGHT_STEPS && !m->u.flight.steps))
+			return TM_ERR_INVALID_ARG;
+		put_u8(&w, m->u.flight.op);
+		put_uv(&w, m->u.flight.steps);
+		put_str(&w, m->u.flight.reason);
 		break;
 	case TM_MSG_STOP:
 		if (m->u.stop.reason >= TM_STOP__COUNT)
@@ -274,6 +283,14 @@ int tm_msg_decode(const struct tm_frame *f, struct tm_msg *m)
 	case TM_MSG_DETACH:
 	case TM_MSG_INTERRUPT:
 	case TM_MSG_KILL:
+		break;
+	case TM_MSG_FLIGHT:
+		m->u.flight.op = tm_rd_u8(&r);
+		m->u.flight.steps = (uint32_t)get_uv(&r, UINT32_MAX, &big);
+		get_str(&r, m->u.flight.reason, &big);
+		if (!r.bad && (m->u.flight.op >= TM_FLIGHT__COUNT ||
+			       (m->u.flight.op == TM_FLIGHT_STEPS && !m->u.flight.steps)))
+			r.bad = 1;
 		break;
 	case TM_MSG_STOP:
 		m->u.stop.reason = tm_rd_u8(&r);

@@ -686,6 +686,36 @@ const struct cmd_entry cmd_record_entry = {
 	.exec = cmd_record_exec, .flags = CMD_NEEDS_TRACE, .klass = "running",
 };
 
+/* ------------------------------------------------------------- dump */
+
+static int cmd_dump_exec(struct tm_session *s, const char *args, int from_tty)
+{
+	const char *text = "";
+	int err;
+
+	(void)from_tty;
+	if (!s->probe->ops->flight) {
+		tm_error(s, "A recording has no flight window to dump (dump is for a live "
+			 "process recording with --flight N).");
+		return -1;
+	}
+	err = s->probe->ops->flight(s->probe, TM_FLIGHT_DUMP, 0,
+				    *args ? args : "dump from tmdb", &text);
+	if (err)
+		return probe_refused(s, "Cannot dump the flight window", NULL, err);
+	tm_out(s, "The probe %s.\n", text);
+	return 0;
+}
+
+const struct cmd_entry cmd_dump_entry = {
+	.name = "dump", .usage = "dump [REASON]",
+	.help = "Have a live process in flight mode (tensormorph-probe record --flight N)\n"
+		"write its window -- the last N steps it kept in memory -- to its trace\n"
+		"file now, as a trigger would; it records normally from then on.  REASON\n"
+		"goes into the trace's metadata (info probe: flight.trigger).",
+	.exec = cmd_dump_exec, .flags = CMD_NEEDS_TRACE, .klass = "running",
+};
+
 /* ------------------------------------------------------------- level */
 
 static int cmd_level_exec(struct tm_session *s, const char *args, int from_tty)

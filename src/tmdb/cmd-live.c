@@ -224,6 +224,30 @@ int tm_live_setting(struct tm_session *s, const char *args, int show, int *rc)
 		}
 		return 1;
 	}
+	if (word_is(args, "probe-flight", &rest)) {
+		const char *text = "";
+		int err;
+
+		if (show) {
+			tm_out(s, "Use \"info probe\" on the written window for what the "
+			       "flight ring held.\n");
+		} else if (!s->probe || !s->probe->ops->flight) {
+			tm_error(s, "No live process: set probe-flight N changes the window of "
+				 "a live process recording with --flight.");
+			*rc = -1;
+		} else if (tm_parse_uint(rest, &n) || n < 1 || n > UINT32_MAX) {
+			tm_error(s, "A number of steps (1 or more) expected.");
+			*rc = -1;
+		} else if ((err = s->probe->ops->flight(s->probe, TM_FLIGHT_STEPS, (uint32_t)n,
+							NULL, &text))) {
+			tm_error(s, "Cannot set the flight window: %s.",
+				 s->probe->ops->detail(s->probe));
+			*rc = -1;
+		} else {
+			tm_out(s, "The probe is %s.\n", text);
+		}
+		return 1;
+	}
 	if (word_is(args, "probe-level", &rest)) {
 		lv = tm_live_get(s);
 		if (!lv) {

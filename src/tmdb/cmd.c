@@ -70,6 +70,7 @@ const struct cmd_entry *const tm_cmd_table[] = {
 	&cmd_capture_entry,
 	&cmd_level_entry,
 	&cmd_record_entry,
+	&cmd_dump_entry,
 	&cmd_heatmap_entry,
 	&cmd_plot_entry,
 	&cmd_x_entry,

@@ -809,6 +809,35 @@ static int multi_flow(struct tm_probe *p, int ahead,
 	return all;
 }
 
+/* Every rank: a dump on one would reach the others through the probes'
+ * rendezvous file anyway, but a request each makes it now and checked. */
+static int multi_flight(struct tm_probe *p, int op, uint32_t steps, const char *reason,
+			const char **text)
+{
+	struct multi *m = impl(p);
+	size_t r;
+	int err;
+
+	*text = "";
+	if (!m->live)
+		return TM_ERR_UNSUPPORTED;
+	for (r = 0; r < m->nr; r++) {
+		struct rank *rk = &m->r[r];
+
+		if (!rk->p->ops->flight)
+			return TM_ERR_UNSUPPORTED;
+		err = rk->p->ops->flight(rk->p, op, steps, reason, text);
+		if (err) {
+			snprintf(m->detail, sizeof(m->detail), "rank %d: %s",
+				 rk->rank, rk->p->ops->detail(rk->p));
+			return err;
+		}
+	}
+	snprintf(m->detail, sizeof(m->detail), "%zu ranks: %s", m->nr, *text);
+	*text = m->detail;
+	return TM_OK;
+}
+
 static int multi_set_level(struct tm_probe *p, const char *pattern, int level)
 {
 	struct multi *m = impl(p);
@@ -1085,6 +1114,7 @@ static const struct tm_probe_ops multi_live_ops = {
 	.flow = multi_flow,
 	.set_level = multi_set_level,
 	.record = multi_record,
+	.flight = multi_flight,
 };
 
 /* ------------------------------------------------------------- opening */

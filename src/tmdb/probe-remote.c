@@ -75,6 +75,7 @@ struct remote {
 	int stopped;            /* the model is paused (STOP received) */
 	int closed;             /* BYE or a broken connection */
 	int last_result;        /* code of the last RESULT */
+	char result_text[TM_MSG_MAX_STR + 1];   /* its text */
 	int result_for;         /* request type it answered, -1 none yet */
 	int described;          /* DESCRIBE received */
 	char detail[512];
@@ -334,6 +335,7 @@ static void take_msg(struct remote *rp, const struct tm_msg *m)
 	case TM_MSG_RESULT:
 		rp->last_result = (int)m->u.result.code;
 		rp->result_for = m->u.result.request;
+		snprintf(rp->result_text, sizeof(rp->result_text), "%s", m->u.result.text);
 		if (m->u.result.code)
 			snprintf(rp->detail, sizeof(rp->detail), "the probe refused %s: %.400s",
 				 tm_msg_name(m->u.result.request) ?
@@ -670,6 +672,31 @@ static int remote_set_level(struct tm_probe *p, const char *pattern, int level)
 	m->u.level.level = (uint8_t)level;
 	snprintf(m->u.level.pattern, sizeof(m->u.level.pattern), "%s", pattern);
 	return request(rp, m, CONNECT_TIMEOUT_MS);
+}
+
+static int remote_flight(struct tm_probe *p, int op, uint32_t steps, const char *reason,
+			 const char **text)
+{
+	struct remote *rp = impl(p);
+	struct tm_msg *m = rp->msg;
+	int err;
+
+	*text = "";
+	if (!(rp->caps & TM_CAP_FLIGHT)) {
+		snprintf(rp->detail, sizeof(rp->detail), "the probe keeps no flight window "
+			 "(tensormorph-probe record --flight N, or attach(..., flight=N))");
+		return TM_ERR_UNSUPPORTED;
+	}
+	memset(m, 0, sizeof(*m));
+	m->type = TM_MSG_FLIGHT;
+	m->u.flight.op = (uint8_t)op;
+	m->u.flight.steps = steps;
+	snprintf(m->u.flight.reason, sizeof(m->u.flight.reason), "%s", reason ? reason : "");
+	/* a dump writes the window: give it longer than a plain request */
+	err = request(rp, m, 4 * CONNECT_TIMEOUT_MS);
+	if (!err)
+		*text = rp->result_text;
+	return err;
 }
 
 /*
@@ -1036,6 +1063,7 @@ static const struct tm_probe_ops remote_ops = {
 	.flow = remote_flow,
 	.set_level = remote_set_level,
 	.record = remote_record,
+	.flight = remote_flight,
 	.annotation = remote_annotation,
 };
 

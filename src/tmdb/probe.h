@@ -134,6 +134,15 @@ struct tm_probe_ops {
 	 */
 	int (*record)(struct tm_probe *p, const char *path);
 	/*
+	 * A flight-mode probe's window (wire FLIGHT; NULL for a replay): op
+	 * TM_FLIGHT_DUMP writes it now (reason), TM_FLIGHT_STEPS keeps the
+	 * last `steps` steps.  *text gets the probe's answer (what was
+	 * written where), valid until the next call.  TM_ERR_UNSUPPORTED when
+	 * the probe keeps no window.
+	 */
+	int (*flight)(struct tm_probe *p, int op, uint32_t steps, const char *reason,
+		      const char **text);
+	/*
 	 * A distributed job's probe (probe-multi.c; NULL for one process):
 	 * how many ranks, and the rank of the record at seq (-1: none).
 	 */

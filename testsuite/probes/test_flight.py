@@ -390,3 +390,56 @@ def test_on_trigger_wait_then_attach(tmp_path):
     assert "Breakpoint 1, model.0 (out) at step 6, fwd" in tm.stdout, tm.stdout
     assert "#0  model.0 (Linear)" in tm.stdout and "#1  model (Sequential)" in tm.stdout
     _check_window(out, 4, 9)
+
+
+_SLOW = r'''
+import sys, time, torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for step in range(int(sys.argv[1])):
+    loss = model(torch.randn(4, 8)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    if step == 5:
+        print("step 5", flush=True)
+    time.sleep(0.02)
+'''
+
+
+@needs_tmdb
+def test_tmdb_dump_and_set_probe_flight(tmp_path):
+    """From tmdb, on a live run in flight mode: `set probe-flight 2`
+    changes the window, `dump REASON` writes it (wire FLIGHT); on a
+    recording, `dump` says there is no window."""
+    src = tmp_path / "slow.py"
+    src.write_text(_SLOW)
+    out = tmp_path / "run.tmrun"
+    cmd = [sys.executable, "-m", "tensormorph_probe", "record", "-o", str(out), "--flight", "4",
+           "--listen", "--", sys.executable, str(src), "150"]
+    proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        line = proc.stderr.readline()
+        assert "tmdb -ex 'attach " in line, line
+        pid = int(line.split("attach ")[1].split("'")[0])
+        assert proc.stdout.readline() == "step 5\n"
+        tm = run_tmdb(["-ex", f"attach {pid}", "-ex", "set probe-flight 2",
+                       "-ex", "dump loss looked odd", "-ex", "dump", "-ex", "detach"],
+                      timeout=120)
+        text = tm.stdout + tm.stderr
+        assert "The probe is keeping the last 2 steps." in text, text
+        assert "The probe wrote the window (2 complete steps from step " in text, text
+        assert f"found its window already written to {out} (loss looked odd)." in text, text
+        assert proc.wait(timeout=120) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    pairs = _meta_pairs(out)
+    assert pairs["flight.steps"] == "2" and pairs["flight.trigger"] == "loss looked odd"
+    first = int(pairs["flight.steps_held"].split("from step ")[1].split(",")[0])
+    _check_window(out, first, 149)
+    tm = run_tmdb(["-ex", "dump", str(out)])
+    assert "A recording has no flight window to dump" in tm.stderr, tm.stdout + tm.stderr
