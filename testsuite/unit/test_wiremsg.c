@@ -133,6 +133,27 @@ static void test_requests(void)
 	m->type = TM_MSG_KILL;
 	CU_ASSERT_EQUAL(roundtrip(m, o), TM_OK);
 	CU_ASSERT_EQUAL(o->type, TM_MSG_KILL);
+
+	/* FLIGHT: dump with a reason, keep N steps; 0 steps or an unknown
+	 * op is refused */
+	memset(m, 0, sizeof(*m));
+	m->type = TM_MSG_FLIGHT;
+	m->u.flight.op = TM_FLIGHT_DUMP;
+	strcpy(m->u.flight.reason, "loss looked odd");
+	CU_ASSERT_EQUAL(roundtrip(m, o), TM_OK);
+	CU_ASSERT_EQUAL(o->u.flight.op, TM_FLIGHT_DUMP);
+	CU_ASSERT_STRING_EQUAL(o->u.flight.reason, "loss looked odd");
+	CU_ASSERT_STRING_EQUAL(tm_msg_name(TM_MSG_FLIGHT), "flight");
+	m->u.flight.op = TM_FLIGHT_STEPS;
+	m->u.flight.steps = 7;
+	CU_ASSERT_EQUAL(roundtrip(m, o), TM_OK);
+	CU_ASSERT_EQUAL(o->u.flight.op, TM_FLIGHT_STEPS);
+	CU_ASSERT_EQUAL(o->u.flight.steps, 7);
+	m->u.flight.steps = 0;
+	CU_ASSERT_EQUAL(roundtrip(m, o), TM_ERR_INVALID_ARG);
+	m->u.flight.op = TM_FLIGHT__COUNT;
+	m->u.flight.steps = 1;
+	CU_ASSERT_EQUAL(roundtrip(m, o), TM_ERR_INVALID_ARG);
 	free(m);
 	free(o);
 }
