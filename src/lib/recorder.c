@@ -1424,8 +1424,14 @@ static int flight_events(tm_recorder *r, const struct tm_event *e, size_t n)
 	snprintf(reason, sizeof(reason), "trigger %s at seq %llu step %llu", why,
 		 (unsigned long long)e[taken - 1].seq, (unsigned long long)e[taken - 1].step);
 	err = flight_dump_locked(r, reason);
-	if (err || taken == n)
+	if (err) {
+		/* the rest stays in the ring: a later trigger may write it */
+		if (taken < n)
+			flight_events(r, e + taken, n - taken);
 		return err;
+	}
+	if (taken == n)
+		return TM_OK;
 	err = tm_writer_events(r->w, e + taken, n - taken);
 	if (!err)
 		r->st.events_written += n - taken;

@@ -443,3 +443,21 @@ def test_tmdb_dump_and_set_probe_flight(tmp_path):
     _check_window(out, first, 149)
     tm = run_tmdb(["-ex", "dump", str(out)])
     assert "A recording has no flight window to dump" in tm.stderr, tm.stdout + tm.stderr
+
+
+def test_dump_that_cannot_write(tmp_path, capsys):
+    """A window that cannot be written (no such directory) is a clear
+    message; the run goes on and the ring keeps its steps."""
+    model = MLP()
+    where = tmp_path / "no" / "such" / "dir" / "run.tmrun"
+    p = tp.attach(model, record=str(where), flight=2)
+    for _ in range(4):
+        model(torch.randn(2, 8))
+        p.step()
+    assert p.dump("test") is False
+    err = capsys.readouterr().err
+    assert f"tensormorph-probe: flight dump to {where}: " in err, err
+    assert p.flight_info()["dumps"] == 0 and p.flight_info()["steps_held"] == 2
+    model(torch.randn(2, 8))
+    p.close()                           # reported once, by dump()
+    assert not where.exists()
