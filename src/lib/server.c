@@ -71,6 +71,7 @@ struct sbp {
 	int has_slot, any_index;
 	struct tm_slot slot;
 	uint32_t call;
+	uint32_t op_index;       /* "!N": the op's index in the call, 0 any */
 	uint8_t *kinds;         /* per node id: bit (1 << event kind) */
 	uint32_t nkinds;
 };
@@ -478,6 +479,8 @@ static int sbp_match(tm_server *srv, struct sbp *b, const struct tm_event *ev,
 		return 0;
 	if (b->call && ev->call != b->call)
 		return 0;
+	if (b->op_index && ev->op_index != b->op_index)
+		return 0;
 	memset(&ctx, 0, sizeof(ctx));
 	ctx.event = ev;
 	ctx.nodes = srv->nodes;
@@ -541,6 +544,7 @@ static void do_break_set(tm_server *srv, const struct tm_msg *m)
 	b->has_slot = tm_address_has_slot(b->addr);
 	b->slot = tm_address_slot(b->addr, &b->any_index);
 	b->call = tm_address_call(b->addr);
+	b->op_index = tm_address_op_index(b->addr);
 	pending = !sbp_bind(srv, b);
 	if (m->u.brk.cond[0]) {
 		memset(&co, 0, sizeof(co));

@@ -22,9 +22,10 @@ const char *tm_phase_name(int phase)
 const char *tm_event_kind_name(int kind)
 {
 	static const char *const names[TM_EV__COUNT] = {
-		"enter", "exit", "bwd", "param"
+		[TM_EV_ENTER] = "enter", [TM_EV_EXIT] = "exit",
+		[TM_EV_BWD] = "bwd", [TM_EV_PARAM] = "param", [TM_EV_OP] = "op"
 	};
-	return kind >= 0 && kind < TM_EV__COUNT ? names[kind] : "?";
+	return kind >= 0 && kind < TM_EV__COUNT && names[kind] ? names[kind] : "?";
 }
 
 static const char *const slot_names[TM_SLOT__COUNT] = {

@@ -85,6 +85,7 @@ int tm_bp_bind(struct tm_session *s, struct bp *b, const char *where, int quiet)
 	b->slot = tm_address_slot(a, &any);
 	b->any_index = any;
 	b->call = tm_address_call(a);
+	b->op_index = tm_address_op_index(a);
 	if (tm_address_format(a, canon, sizeof(canon)) == TM_OK) {
 		free(b->where);
 		b->where = strdup(canon);
@@ -158,6 +159,8 @@ int tm_bp_match(struct tm_session *s, struct bp *b, const struct tm_event *ev,
 		if (!(b->kinds[ev->node] & (1u << ev->kind)))
 			return 0;
 		if (b->call && ev->call != b->call)
+			return 0;
+		if (b->op_index && ev->op_index != b->op_index)
 			return 0;
 	}
 	for (i = 0; i < ev->ntensors; i++) {

@@ -67,6 +67,7 @@ struct bp {
 	struct tm_slot slot;
 	int any_index;          /* :out.* */
 	uint32_t call;          /* #N, 0: any */
+	uint32_t op_index;      /* !N: an op's index in the call, 0: any */
 	uint8_t *kinds;         /* per node id: bit (1 << event kind) */
 	uint32_t nkinds;        /* nodes covered */
 	uint32_t nmatch;        /* nodes matched */

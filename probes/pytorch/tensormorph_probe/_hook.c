@@ -68,11 +68,11 @@ struct rec_event {
 	uint64_t end_ns;
 	uint32_t node;
 	uint32_t call;
-	uint32_t ntensors;
+	uint32_t ntensors;              /* tm_rec_event's ntensors and op_index (0) */
 	uint8_t kind;
 	uint8_t phase;
 	uint8_t level;
-	uint8_t reserved;
+	uint8_t reserved;               /* tm_rec_event's op_flags (0) */
 };
 
 _Static_assert(sizeof(struct rec_tensor) == 336, "struct tm_rec_tensor");
@@ -123,6 +123,7 @@ typedef struct {
 	int level;
 	char observed;
 	char is_root;
+	char ops;                       /* an op recorder follows its calls (_ops.py) */
 	int depth;                      /* calls in flight */
 	long long epoch;                /* step whose calls count counts */
 	unsigned long long count;       /* calls in that step */
@@ -886,7 +887,7 @@ forward_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwn
 	Py_INCREF(inner);
 	/* the common call in C: a node below level 2, or one whose only
 	 * argument is a tensor; roots and the rest go to Python */
-	fast = n->observed && !n->is_root && !p->closed && p->evaddr &&
+	fast = n->observed && !n->is_root && !n->ops && !p->closed && p->evaddr &&
 	       (n->level < 2 || (nargs == 2 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0) &&
 				 Py_IS_TYPE(args[1], (PyTypeObject *)tensor_type)));
 	if (fast) {
@@ -929,7 +930,7 @@ forward_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwn
 		goto done;
 	}
 	/* (the probe may have closed during the call) */
-	if (n->observed && !n->is_root && !p->closed && p->evaddr &&
+	if (n->observed && !n->is_root && !n->ops && !p->closed && p->evaddr &&
 	    Py_IS_TYPE(out, (PyTypeObject *)tensor_type)) {
 		if (c_exit(p, n, start, call, out) < 0)
 			Py_CLEAR(out);
@@ -1131,6 +1132,7 @@ static PyMemberDef node_members[] = {
 	M("level", T_INT, level),
 	M("observed", T_BOOL, observed),
 	M("is_root", T_BOOL, is_root),
+	M("ops", T_BOOL, ops),
 	M("depth", T_INT, depth),
 	M("epoch", T_LONGLONG, epoch),
 	M("count", T_ULONGLONG, count),

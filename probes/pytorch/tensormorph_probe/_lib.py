@@ -38,10 +38,11 @@ TM_ERR_END = 13
 TM_ERR_AGAIN = 18
 
 # enum tm_event_kind, tm_phase, tm_slot_kind, tm_node_kind, tm_record_type
-EV_ENTER, EV_EXIT, EV_BWD, EV_PARAM = 0, 1, 2, 3
+EV_ENTER, EV_EXIT, EV_BWD, EV_PARAM, EV_OP = 0, 1, 2, 3, 5
 PHASE_FWD, PHASE_BWD = 0, 1
 SLOT_OUT, SLOT_IN, SLOT_GRAD_OUT, SLOT_GRAD_IN, SLOT_DATA, SLOT_GRAD = range(6)
-NODE_MODULE, NODE_PARAM, NODE_BUFFER = 0, 1, 2
+NODE_MODULE, NODE_PARAM, NODE_BUFFER, NODE_OP = 0, 1, 2, 3
+OPF_INPUTS_CHECKED, OPF_INPUTS_FINITE = 1, 2
 REC_META, REC_NODE, REC_EVENT, REC_GAP, REC_CRASH, REC_ANNOT = 1, 2, 3, 4, 5, 6
 GAP_BACKPRESSURE, GAP_LEVEL, GAP_FILTERED, GAP_CRASH, GAP_TRUNCATED = 1, 2, 4, 8, 16
 
@@ -50,7 +51,7 @@ STAT_NAMES = (
     "min", "max", "mean", "abs_max", "l2", "std", "zero_count",
 )
 SLOT_NAMES = ("out", "in", "grad_out", "grad_in", "data", "grad")
-KIND_NAMES = ("enter", "exit", "bwd", "param")
+KIND_NAMES = ("enter", "exit", "bwd", "param", "raise", "op")
 
 
 class LibraryNotFound(ImportError):
@@ -94,16 +95,19 @@ class RecEvent(ctypes.Structure):
         ("end_ns", ctypes.c_uint64),
         ("node", ctypes.c_uint32),
         ("call", ctypes.c_uint32),
-        ("ntensors", ctypes.c_uint32),
+        ("ntensors", ctypes.c_uint16),
+        ("op_index", ctypes.c_uint16),
         ("kind", ctypes.c_uint8),
         ("phase", ctypes.c_uint8),
         ("level", ctypes.c_uint8),
-        ("reserved", ctypes.c_uint8),
+        ("op_flags", ctypes.c_uint8),
     ]
 
 
 # struct.Struct views of the same layouts, for filling a batch buffer in
 # place with pack_into (much cheaper than ctypes attribute stores).
+# ntensors and op_index are packed as one u32 (ntensors | op_index << 16),
+# op_flags in the last byte: every event but an op's packs n and 0 there.
 EVENT_STRUCT = struct.Struct("<QQQQIIIBBBB")
 TENSOR_SIZE = 336
 # data, numel, have, slot_index, device_index, slot_kind, dtype, rank,
@@ -235,6 +239,8 @@ class Event(ctypes.Structure):
         ("end_ns", ctypes.c_uint64),
         ("ntensors", ctypes.c_uint32),
         ("tensors", ctypes.POINTER(Tensor)),
+        ("op_index", ctypes.c_uint32),
+        ("op_flags", ctypes.c_uint8),
     ]
 
 
