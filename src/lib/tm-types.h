@@ -216,6 +216,15 @@ enum tm_op_flags {
 	TM_OPF__ALL = 0x3
 };
 
+struct tm_event;
+/*
+ * Producer, not propagator: 1 when the op event (forward) made non-finite
+ * values -- an output holds NaN or Inf and every input was finite --, 0
+ * when it did not (finite outputs, or non-finite inputs passed on), -1 when
+ * unknown (not an op event, stats or input check missing).
+ */
+int tm_event_op_made_nonfinite(const struct tm_event *ev);
+
 struct tm_event {
 	uint64_t seq;
 	uint64_t step;
