@@ -9,12 +9,13 @@ child module -- is an OP event (doc/tmrun.md 4.3): its node is the op's
 *site*, a node of kind TM_NODE_OP whose parent is the module, whose type is
 the aten overload ("aten::div.Tensor") and whose file and line are the line
 of the user's code that called it; its call is the module's call number; its
-tensors are the op's outputs with stats at the module's level (views at
-level 0: they make no values); op_index is its place in the call, from 1;
+tensors are the op's outputs with stats at the module's level (views and
+empty tensors at level 0: they make no values); op_index is its place in the call, from 1;
 op_flags say whether the inputs were all finite (checked when the output is
 not finite, and before every in-place op, which overwrites them).
 
-Operations run during a step outside every module call -- the loss, the
+Operations run during a step (from the first call of the model on) outside
+every module call -- the loss, the
 arithmetic of the training loop, the optimizer's update -- belong to the node
 `main` (one call per step), so that a NaN made in the loss is found where it
 is made.
@@ -124,6 +125,8 @@ class OpRecorder:
         self.recorded = 0
         self.compiled_warned = False
         self.mode: _Mode | None = None
+        self.started = False            # a root was called: main's ops count
+        self.pending: list[tuple[Any, ...]] = []    # outputs awaiting grad hooks
         self.thread = None
 
     # ------------------------------------------------------------ setup
@@ -186,6 +189,8 @@ class OpRecorder:
             t, call = type(self.probe)._enter(self.probe, node, args, kwargs)
         finally:
             self.guard -= 1
+        if node.is_root:
+            self.started = True
         rec = node.observed and node.id != _lib.TM_NODE_NONE and self.matches(node.address)
         self.stack.append(_Frame(node, call, rec))
         if rec and not self.compiled_warned and torch.compiler.is_compiling():
@@ -193,6 +198,8 @@ class OpRecorder:
         return t, call
 
     def exit(self, node: Any, start: int, call: int, output: Any) -> None:
+        if self.pending:
+            self.hook_pending()
         st = self.stack
         if st and st[-1].node is node:
             st.pop()
@@ -213,8 +220,8 @@ class OpRecorder:
         if self.stack:
             f = self.stack[-1]
             return f if f.rec else None
-        if self.main_node is None:
-            return None
+        if self.main_node is None or not self.started:
+            return None     # building the model is no step
         step = self.probe.step_count
         f = self.main
         if f is None or f.step != step:
@@ -222,7 +229,17 @@ class OpRecorder:
             f.step = step
         return f
 
+    def hook_pending(self) -> None:
+        """Gradient hooks on the recorded outputs that now require grad."""
+        pend, self.pending = self.pending, []
+        for tensors, sid, call, index, node in pend:
+            for j, x in enumerate(tensors):
+                if x.requires_grad:
+                    x.register_hook(_GradOp(self, sid, call, index, j, node))
+
     def dispatch(self, func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+        if self.pending:
+            self.hook_pending()
         if self.guard or self.probe._closed:
             return func(*args, **kwargs)
         f = self._frame()
@@ -313,10 +330,10 @@ class OpRecorder:
         p._nev = nev = p._nev + 1
         p._bnev.value = nev
         self.recorded += 1
-        if level >= 2 and torch.is_grad_enabled():
-            for j, x in enumerate(tensors):
-                if x.requires_grad:
-                    x.register_hook(_GradOp(self, sid, f.call, index, j, f.node))
+        if level >= 2 and torch.is_grad_enabled() and tensors:
+            # below autograd the outputs have no history yet: their hooks
+            # go on once the op has returned (at the next op or call exit)
+            self.pending.append((tensors, sid, f.call, index, f.node))
         if p._live is not None and p._live.value & 1:
             p._submit_live()
 
@@ -395,6 +412,8 @@ def _op_info(func: Any) -> tuple[str, bool, bool]:
     if "::" not in name:
         name = f"aten::{name}"
     view = mutates = False
+    if name.startswith(("aten::empty", "aten::new_empty")):
+        return name, True, False        # uninitialised memory: no values made
     try:
         schema = func._schema
         for a in schema.arguments:
