@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "tmdb.h"
+#include "live.h"
 
 const struct tm_node *tm_op_site(const struct tm_session *s, const struct tm_event *ev)
 {
@@ -237,5 +238,69 @@ int tm_info_op(struct tm_session *s, const char *args)
 	else
 		tm_out(s, "Unknown whether it made non-finite values (stats or the input "
 		       "check were not recorded).\n");
+	return 0;
+}
+
+/*
+ * set probe-ops PATTERN[,PATTERN...] | off | default: the op patterns of the
+ * programs tmdb starts (TENSORMORPH_OPS) and, when a live probe is attached,
+ * of that one now (SET_OPS, applied when the model's current call returns).
+ */
+int tm_set_probe_ops(struct tm_session *s, struct tm_live *lv, const char *args)
+{
+	const char *p = tm_skip_ws(args), *emsg = NULL;
+	char one[TM_ADDRESS_MAX + 1], *val;
+	size_t n;
+	int col = 0, err;
+
+	if (!*p) {
+		tm_error(s, "Argument required (op patterns, \"off\" or \"default\").");
+		return -1;
+	}
+	if (!strcmp(p, "default")) {
+		val = NULL;
+	} else {
+		const char *q = !strcmp(p, "off") ? "" : p;
+
+		for (; *q; q += n + (q[n] == ',')) {
+			tm_address *a = NULL;
+
+			n = strcspn(q, ",");
+			if (!n)
+				continue;
+			if (n >= sizeof(one)) {
+				tm_error(s, "Pattern too long.");
+				return -1;
+			}
+			memcpy(one, q, n);
+			one[n] = '\0';
+			if (tm_address_parse(one, &a, &col, &emsg) || tm_address_has_op(a) ||
+			    tm_address_has_slot(a) || tm_address_call(a)) {
+				tm_error(s, "Malformed op pattern \"%s\": %s.", one,
+					 emsg ? emsg : "a node pattern, without #N, !OP or :SLOT");
+				tm_address_free(a);
+				return -1;
+			}
+			tm_address_free(a);
+		}
+		val = strdup(!strcmp(p, "off") ? "" : p);
+		if (!val)
+			return -1;
+	}
+	free(lv->ops);
+	lv->ops = val;
+	if (s->probe && s->probe->ops->set_ops) {
+		err = s->probe->ops->set_ops(s->probe, val ? val : "");
+		if (err) {
+			const char *why = s->probe->ops->detail(s->probe);
+
+			tm_error(s, "Cannot set the op patterns: %s.", why[0] ? why : tm_strerror(err));
+			return -1;
+		}
+		if (val && *val)
+			tm_out(s, "Op events in %s, from the model's next call.\n", val);
+		else
+			tm_out(s, "No op events from the model's next call.\n");
+	}
 	return 0;
 }

@@ -223,7 +223,8 @@ static int tmdb_setting(const char *word)
 			return 1;
 	/* the live settings (cmd-live.c) */
 	return !strcmp(word, "args") || !strcmp(word, "run-ahead") ||
-	       !strcmp(word, "probe-level") || !strcmp(word, "non-stop");
+	       !strcmp(word, "probe-level") || !strcmp(word, "non-stop") ||
+	       !strcmp(word, "probe-ops");
 }
 
 static struct mi_setting *setting_find(struct mi *m, const char *name)

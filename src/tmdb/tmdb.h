@@ -359,6 +359,9 @@ const struct tm_node *tm_op_site(const struct tm_session *s, const struct tm_eve
 void tm_op_conv(struct tm_session *s);
 /* x/Ni: the ops of the playhead's call around it. */
 int tm_op_examine(struct tm_session *s, uint64_t count, const char *args);
+/* set probe-ops PATTERN|off|default (lv: struct tm_live, live.h) */
+struct tm_live;
+int tm_set_probe_ops(struct tm_session *s, struct tm_live *lv, const char *args);
 /* info op: the playhead's op, and whether it made its non-finite values */
 int tm_info_op(struct tm_session *s, const char *args);
 

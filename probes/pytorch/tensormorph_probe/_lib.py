@@ -43,6 +43,7 @@ PHASE_FWD, PHASE_BWD = 0, 1
 SLOT_OUT, SLOT_IN, SLOT_GRAD_OUT, SLOT_GRAD_IN, SLOT_DATA, SLOT_GRAD = range(6)
 NODE_MODULE, NODE_PARAM, NODE_BUFFER, NODE_OP = 0, 1, 2, 3
 OPF_INPUTS_CHECKED, OPF_INPUTS_FINITE = 1, 2
+CAP_OPS = 1 << 4                    # enum tm_wire_caps: SET_OPS honoured
 REC_META, REC_NODE, REC_EVENT, REC_GAP, REC_CRASH, REC_ANNOT = 1, 2, 3, 4, 5, 6
 GAP_BACKPRESSURE, GAP_LEVEL, GAP_FILTERED, GAP_CRASH, GAP_TRUNCATED = 1, 2, 4, 8, 16
 
@@ -432,6 +433,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "tm_server_state": (c_vp, [c_vp]),
         "tm_server_wait_client": (c_int, [c_vp, c_int]),
         "tm_server_level": (c_int, [c_vp, c_u32]),
+        "tm_server_ops": (c_int, [c_vp, ctypes.c_char_p, ctypes.c_size_t]),
         "tm_server_wants_capture": (c_int, [c_vp, c_u32]),
         "tm_server_get_stats": (None, [c_vp, ctypes.POINTER(ServerStats)]),
         "tm_reader_open": (c_int, [c_str, ctypes.c_uint, ctypes.POINTER(c_vp),

@@ -263,6 +263,8 @@ class Probe(_ProbeBase):
         self._force_dev = bool(device_stats_on_cpu)
         self._ops: Any = None           # _ops.OpRecorder while ops are on
         self._ops_patterns = _ops_mod.split_patterns(ops)
+        self._ops_own = ",".join(self._ops_patterns)  # as configured (not by a debugger)
+        self._ops_want: str | None = None   # a debugger's change, due at the root's exit
         for pat in self._ops_patterns:
             if lib.tm_path_glob(pat.encode(), b"model") < 0:
                 raise ValueError(f"bad op pattern {pat!r}")
@@ -828,6 +830,13 @@ class Probe(_ProbeBase):
             if level >= 2 and not node.params:
                 self._add_params(node)
             node.level = level
+        # set probe-ops: the debugger's op patterns, else the probe's own
+        buf = ctypes.create_string_buffer(4097)
+        have = lib.tm_server_ops(srv, buf, len(buf))
+        want = buf.value.decode(errors="replace") if have == 1 else self._ops_own
+        # applied when the model's current call returns (_exit): a
+        # recorder changed in the middle of a forward would lose its stack
+        self._ops_want = want if want != self.ops else None
 
     # ------------------------------------------------------------ hooks
 
@@ -892,6 +901,12 @@ class Probe(_ProbeBase):
                     self._grad_hooks(node, call, tensors, _lib.SLOT_GRAD_OUT)
         if node.is_root and not node.depth:
             self._root_done += 1
+            if self._ops_want is not None and not self._closed:
+                want, self._ops_want = self._ops_want, None
+                try:
+                    self._apply_ops(want)
+                except ValueError:
+                    pass        # the server checked the patterns already
 
     def _grad_hooks(self, node: _Node, call: int, tensors: list[torch.Tensor],
                     slot_kind: int) -> None:
@@ -995,6 +1010,10 @@ class Probe(_ProbeBase):
         every module call); None or "" stops and uninstalls everything.
         Call it on the thread that runs the model: its dispatch mode is that
         thread's."""
+        self._apply_ops(ops)
+        self._ops_own = self.ops
+
+    def _apply_ops(self, ops: str | None) -> None:
         pats = _ops_mod.split_patterns(ops)
         for pat in pats:
             if self._lib.tm_path_glob(pat.encode(), b"model") < 0:
@@ -1044,6 +1063,7 @@ class Probe(_ProbeBase):
         if path is not None:
             opts.path = os.fsencode(path)
         opts.probe_kind = self.probe_kind.encode()
+        opts.caps |= _lib.CAP_OPS
         opts.trace = self.path.encode() if self.path else None
         if pause is not None:
             if pause < 0:
