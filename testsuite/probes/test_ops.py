@@ -172,3 +172,30 @@ def test_live_equals_replay_with_ops(tmp_path):
                  "scores = scores / self.temperature", "It made the non-finite values",
                  '"aten::div.Tensor"', "=> model.attn!8", "aten::_softmax (out) at step 2"]:
         assert want in live.stdout, f"{want!r} not in:\n{live.stdout}"
+
+
+@needs_tmdb
+def test_set_probe_ops_live(tmp_path):
+    env = dict(os.environ)
+    env.pop("TENSORMORPH_OPS", None)
+    out = run_tmdb(["-x", str(HERE / "live" / "ops-set.cmds"), "--args", sys.executable,
+                    str(MODELS), "attn"], env=env).stdout
+    for want in ["Breakpoint 1, model.head (out) at step 0, fwd",
+                 "Op events in model.attn, from the model's next call.",
+                 "Breakpoint 2, model.attn!8 aten::div.Tensor (out) at step 2, fwd",
+                 "It made the non-finite values",
+                 "=> model.attn!8   aten::div.Tensor       ops_models.py:"]:
+        assert want in out, f"{want!r} not in:\n{out}"
+
+
+def test_torch_compile_says_what_it_records(tmp_path):
+    if not hasattr(torch, "compile"):
+        pytest.skip("no torch.compile")
+    # a module compiled in place (Module.compile): said at attach, as no op
+    # event can come from its compiled regions (running it under the probe
+    # is issue 17's)
+    m = ops_models.AttnNet()
+    m.attn.compile(backend="eager")
+    with pytest.warns(UserWarning, match=r"model\.attn is compiled \(torch\.compile\)"):
+        p = tp.attach(m, record=str(tmp_path / "c.tmrun"), ops="model.attn")
+    p.close()

@@ -154,6 +154,9 @@ class OpRecorder:
     def adopt(self, node: Any) -> None:
         """A node the probe wraps: its calls go through Python (stack)."""
         node.ops = True
+        if (not self.compiled_warned and getattr(node.module, "_compiled_call_impl", None)
+                is not None and self.matches(node.address)):
+            self._compiled(node.address)
 
     def uninstall(self) -> None:
         p = self.probe
@@ -211,8 +214,9 @@ class OpRecorder:
 
     def _compiled(self, where: str) -> None:
         self.compiled_warned = True
-        warnings.warn(f"tensormorph-probe: {where} runs under torch.compile: its compiled "
-                      "regions record no op events (module events only)", stacklevel=3)
+        warnings.warn(f"tensormorph-probe: {where} is compiled (torch.compile): no dispatch "
+                      "mode sees the kernels of its compiled regions, so they record no op "
+                      "events (module events only)", stacklevel=3)
 
     # ------------------------------------------------------------ ops
 
