@@ -43,6 +43,7 @@ recording nothing silently.
 from __future__ import annotations
 
 import os
+import struct
 import sys
 import time
 import warnings
@@ -64,6 +65,8 @@ _STATS = _lib.TENSOR_STATS_OFF
 _NAN_INF = (1 << 1) | (1 << 2)          # stat bits nan_count, inf_count
 _Tensor = torch.Tensor
 _now = time.monotonic_ns
+_U32 = struct.Struct("<I").pack_into
+_NAN_INF_AT = struct.Struct("<dd").unpack_from     # stat[1], stat[2]
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _MODULES_DIR = os.path.join(_TORCH_DIR, "nn", "modules") + os.sep
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -316,6 +319,31 @@ class OpRecorder:
             tensors = []
         level = 0 if view else f.node.level
         n = len(tensors)
+        live = p._live is not None and p._live.value & 1
+        if n == 1 and not live:
+            # the common op: one output, packed by the probe's one-tensor
+            # event (C where it can), then given its index and flags
+            t = _now() - p._t0
+            p._event1(_EV_OP, _FWD, sid, f.call, t, start, t, tensors[0], _SLOT_OUT, level, 0)
+            flags = pre
+            if level and not pre and self._nonfinite(p, p._nt - 1, tensors):
+                flags = _inputs_flags(args, kwargs)
+            off = (p._nev - 1) * 48
+            _U32(p._evbuf, off + 40, 1 | (index << 16))
+            p._evbuf[off + 47] = flags
+        else:
+            self._pack(p, f, sid, index, tensors, level, args, kwargs, pre, start)
+        self.recorded += 1
+        if level >= 2 and torch.is_grad_enabled() and tensors:
+            # below autograd the outputs have no history yet: their hooks
+            # go on once the op has returned (at the next op or call exit)
+            self.pending.append((tensors, sid, f.call, index, f.node))
+
+    def _pack(self, p: Any, f: _Frame, sid: int, index: int, tensors: list[torch.Tensor],
+              level: int, args: Any, kwargs: dict[str, Any], pre: int, start: int) -> None:
+        """An op event packed here: several outputs, or a debugger's
+        single-event submit (which must see the flags)."""
+        n = len(tensors)
         if p._nev >= p._bev or p._nt + n > p._bt:
             p._submit()
         base = p._nt
@@ -333,11 +361,6 @@ class OpRecorder:
         p._nt = base + n
         p._nev = nev = p._nev + 1
         p._bnev.value = nev
-        self.recorded += 1
-        if level >= 2 and torch.is_grad_enabled() and tensors:
-            # below autograd the outputs have no history yet: their hooks
-            # go on once the op has returned (at the next op or call exit)
-            self.pending.append((tensors, sid, f.call, index, f.node))
         if p._live is not None and p._live.value & 1:
             p._submit_live()
 
@@ -350,8 +373,8 @@ class OpRecorder:
             off = (base + j) * _TSIZE
             have = int.from_bytes(tb[off + 16:off + 20], "little")
             if have & _NAN_INF == _NAN_INF:
-                stats = _lib.TENSOR_STATS.unpack_from(tb, off + _STATS)
-                if stats[1] or stats[2]:
+                nan, inf = _NAN_INF_AT(tb, off + _STATS + 8)
+                if nan or inf:
                     return True
             elif x.is_floating_point() or x.is_complex():
                 if not bool(torch.isfinite(x.detach()).all()):
