@@ -99,6 +99,13 @@ class _Frame:
 
 
 class _Mode(TorchDispatchMode):
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch wraps a mode's __torch_dispatch__ in a dynamo-disabling
+        # function unless told not to: some 3 us of every op.  Op events
+        # are off in compiled regions anyway (the module docstring).
+        return False
+
     def __init__(self, rec: OpRecorder) -> None:
         super().__init__()
         self._rec = weakref.ref(rec)
@@ -123,6 +130,7 @@ class OpRecorder:
         self.site_addr: set[str] = set()
         self.internal: dict[Any, bool] = {}     # code object -> torch's own
         self.finfo: dict[Any, tuple[str, bool, bool]] = {}
+        self.node_rec: dict[int, bool] = {}     # id(node) -> its ops recorded
         self.main: _Frame | None = None
         self.main_node: Any = None
         self.recorded = 0
@@ -197,7 +205,10 @@ class OpRecorder:
             self.guard -= 1
         if node.is_root:
             self.started = True
-        rec = node.observed and node.id != _lib.TM_NODE_NONE and self.matches(node.address)
+        rec = self.node_rec.get(id(node))
+        if rec is None:
+            rec = self.node_rec[id(node)] = (node.observed and node.id != _lib.TM_NODE_NONE
+                                             and self.matches(node.address))
         self.stack.append(_Frame(node, call, rec))
         if rec and not self.compiled_warned and torch.compiler.is_compiling():
             self._compiled(node.address)
