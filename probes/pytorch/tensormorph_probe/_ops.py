@@ -71,7 +71,6 @@ _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _MODULES_DIR = os.path.join(_TORCH_DIR, "nn", "modules") + os.sep
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _current_node = getattr(torch._C, "_current_autograd_node", None)
-_DEFAULT_EVENT = 0
 
 
 def split_patterns(ops: str | None) -> list[str]:
@@ -138,7 +137,6 @@ class OpRecorder:
         self.mode: _Mode | None = None
         self.started = False            # a root was called: main's ops count
         self.pending: list[tuple[Any, ...]] = []    # outputs awaiting grad hooks
-        self.thread = None
 
     # ------------------------------------------------------------ setup
 
@@ -159,8 +157,6 @@ class OpRecorder:
         p._exit = self.exit
         self.mode = _Mode(self)
         torch._C._push_on_torch_dispatch_stack(self.mode)
-        import threading
-        self.thread = threading.get_ident()
 
     def adopt(self, node: Any) -> None:
         """A node the probe wraps: its calls go through Python (stack)."""
