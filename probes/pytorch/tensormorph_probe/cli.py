@@ -39,6 +39,9 @@ def _parser() -> argparse.ArgumentParser:
                      metavar="PATTERN=N", help="level of the nodes matching PATTERN")
     rec.add_argument("--nodes", action="append", default=[], metavar="PATTERN",
                      help="observe only these nodes (default model.**)")
+    rec.add_argument("--ops", metavar="PATTERN", default=None,
+                     help="record op events inside the matching modules (comma-separated "
+                          "patterns; 'main': the code outside every module call)")
     rec.add_argument("--lossless", action="store_true",
                      help="block the program instead of dropping events")
     rec.add_argument("--listen", action="store_true",
@@ -99,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         "nodes": args.nodes or ["model.**"],
         "levels": dict(args.node_level),
         "lossless": args.lossless,
+        "ops": args.ops,
         **({"flight": args.flight, "flight_budget": args.flight_budget,
             "triggers": args.trigger, "on_trigger": args.on_trigger,
             "trigger_wait": args.wait} if args.flight else {}),
