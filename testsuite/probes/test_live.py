@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -293,8 +295,11 @@ def test_ending_a_paused_run_leaves_a_whole_trace(tmp_path, how):
     recording before the process dies: the trace is indexed and holds every
     event up to the stop, and no socket file is left behind."""
     trace = tmp_path / "run.tmrun"
+    # a socket directory of our own to look into, short: a socket's path has
+    # a length limit that pytest's temporary directories can pass
+    run_dir = Path(tempfile.mkdtemp(prefix="tm", dir="/tmp"))
     env = dict(os.environ, TENSORMORPH_RECORD=str(trace), TENSORMORPH_LEVEL="1",
-               XDG_RUNTIME_DIR=str(tmp_path))
+               XDG_RUNTIME_DIR=str(run_dir))
     live = _tmdb(["-ex", "break model.** if tensor.nan_count > 0", "-ex", "run",
                   "-ex", "print $_seq",
                   "-ex", how, "--args", sys.executable, str(MODELS), "diverge"], env=env)
@@ -302,7 +307,8 @@ def test_ending_a_paused_run_leaves_a_whole_trace(tmp_path, how):
     seq = int(re.search(r"^\$1 = (\d+)$", live.stdout, re.M).group(1))
     if how == "kill":
         assert re.search(r"^\[Process \d+ killed\]$", live.stdout, re.M), live.stdout
-    assert not list((tmp_path / "tensormorph").iterdir()), "socket files left behind"
+    assert not list((run_dir / "tensormorph").iterdir()), "socket files left behind"
+    shutil.rmtree(run_dir)
     replay = _tmdb(["-ex", "info probe", str(trace)])
     assert "indexed, complete" in replay.stdout, replay.stdout + replay.stderr
     assert "warning" not in replay.stderr, replay.stderr
