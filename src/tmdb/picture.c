@@ -94,6 +94,21 @@ static double text_w(struct canvas *c, const char *s, double size, int bold)
 	return e.x_advance;
 }
 
+/*
+ * The width layout reserves for a text: an estimate from its length, not
+ * the font's measure, so that a picture has the same size on every machine
+ * whatever fonts it has (the docs print the sizes and tests compare them).
+ * DejaVu Sans averages about 0.6 em a character; the margins leave room.
+ */
+static double est_w(const char *s, double size, int bold)
+{
+	size_t n = 0;
+
+	for (; *s; s++)
+		n += ((unsigned char)*s & 0xc0) != 0x80;
+	return (double)n * size * (bold ? 0.66 : 0.6);
+}
+
 static void rect(struct canvas *c, double x, double y, double w, double h,
 		 struct rgb k)
 {
@@ -430,7 +445,7 @@ static double legend(struct canvas *c, double x, double y, double width,
 	int i;
 
 	for (i = 0; i < n; i++) {
-		double w = 16 + text_w(c, it[i].name, 11, 0) + 18;
+		double w = 16 + est_w(it[i].name, 11, 0) + 18;
 
 		if (cx > x && cx + w > x + width) {
 			cx = x;
@@ -482,19 +497,19 @@ int picture_heatmap(const char *path, int fmt, const struct pic_heatmap *hm,
 	if (hm->rowname) {
 		for (j = 0; j < g->h; j++) {
 			shorten(buf, sizeof(buf), hm->rowname[j], 36);
-			labw = fmax(labw, text_w(&c, buf, 11, 0));
+			labw = fmax(labw, est_w(buf, 11, 0));
 		}
 	} else {
 		num(buf, sizeof(buf), hm->y1);
-		labw = text_w(&c, buf, 11, 0) + 22;
+		labw = est_w(buf, 11, 0) + 22;
 	}
 	for (j = 0; j <= 4; j++) {
 		double f = g->lo + (g->hi - g->lo) * j / 4;
 
 		render_num(buf, sizeof(buf), g->log ? render_unlog(f) : f);
-		tickw = fmax(tickw, text_w(&c, buf, 11, 0));
+		tickw = fmax(tickw, est_w(buf, 11, 0));
 	}
-	tickw = fmax(tickw, text_w(&c, hm->scale_label, 11, 1) - 24);
+	tickw = fmax(tickw, est_w(hm->scale_label, 11, 1) - 24);
 	for (i = 0; i < g->w * g->h; i++)
 		if (g->kind[i] < 8)
 			present[g->kind[i]] = 1;
@@ -517,7 +532,7 @@ int picture_heatmap(const char *path, int fmt, const struct pic_heatmap *hm,
 	T = 12 + 20 + (hm->subtitle ? 16 : 0) + 20;
 	bx = L + W + 18;
 	R = bx + 14 + 6 + tickw + 14;
-	W_img = (int)ceil(fmax(R, fmax(text_w(&c, hm->title, 15, 1) + 24, 360)));
+	W_img = (int)ceil(fmax(R, fmax(est_w(hm->title, 15, 1) + 24, 360)));
 	lh = nit ? legend(&c, 12, 0, W_img - 24, it, nit, 0) : 0;
 	H_img = (int)ceil(T + fmax(H, 110) + 44 + lh + 8);
 	cairo_destroy(c.cr);
@@ -594,7 +609,7 @@ int picture_heatmap(const char *path, int fmt, const struct pic_heatmap *hm,
 		poly(&c, t, 3, col_ink);
 		if (hm->pnote)
 			text(&c, x + 8, T - 5, hm->pnote, 10, 0,
-			     x + 8 + text_w(&c, hm->pnote, 10, 0) > W_img ? AL_RIGHT :
+			     x + 8 + est_w(hm->pnote, 10, 0) > W_img ? AL_RIGHT :
 			     AL_LEFT, col_ink, 0, NULL);
 	}
 	/* the colour scale */
@@ -661,7 +676,7 @@ int picture_plot(const char *path, int fmt, const struct pic_plot *pl,
 	step = nice_step(hi - lo, 5);
 	for (v = ceil(lo / step) * step; v <= hi; v += step) {
 		render_num(buf, sizeof(buf), pl->log ? render_unlog(v) : v);
-		tickw = fmax(tickw, text_w(&c, buf, 11, 0));
+		tickw = fmax(tickw, est_w(buf, 11, 0));
 	}
 	it[nit].kind = -2;
 	snprintf(it[nit++].name, 64, "%s", pl->ylabel);
@@ -679,7 +694,7 @@ int picture_plot(const char *path, int fmt, const struct pic_plot *pl,
 					    pl->pnote ? ", " : "",
 					    pl->pnote ? pl->pnote : "");
 	L = 12 + 16 + tickw + 10;
-	W_img = (int)fmax(W_img, text_w(&c, pl->title, 15, 1) + 24);
+	W_img = (int)fmax(W_img, est_w(pl->title, 15, 1) + 24);
 	W = W_img - L - 24;
 	lh = legend(&c, 12, 0, W_img - 24, it, nit, 0);
 	H_img = (int)ceil(T + H + 44 + lh + 8);
