@@ -607,10 +607,11 @@ int picture_heatmap(const char *path, int fmt, const struct pic_heatmap *hm,
 		t[0] = x - 5; t[1] = T - 12; t[2] = x + 5; t[3] = T - 12;
 		t[4] = x; t[5] = T - 3;
 		poly(&c, t, 3, col_ink);
+		/* left of the mark in the right half: clear of the scale's title */
 		if (hm->pnote)
-			text(&c, x + 8, T - 5, hm->pnote, 10, 0,
-			     x + 8 + est_w(hm->pnote, 10, 0) > W_img ? AL_RIGHT :
-			     AL_LEFT, col_ink, 0, NULL);
+			text(&c, hm->pcol * 2 >= g->w ? x - 8 : x + 8, T - 5, hm->pnote,
+			     10, 0, hm->pcol * 2 >= g->w ? AL_RIGHT : AL_LEFT, col_ink,
+			     0, NULL);
 	}
 	/* the colour scale */
 	for (j = 0; j < 100; j++) {
@@ -675,7 +676,8 @@ int picture_plot(const char *path, int fmt, const struct pic_plot *pl,
 		return -1;
 	step = nice_step(hi - lo, 5);
 	for (v = ceil(lo / step) * step; v <= hi; v += step) {
-		render_num(buf, sizeof(buf), pl->log ? render_unlog(v) : v);
+		render_num(buf, sizeof(buf), fabs(v) < step * 1e-9 ? 0 :
+			   pl->log ? render_unlog(v) : v);
 		tickw = fmax(tickw, est_w(buf, 11, 0));
 	}
 	it[nit].kind = -2;
@@ -713,7 +715,8 @@ int picture_plot(const char *path, int fmt, const struct pic_plot *pl,
 		y = PY(v);
 		line(&c, L, y, L + W, y, 1, col_light, 0);
 		line(&c, L - 4, y, L, y, 1, col_ink, 0);
-		render_num(buf, sizeof(buf), pl->log ? render_unlog(v) : v);
+		render_num(buf, sizeof(buf), fabs(v) < step * 1e-9 ? 0 :
+			   pl->log ? render_unlog(v) : v);
 		text(&c, L - 6, y + 4, buf, 11, 0, AL_RIGHT, col_ink, 0, NULL);
 	}
 	/* gaps under everything */
