@@ -51,6 +51,7 @@ struct graph {
 	struct tm_slot slot;
 	int evkind;
 	int depth, fold, mode;
+	int unicode;            /* box drawing without colour */
 	uint32_t cur;           /* the shown node the playhead is in */
 	struct gline *ln;
 	size_t nln, capln;
@@ -381,9 +382,10 @@ static void graph_fold(struct graph *g, uint32_t first, uint32_t last,
 
 static void graph_kids(struct graph *g, uint32_t id, int depth, const char *prefix)
 {
-	const char *conn_mid = g->mode == RENDER_PLAIN ? "|- " : "\xe2\x94\x9c\xe2\x94\x80 ";
-	const char *conn_end = g->mode == RENDER_PLAIN ? "`- " : "\xe2\x94\x94\xe2\x94\x80 ";
-	const char *cont_mid = g->mode == RENDER_PLAIN ? "|  " : "\xe2\x94\x82  ";
+	int ascii = g->mode == RENDER_PLAIN && !g->unicode;
+	const char *conn_mid = ascii ? "|- " : "\xe2\x94\x9c\xe2\x94\x80 ";
+	const char *conn_end = ascii ? "`- " : "\xe2\x94\x94\xe2\x94\x80 ";
+	const char *cont_mid = ascii ? "|  " : "\xe2\x94\x82  ";
 	uint32_t k = g->n[id].kid, j, last, count;
 
 	while (k != TM_NODE_NONE) {
@@ -560,6 +562,7 @@ int tm_view_info_graph(struct tm_session *s, const char *args)
 	if (!p)
 		return -1;
 	g.mode = o.mode;
+	g.unicode = o.unicode;
 	while (*(p = tm_skip_ws(p))) {
 		size_t l = view_word_len(p);
 		const char *v = tm_skip_ws(p + l);

@@ -23,6 +23,8 @@
  *   -png FILE, -svg FILE, -pdf FILE also write the picture (cairo)
  *   -scale N                        picture pixels a cell (default: fitted)
  *   -log                            colours on a log scale (counts)
+ *   -unicode                        box-drawing characters even without
+ *                                   colour (the TUI's panes, as the CLI)
  * An option after the operand is an error that says options come first
  * (GDB's convention), not a confusing complaint about the operand.
  */
@@ -31,6 +33,7 @@ struct vopts {
 	int width, height;
 	struct pic_files pic;
 	int log;
+	int unicode;            /* -unicode: box drawing without colour (TUI) */
 };
 
 /* Writes the pictures asked for, saying "Wrote FILE (W x H pixels)." */

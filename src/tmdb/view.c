@@ -130,6 +130,8 @@ const char *view_parse_opts(struct tm_session *s, const char *p,
 			o->mode = RENDER_PLAIN;
 		} else if (view_word_eq(w, wl, "log")) {
 			o->log = 1;
+		} else if (view_word_eq(w, wl, "unicode")) {
+			o->unicode = 1;
 		} else if (view_word_eq(w, wl, "width") || view_word_eq(w, wl, "height") ||
 			   view_word_eq(w, wl, "scale")) {
 			const char *n = tm_skip_ws(w + wl);
