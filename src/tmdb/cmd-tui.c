@@ -135,6 +135,15 @@ static void draw_text(WINDOW *w, const char *title, const char *text)
 			wattron(w, A_BOLD);
 		while (l && row < h - 1 && wd > 6) {
 			n = cols_bytes(p, l, cont ? wd - 5 : wd - 2);
+			/* break at a blank in the second half, not mid-word */
+			if (n < l) {
+				size_t b = n;
+
+				while (b > n / 2 && p[b - 1] != ' ')
+					b--;
+				if (b > n / 2)
+					n = b;
+			}
 			mvwaddnstr(w, row++, cont ? 4 : 1, p, (int)n);
 			p += n;
 			l -= n;
