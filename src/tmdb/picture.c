@@ -421,6 +421,17 @@ static void num(char *buf, size_t len, double v)
 		render_num(buf, len, v);
 }
 
+/* How many ticks fit along a length, their labels as wide as v's and apart. */
+static int tick_count(double len, double v)
+{
+	char buf[32];
+	int n;
+
+	num(buf, sizeof(buf), v);
+	n = (int)(len / (est_w(buf, 11, 0) + 28));
+	return n < 1 ? 1 : n > 10 ? 10 : n;
+}
+
 /* The shortened row label: the end of a long name, which tells nodes apart. */
 static void shorten(char *buf, size_t len, const char *name, size_t keep)
 {
@@ -585,7 +596,7 @@ int picture_heatmap(const char *path, int fmt, const struct pic_heatmap *hm,
 			     1, NULL);
 	}
 	/* the step (or column) axis: ticks at cell centres */
-	step = fmax(1, round(nice_step(hm->x1 - hm->x0, (int)(W / 70) + 1)));
+	step = fmax(1, round(nice_step(hm->x1 - hm->x0, tick_count(W, hm->x1))));
 	for (v = ceil(hm->x0 / step) * step; v < hm->x1; v += step) {
 		x = L + (v + 0.5 - hm->x0) / (hm->x1 - hm->x0) * W;
 		if (hm->x1 - hm->x0 > g->w)     /* columns of many steps */
@@ -725,7 +736,7 @@ int picture_plot(const char *path, int fmt, const struct pic_plot *pl,
 			hatch(&c, PX(pl->x[i]) - colw / 2, T, colw, H);
 	snprintf(buf, sizeof(buf), "%s%s", pl->ylabel, pl->log ? " (log scale)" : "");
 	text(&c, 22, T + H / 2, buf, 11, 0, AL_CENTRE, col_ink, 1, NULL);
-	step = fmax(1, round(nice_step(pl->x1 - pl->x0, (int)(W / 80) + 1)));
+	step = fmax(1, round(nice_step(pl->x1 - pl->x0, tick_count(W, pl->x1))));
 	for (v = ceil(pl->x0 / step) * step; v <= pl->x1; v += step) {
 		x = PX(v);
 		line(&c, x, T + H, x, T + H + 4, 1, col_ink, 0);
