@@ -22,6 +22,8 @@
 
 #define FONT "DejaVu Sans"
 #define TM_PIC_LABEL 512
+#define MONO "DejaVu Sans Mono"
+#define SVG_MONO "DejaVu Sans Mono, Menlo, Consolas, monospace"
 #define SVG_FONT "DejaVu Sans, Verdana, Arial, sans-serif"
 
 int pic_any(const struct pic_files *f)
@@ -51,7 +53,7 @@ struct canvas {
 	cairo_t *cr;            /* PNG, PDF; and text measurement for SVG */
 	cairo_surface_t *surf;
 	FILE *svg;
-	int clip;               /* SVG: an open clip group */
+	int mono;               /* text in the monospace face */
 };
 
 static struct rgb mkrgb(int r, int g, int b)
@@ -81,7 +83,7 @@ static void svg_escape(FILE *fp, const char *s)
 
 static void font(struct canvas *c, double size, int bold)
 {
-	cairo_select_font_face(c->cr, FONT, CAIRO_FONT_SLANT_NORMAL,
+	cairo_select_font_face(c->cr, c->mono ? MONO : FONT, CAIRO_FONT_SLANT_NORMAL,
 			       bold ? CAIRO_FONT_WEIGHT_BOLD : CAIRO_FONT_WEIGHT_NORMAL);
 	cairo_set_font_size(c->cr, size);
 }
@@ -196,9 +198,10 @@ static void text(struct canvas *c, double x, double y, const char *s,
 		static const char *const anchor[] = { "start", "middle", "end" };
 
 		fprintf(c->svg, "<text x=\"%.2f\" y=\"%.2f\" font-size=\"%.1f\"%s "
-			"text-anchor=\"%s\" fill=\"#%02x%02x%02x\"", x, y, size,
+			"text-anchor=\"%s\" fill=\"#%02x%02x%02x\"%s", x, y, size,
 			bold ? " font-weight=\"bold\"" : "", anchor[align],
-			k.r, k.g, k.b);
+			k.r, k.g, k.b, c->mono ? " font-family=\"" SVG_MONO
+			"\" xml:space=\"preserve\"" : "");
 		if (rot)
 			fprintf(c->svg, " transform=\"rotate(-90 %.2f %.2f)\"", x, y);
 		fputs(">", c->svg);
@@ -806,6 +809,44 @@ int picture_plot(const char *path, int fmt, const struct pic_plot *pl,
 #undef PX
 #undef PY
 	legend(&c, 12, T + H + 44 + 12, W_img - 24, it, nit, 1);
+	*outw = W_img;
+	*outh = H_img;
+	return canvas_close(&c, path, err, errlen);
+}
+
+/* ------------------------------------------------------------- text */
+
+int picture_text(const char *path, int fmt, const struct pic_text *tx,
+		 int *outw, int *outh, char *err, size_t errlen)
+{
+	static const struct rgb band = { 255, 243, 176 };
+	struct canvas c;
+	double lh = 16, cw = 12 * 0.6, T = 58, wmax = 0, y;
+	int i, W_img, H_img;
+
+	for (i = 0; i < tx->n; i++)
+		wmax = fmax(wmax, est_w(tx->line[i], 12, 0));
+	W_img = (int)ceil(fmax(wmax + 24 + cw, fmax(est_w(tx->title, 15, 1),
+						   est_w(tx->subtitle ? tx->subtitle : "", 11, 0)) + 24));
+	H_img = (int)ceil(T + lh * tx->n + (tx->note ? 30 : 10));
+	if (canvas_open(&c, fmt, path, W_img, H_img, err, errlen))
+		return -1;
+	text(&c, 12, 27, tx->title, 15, 1, AL_LEFT, col_ink, 0, NULL);
+	if (tx->subtitle)
+		text(&c, 12, 44, tx->subtitle, 11, 0, AL_LEFT, col_grey, 0, NULL);
+	for (i = 0; i < tx->n; i++) {
+		y = T + lh * i;
+		if (tx->cur[i])
+			rect(&c, 8, y - 2, W_img - 16, lh, band);
+		c.mono = 1;
+		text(&c, 12, y + 10, tx->line[i], 12, tx->cur[i], AL_LEFT,
+		     tx->cls[i] == 1 ? mkrgb(200, 0, 200) : tx->cls[i] ? col_grey :
+		     col_ink, 0, NULL);
+		c.mono = 0;
+	}
+	if (tx->note)
+		text(&c, 12, T + lh * tx->n + 16, tx->note, 11, 0, AL_LEFT, col_grey,
+		     0, NULL);
 	*outw = W_img;
 	*outh = H_img;
 	return canvas_close(&c, path, err, errlen);

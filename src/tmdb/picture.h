@@ -57,6 +57,16 @@ struct pic_plot {
 	const char *pnote;
 };
 
+/* Lines of monospace text (info graph): the playhead's line banded, NaN/Inf
+ * lines in NaN's colour, lines lost to a gap or not yet run in grey. */
+struct pic_text {
+	const char *title, *subtitle, *note;
+	int n;
+	const char *const *line;
+	const uint8_t *cls;     /* 0 plain, 1 NaN/Inf, 2 gap, 3 not yet run */
+	const uint8_t *cur;     /* the playhead's line */
+};
+
 /*
  * Writes the picture in format fmt to path.  Returns 0 and the size
  * (pixels for PNG, points otherwise), or -1 with a message in err.
@@ -64,6 +74,8 @@ struct pic_plot {
 int picture_heatmap(const char *path, int fmt, const struct pic_heatmap *hm,
 		    int cell, int *w, int *h, char *err, size_t errlen);
 int picture_plot(const char *path, int fmt, const struct pic_plot *pl,
+		 int *w, int *h, char *err, size_t errlen);
+int picture_text(const char *path, int fmt, const struct pic_text *tx,
 		 int *w, int *h, char *err, size_t errlen);
 
 #endif /* TMDB_PICTURE_H */

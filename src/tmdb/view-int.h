@@ -41,6 +41,8 @@ int view_write_heatmap(struct tm_session *s, const struct vopts *o,
 		       const struct pic_heatmap *hm);
 int view_write_plot(struct tm_session *s, const struct vopts *o,
 		    const struct pic_plot *pl);
+int view_write_text(struct tm_session *s, const struct vopts *o,
+		    const struct pic_text *tx);
 
 /* Returns the rest of the arguments after the options, or NULL on an error
  * already reported. */

@@ -207,6 +207,25 @@ int view_write_heatmap(struct tm_session *s, const struct vopts *o,
 	return 0;
 }
 
+int view_write_text(struct tm_session *s, const struct vopts *o,
+		    const struct pic_text *tx)
+{
+	char err[1200];
+	int f, w, h;
+
+	for (f = 0; f < PIC__COUNT; f++) {
+		if (!o->pic.path[f][0])
+			continue;
+		if (picture_text(o->pic.path[f], f, tx, &w, &h, err, sizeof(err))) {
+			tm_error(s, "%s", err);
+			return -1;
+		}
+		tm_out(s, "Wrote %s (%d x %d %s).\n", o->pic.path[f], w, h,
+		       f == PIC_PNG ? "pixels" : "points");
+	}
+	return 0;
+}
+
 int view_write_plot(struct tm_session *s, const struct vopts *o,
 		    const struct pic_plot *pl)
 {
