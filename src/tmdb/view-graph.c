@@ -493,7 +493,7 @@ static int graph_picture(struct graph *g, size_t tw, size_t yw)
 	int rc = -1;
 
 	if (!line || !cls || !cur)
-		goto out;
+		goto oom;
 	for (i = 0; i < g->nln; i++) {
 		const struct gline *l = &g->ln[i];
 		struct rbuf b;
@@ -509,7 +509,7 @@ static int graph_picture(struct graph *g, size_t tw, size_t yw)
 			b.p[--b.len] = 0;
 		if (b.oom) {
 			rb_free(&b);
-			goto out;
+			goto oom;
 		}
 		line[i] = b.p;
 		cls[i] = (uint8_t)l->cls;
@@ -529,9 +529,10 @@ static int graph_picture(struct graph *g, size_t tw, size_t yw)
 	tx.cls = cls;
 	tx.cur = cur;
 	rc = view_write_text(s, g->o, &tx);
+	goto out;
+oom:
+	tm_error(s, "Out of memory.");
 out:
-	if (rc && (!line || !cls || !cur))
-		tm_error(s, "Out of memory.");
 	for (i = 0; line && i < g->nln; i++)
 		free(line[i]);
 	free(line);
