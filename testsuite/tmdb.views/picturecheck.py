@@ -13,7 +13,7 @@ RRGGBB:N: at least N SVG shapes filled with that colour (magenta ff00ff
 marks NaN cells) and some PNG pixels of that colour.
 `same`: a regenerated picture against the committed one (doc/img): the
 SVGs hold the same texts and the same cell colours in the same order, and
-the PNGs have the same size and differ in under 2% of their pixels (fonts
+the PNGs have the same size and differ in under 10% of their pixels (fonts
 differ across machines; the layout does not).
 """
 from __future__ import annotations
@@ -124,7 +124,7 @@ def same(args: list[str]) -> int:
     assert (nw, nh) == (ow, oh), f"PNG size {nw}x{nh} != committed {ow}x{oh}"
     diff = sum(1 for a, b in zip(pixels(nr, nb), pixels(orows, ob))
                if max(abs(x - y) for x, y in zip(a, b)) > 48)
-    assert diff < 0.02 * nw * nh, f"{diff} of {nw * nh} pixels differ"
+    assert diff < 0.10 * nw * nh, f"{diff} of {nw * nh} pixels differ"
     print(f"pictures same: {nw}x{nh}, {diff} pixels differ")
     return 0
 
