@@ -306,6 +306,8 @@ def _run(sb: Sandbox, u: Unit) -> list[str]:
         return [_diff(f"$ {u.cmd}", want, got)]
     # set trace-commands on: '+CMD' lines cut the output into each command's
     stdin = "set trace-commands on\n" + "".join(c + "\n" for c, _, _ in u.steps)
+    # a typed command's /tmp paths are the sandbox's too (heatmap -png /tmp/F)
+    stdin = stdin.replace("/tmp/", f"{sb.root}/tmp/")
     out = sb.shell(u.cmd, stdin=stdin)
     cuts = []
     j = 0
@@ -368,3 +370,31 @@ def sandboxes(tmp_path_factory):
 def test_doc_session(unit, sandboxes):
     errors = _run(sandboxes(unit.doc), unit)
     assert not errors, f"{unit.name} does not run as printed:\n" + "\n\n".join(errors)
+
+
+# ------------------------------------------------------------------ pictures
+
+# The pictures the manual shows (doc/img) are the ones its session writes:
+# drawn again by that session in the sandbox and compared with the
+# committed files by tmdb.views/picturecheck.py (the same SVG text and cell
+# colours, PNGs of the same size differing in under 10% of their pixels, as
+# fonts differ between machines).  TM_DOCTEST_UPDATE=1 copies them in.
+PICTURES = ["heatmap", "plot"]
+
+
+@pytest.mark.parametrize("name", PICTURES)
+def test_doc_picture(name, sandboxes):
+    sb = sandboxes("manual.md")
+    new_png, new_svg = sb.root / "tmp" / f"{name}.png", sb.root / "tmp" / f"{name}.svg"
+    old_png, old_svg = TOP / "doc" / "img" / f"{name}.png", TOP / "doc" / "img" / f"{name}.svg"
+    assert new_png.exists() and new_svg.exists(), \
+        f"the manual's session did not write /tmp/{name}.png and .svg (run the whole file)"
+    if _UPDATE:
+        old_png.parent.mkdir(exist_ok=True)
+        shutil.copyfile(new_png, old_png)
+        shutil.copyfile(new_svg, old_svg)
+    check = TOP / "testsuite" / "tmdb.views" / "picturecheck.py"
+    r = subprocess.run([sys.executable, str(check), "same", str(new_png), str(old_png),
+                        str(new_svg), str(old_svg)], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True)
+    assert r.returncode == 0, r.stdout

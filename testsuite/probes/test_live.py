@@ -315,3 +315,26 @@ def test_ending_a_paused_run_leaves_a_whole_trace(tmp_path, how):
     _, events, gaps = read(str(trace))
     assert not gaps
     assert [e.seq for e in events] == list(range(seq + 1))
+
+
+def test_views_do_not_resume_live(tmp_path):
+    """A view over steps on a paused live model draws the steps that have
+    arrived and says so; the model stays where it was (issue 19, item 4):
+    the next `continue` stops at the following step, not at the end."""
+    script = tmp_path / "train.py"
+    script.write_text(_TRAIN)
+    tm = _tmdb(["-ex", "break model.2", "-ex", "run", "-ex", "continue",
+                "-ex", "heatmap -nocolor model.*:out.abs_max over steps",
+                "-ex", f"plot -nocolor -svg {tmp_path}/p.svg model.2:out.abs_max",
+                "-ex", "heatmap -nocolor model.*:out.abs_max over steps 0..",
+                "-ex", "continue",
+                "--args", sys.executable, str(script)], timeout=120)
+    out = tm.stdout
+    assert "Live: the steps that have arrived so far (to step 1); the model was not resumed." \
+        in out, out
+    assert "model.*:out.abs_max over steps 0..1: 3 nodes, 2 steps, one a column" in out, out
+    assert "model.2:out.abs_max over steps 0..1: 2 steps, one a column" in out, out
+    svg = (tmp_path / "p.svg").read_text()
+    assert "live: the steps that have arrived so far" in svg, svg
+    # the run was held: the next continue stops at step 2
+    assert "Breakpoint 1, model.2 (out) at step 2, fwd" in out, out
