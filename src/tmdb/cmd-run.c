@@ -1023,8 +1023,24 @@ static int cmd_goto_exec(struct tm_session *s, const char *args, int from_tty)
 		return -1;
 	}
 	tm_playhead_clear(s);
-	if (s->probe->ops->seek(s->probe, kind, v) != TM_OK)
+	if ((rc = s->probe->ops->seek(s->probe, kind, v)) != TM_OK) {
+		/* the chunk that holds the target did not read: say why, as a
+		 * scan would, not that there is no such event */
+		if (rc != TM_ERR_END && rc != TM_ERR_NOT_FOUND) {
+			const char *d = s->probe->ops->detail(s->probe);
+
+			tm_error(s, "Cannot read the trace: %s.\n"
+				 "Use \"tmdb --recover %s\" if the file is damaged.",
+				 d && d[0] ? d : tm_strerror(rc),
+				 s->trace_path ? s->trace_path : "FILE");
+			if (old != UINT64_MAX)
+				seek_playhead(s, old);
+			else
+				start_over(s);
+			return -1;
+		}
 		goto nothing;
+	}
 	if (kind == TM_SEEK_END) {
 		s->scan_gap_after = 1;
 		rc = scan(s, TM_DIR_BWD, pred_first, NULL, 0, &st);
