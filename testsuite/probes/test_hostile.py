@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 import time
 
 import pytest
@@ -130,3 +131,43 @@ def test_bad_socket_directory_is_named(tmp_path):
     assert f"{xdg}/tensormorph: not a private socket directory: mode 0755" in err
     assert "input/output error" not in err
     assert "running on without a listener" in err
+
+
+def _enospc_shim():
+    lib = os.environ.get("TENSORMORPH_LIB", "")
+    if not lib:
+        return None
+    shim = Path(lib).resolve().parents[3] / "testsuite" / "lib" / ".libs" / "libenospc.so"
+    return shim if shim.exists() else None
+
+
+@needs_tmdb
+def test_full_disk(tmp_path):
+    """The disk fills up while a model trains: the error is named at once,
+    once, with its errno; the program runs on and exits normally; the
+    trace reads up to where the disk filled and says, as a "write error"
+    gap, which events it lacks."""
+    shim = _enospc_shim()
+    if shim is None:
+        pytest.skip("testsuite/lib/libenospc.so not built (make check builds it)")
+    trace = tmp_path / "full.tmrun"
+    env = {"TM_ENOSPC_LIMIT": str(1500 << 10),
+           "LD_PRELOAD": ":".join(p for p in (os.environ.get("LD_PRELOAD"), str(shim)) if p),
+           "TENSORMORPH_LEVEL": "1"}
+    proc = start_model(tmp_path, env, 4, record=trace)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    said = [ln for ln in err.splitlines() if "No space left on device" in ln]
+    assert len(said) == 1, err
+    assert "(ENOSPC)" in said[0] and str(trace) in said[0]
+    assert "input/output error" not in err and "Traceback" not in err
+    assert trace.stat().st_size <= 1500 << 10
+    r = run_tmdb(["-ex", "info gaps", "-ex", "info probe", str(trace)], timeout=120)
+    assert r.returncode == 0, r.stderr
+    gaps = [ln for ln in r.stdout.splitlines() if ln.endswith("write error")]
+    assert len(gaps) == 1, r.stdout
+    # the lost range runs to the last seq the program made, and is counted
+    first, last = (int(x) for x in gaps[0].split()[1].split("-"))
+    lost = int(gaps[0].split()[2])
+    assert first > 0 and last - first + 1 >= lost > 0
+    assert "complete" in r.stdout and "damaged" not in r.stdout + r.stderr
