@@ -1,7 +1,9 @@
 /*
  * cmd-lang.c -- the command language: set, show, define, document, if,
- * while, source, quit, and the commands that only make sense with a live
- * probe (capture).
+ * while, end, source, quit; file, which opens a trace (or sets the program
+ * `run` starts); and what only a live probe answers: capture (a full
+ * tensor at its next occurrence), record (save what it sent as a .tmrun)
+ * and level (its probe level per node pattern).
  *
  * Settings are a table (name, kind, where the value lives, the sentence
  * `show` answers with) so that set, show and completion agree.
@@ -46,6 +48,8 @@ static const struct setting settings[] = {
 	{ "prompt", SET_STR, OFF(prompt), "Tmdb's prompt is \"%s\".", NULL },
 	{ "verbose", SET_BOOL, OFF(verbose), "Verbosity is %s.", NULL },
 	{ "style enabled", SET_BOOL, OFF(style), "CLI output styling is %s.", NULL },
+	{ "trace-commands", SET_BOOL, OFF(trace_commands),
+	  "State of GDB CLI command tracing is %s.", NULL },
 	{ "height", SET_IGNORE, 0, "Number of lines tmdb thinks are in a page is unlimited.",
 	  " 0 unlimited " },
 	{ "width", SET_IGNORE, 0, "Number of characters tmdb thinks are in a line is unlimited.",
@@ -216,7 +220,8 @@ const struct cmd_entry cmd_set_entry = {
 	.name = "set", .usage = "set SETTING VALUE | set $VAR = EXPR",
 	.help = "Change a setting, or set a convenience variable.\n"
 		"Settings: auto-load local-tmdbinit, confirm, history size, listsize,\n"
-		"max-gap-lines, pagination, progress, prompt, style enabled, verbose.",
+		"max-gap-lines, pagination, progress, prompt, style enabled, trace-commands,\n"
+		"verbose.",
 	.exec = cmd_set_exec, .klass = "support",
 };
 
@@ -766,8 +771,8 @@ static int cmd_file_exec(struct tm_session *s, const char *args, int from_tty)
 			memmove(path, path + 1, l - 1);
 		}
 	}
-	if (!tm_live_file(s, path, &rc))
-		rc = tm_session_load(s, path);
+	if (!tm_live_file(s, path, &rc) && (rc = tm_session_load(s, path)) == 0)
+		tm_bp_rebind_all(s);    /* the breakpoints, on the new nodes */
 	free(path);
 	return rc;
 }

@@ -35,6 +35,7 @@
 #include <limits.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -716,23 +717,6 @@ static int multi_capture(struct tm_probe *p, uint32_t node, struct tm_slot slot)
 	return rk->p->ops->capture(rk->p, local, slot);
 }
 
-static int multi_set_bp(struct tm_probe *p, int num, const char *where,
-			const char *cond)
-{
-	(void)p;
-	(void)num;
-	(void)where;
-	(void)cond;
-	return TM_OK;   /* the session judges every event; flow() mirrors */
-}
-
-static int multi_clear_bp(struct tm_probe *p, int num)
-{
-	(void)p;
-	(void)num;
-	return TM_OK;
-}
-
 static const char *multi_detail(struct tm_probe *p)
 {
 	return impl(p)->detail;
@@ -1041,7 +1025,32 @@ static const char *multi_recording(struct tm_probe *p, uint64_t *events,
 	return m->rec_path;
 }
 
+/*
+ * A paused rank finishes its recording and dies (wire KILL).  A rank that
+ * is running is most likely waiting in a collective for a paused one, sends
+ * no event that would let it see KILL, and would print the peer's death as
+ * a traceback: it dies of SIGKILL first, and its trace is one a reader
+ * scans.
+ */
+static void multi_kill(struct tm_probe *p)
+{
+	struct multi *m = impl(p);
+	size_t r;
+
+	for (r = 0; r < m->nr; r++) {
+		struct tm_probe *sub = m->r[r].p;
+		pid_t pid = (pid_t)tm_probe_pid(sub);
+
+		if (!tm_probe_closed(sub) && !tm_probe_remote_paused(sub) && pid > 1)
+			kill(pid, SIGKILL);
+	}
+	for (r = 0; r < m->nr; r++)
+		if (tm_probe_remote_paused(m->r[r].p))
+			tm_probe_kill(m->r[r].p);
+}
+
 static const struct tm_probe_process_ops multi_process_ops = {
+	.kill = multi_kill,
 	.pid = multi_pid,
 	.closed = multi_closed,
 	.end_note = multi_end_note,
@@ -1059,8 +1068,6 @@ static const struct tm_probe_process_ops multi_process_ops = {
 	.seek = multi_seek, \
 	.latest = multi_latest, \
 	.capture = multi_capture, \
-	.set_breakpoint = multi_set_bp, \
-	.clear_breakpoint = multi_clear_bp, \
 	.detail = multi_detail, \
 	.detach = multi_detach, \
 	.nranks = multi_nranks, \

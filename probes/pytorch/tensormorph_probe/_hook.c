@@ -23,8 +23,9 @@
  * The batch layout is libtensormorph's struct tm_rec_event and struct
  * tm_rec_tensor (tm-recorder.h), mirrored here so that the extension
  * builds from the probe's sources alone (pip); the build tree compiles it
- * against the header as well, and the probe compares layout() with its own
- * mirror at load.  No libtensormorph symbol is linked: the probe hands over
+ * against the header as well, and in every build the probe compares each
+ * offset, size and constant of layout() with the library's own table
+ * (tm_layout) before it uses this module.  No libtensormorph symbol is linked: the probe hands over
  * the address of tm_recorder_stats.
  */
 
@@ -738,8 +739,9 @@ probe_grad_hook(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 
 /*
  * The ENTER of a non-root node, as Probe._enter does it: without tensors
- * below level 2, else with x (the call's one positional argument, a
- * tensor) and its gradient hook.  Returns the call's start and number.
+ * at level 0, else with x (the call's one positional argument, a tensor),
+ * and its gradient hook from level 2.  Returns the call's start and
+ * number.
  */
 static int
 c_enter(ProbeBase *p, NodeBase *n, PyObject *x, long long *start, unsigned long long *call)
@@ -755,7 +757,7 @@ c_enter(ProbeBase *p, NodeBase *n, PyObject *x, long long *start, unsigned long 
 	*call = ++n->count;
 	*start = t;
 	p->active++;
-	if (level < 2) {
+	if (level < 1) {
 		if (room(p, 0) < 0)
 			goto fail;
 		put_event(p, EV_ENTER, PHASE_FWD, n->id, *call, t, t, 0, level, 0);
@@ -764,7 +766,8 @@ c_enter(ProbeBase *p, NodeBase *n, PyObject *x, long long *start, unsigned long 
 	} else {
 		struct ev1 e = { EV_ENTER, PHASE_FWD, SLOT_IN, level, 0, n->id, *call, t, t, 0 };
 
-		if (add_grad_hook(p, x, n, *call, SLOT_GRAD_IN, 0) < 0 || emit1(p, &e, x) < 0)
+		if ((level >= 2 && add_grad_hook(p, x, n, *call, SLOT_GRAD_IN, 0) < 0) ||
+		    emit1(p, &e, x) < 0)
 			goto fail;
 	}
 	return 0;
@@ -884,10 +887,10 @@ forward_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwn
 	Py_INCREF(n);
 	inner = f->inner;
 	Py_INCREF(inner);
-	/* the common call in C: a node below level 2, or one whose only
+	/* the common call in C: a node at level 0, or one whose only
 	 * argument is a tensor; roots and the rest go to Python */
 	fast = n->observed && !n->is_root && !p->closed && p->evaddr &&
-	       (n->level < 2 || (nargs == 2 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0) &&
+	       (n->level < 1 || (nargs == 2 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0) &&
 				 Py_IS_TYPE(args[1], (PyTypeObject *)tensor_type)));
 	if (fast) {
 		if (c_enter(p, n, nargs == 2 ? args[1] : NULL, &start, &call) < 0) {
@@ -1170,24 +1173,73 @@ setup(PyObject *mod, PyObject *args)
 	Py_RETURN_NONE;
 }
 
-/* The batch layout this file was built with: (event size, tensor size,
- * offset of tensor shape, offset of tensor done), for the probe to compare
- * with its own mirror of libtensormorph's. */
+/*
+ * What this file mirrors, by libtensormorph's names (tm_layout): every
+ * field's offset and size, the structs' sizes and the constants.  The
+ * probe compares each with the library's table before it uses this module
+ * and refuses a difference by name.
+ */
+#define HF(T, CT, f) \
+	{ #CT "." #f ".offset", (long long)offsetof(struct T, f) }, \
+	{ #CT "." #f ".sizeof", (long long)sizeof(((struct T *)0)->f) }
+static const struct {
+	const char *name;
+	long long value;
+} hook_layout[] = {
+	{ "tm_rec_tensor.sizeof", (long long)sizeof(struct rec_tensor) },
+	HF(rec_tensor, tm_rec_tensor, data), HF(rec_tensor, tm_rec_tensor, numel),
+	HF(rec_tensor, tm_rec_tensor, have), HF(rec_tensor, tm_rec_tensor, slot_index),
+	HF(rec_tensor, tm_rec_tensor, device_index), HF(rec_tensor, tm_rec_tensor, slot_kind),
+	HF(rec_tensor, tm_rec_tensor, dtype), HF(rec_tensor, tm_rec_tensor, rank),
+	HF(rec_tensor, tm_rec_tensor, device_type), HF(rec_tensor, tm_rec_tensor, level),
+	HF(rec_tensor, tm_rec_tensor, capture), HF(rec_tensor, tm_rec_tensor, have_hist),
+	HF(rec_tensor, tm_rec_tensor, done), HF(rec_tensor, tm_rec_tensor, shape),
+	HF(rec_tensor, tm_rec_tensor, stat), HF(rec_tensor, tm_rec_tensor, hist_lo),
+	HF(rec_tensor, tm_rec_tensor, hist_hi), HF(rec_tensor, tm_rec_tensor, hist),
+	{ "tm_rec_event.sizeof", (long long)sizeof(struct rec_event) },
+	HF(rec_event, tm_rec_event, step), HF(rec_event, tm_rec_event, time_ns),
+	HF(rec_event, tm_rec_event, start_ns), HF(rec_event, tm_rec_event, end_ns),
+	HF(rec_event, tm_rec_event, node), HF(rec_event, tm_rec_event, call),
+	HF(rec_event, tm_rec_event, ntensors), HF(rec_event, tm_rec_event, kind),
+	HF(rec_event, tm_rec_event, phase), HF(rec_event, tm_rec_event, level),
+	HF(rec_event, tm_rec_event, reserved),
+	{ "TM_MAX_RANK", MAX_RANK }, { "TM_STAT__COUNT", STAT_COUNT },
+	{ "TM_HIST_BINS", HIST_BINS },
+	{ "TM_EV_ENTER", EV_ENTER }, { "TM_EV_EXIT", EV_EXIT }, { "TM_EV_BWD", EV_BWD },
+	{ "TM_EV_PARAM", EV_PARAM }, { "TM_PHASE_FWD", PHASE_FWD },
+	{ "TM_PHASE_BWD", PHASE_BWD }, { "TM_SLOT_OUT", SLOT_OUT },
+	{ "TM_SLOT_IN", SLOT_IN }, { "TM_SLOT_GRAD_OUT", SLOT_GRAD_OUT },
+	{ "TM_SLOT_GRAD_IN", SLOT_GRAD_IN },
+};
+
+/* hook_layout as a dict {name: value}. */
 static PyObject *
 layout(PyObject *mod, PyObject *unused)
 {
+	PyObject *d = PyDict_New(), *v;
+	size_t i;
+
 	(void)mod;
 	(void)unused;
-	return Py_BuildValue("nnnn", (Py_ssize_t)sizeof(struct rec_event),
-			     (Py_ssize_t)sizeof(struct rec_tensor),
-			     (Py_ssize_t)offsetof(struct rec_tensor, shape),
-			     (Py_ssize_t)offsetof(struct rec_tensor, done));
+	if (d == NULL)
+		return NULL;
+	for (i = 0; i < sizeof(hook_layout) / sizeof(hook_layout[0]); i++) {
+		v = PyLong_FromLongLong(hook_layout[i].value);
+		if (v == NULL || PyDict_SetItemString(d, hook_layout[i].name, v) < 0) {
+			Py_XDECREF(v);
+			Py_DECREF(d);
+			return NULL;
+		}
+		Py_DECREF(v);
+	}
+	return d;
 }
 
 static PyMethodDef module_methods[] = {
 	{ "setup", setup, METH_VARARGS, "setup(torch.Tensor, torch.strided, torch.is_grad_enabled)" },
 	{ "layout", layout, METH_NOARGS,
-	  "(event size, tensor size, tensor shape offset, tensor done offset)" },
+	  "{name: value}: the offsets, sizes and constants this module mirrors "
+	  "(libtensormorph's tm_layout names)" },
 	{ NULL, NULL, 0, NULL }
 };
 
