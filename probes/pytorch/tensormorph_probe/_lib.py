@@ -352,6 +352,7 @@ class Summary(ctypes.Structure):
         ("last_time_ns", ctypes.c_uint64),
         ("file_bytes", ctypes.c_uint64),
         ("uncompressed_bytes", ctypes.c_uint64),
+        ("index_damage", ctypes.c_int),
     ]
 
 
