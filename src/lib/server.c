@@ -1066,9 +1066,13 @@ static void refuse(tm_server *srv, int fd)
 	char t[200];
 	uint64_t idle = (mono_ns() - srv->last_rx_ns) / 1000000000ull;
 
-	snprintf(t, sizeof(t), "another debugger is attached (%s, last heard from %llu s "
-		 "ago; it can be taken over once it has been silent for %u s)", srv->peer,
-		 (unsigned long long)idle, (unsigned)((srv->o.takeover_ms + 999) / 1000));
+	if (srv->tcp)   /* nothing about the session to whoever knocks */
+		snprintf(t, sizeof(t), "another debugger is attached");
+	else
+		snprintf(t, sizeof(t), "another debugger is attached (%s, last heard from "
+			 "%llu s ago; it can be taken over once it has been silent for %u s)",
+			 srv->peer, (unsigned long long)idle,
+			 (unsigned)((srv->o.takeover_ms + 999) / 1000));
 	refuse_text(fd, TM_ERR_GENERIC, t);
 }
 
@@ -1170,6 +1174,44 @@ static void read_cand(tm_server *srv, struct cand *c)
 		}
 		cand_close(srv, c, TM_ERR_INVALID_ARG, "HELLO must come first", 1);
 		return;
+	}
+	if (srv->tcp) {
+		/* the token before anything else: a client without it must
+		 * not even take an idle debugger's place */
+		struct tm_msg *m = malloc(sizeof(*m));
+		const char *why = NULL;
+
+		if (!m) {
+			cand_close(srv, c, TM_ERR_NOMEM, "out of memory", 0);
+			return;
+		}
+		if (tm_msg_decode(&f, m))
+			why = "malformed message";
+		else if (!token_ok(srv, m->u.hello.token))
+			why = m->u.hello.token[0] ? "wrong token" :
+			      "a token is required over TCP (tmdb reads it from the probe's "
+			      "token file, or --token)";
+		if (why) {
+			struct tm_msg *r = calloc(1, sizeof(*r));
+			struct tm_buf b = { 0 };
+
+			if (r) {
+				r->type = TM_MSG_RESULT;
+				r->u.result.request = TM_MSG_HELLO;
+				r->u.result.code = TM_ERR_INVALID_ARG;
+				snprintf(r->u.result.text, sizeof(r->u.result.text), "%s", why);
+				if (tm_msg_encode(&b, r) == TM_OK &&
+				    send(c->fd, b.data, b.len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+					/* it is being closed */
+				}
+				tm_buf_free(&b);
+				free(r);
+			}
+			free(m);
+			cand_close(srv, c, TM_ERR_INVALID_ARG, why, 1);
+			return;
+		}
+		free(m);
 	}
 	cand_promote(srv, c, &f);
 	/* what it sent after HELLO, in the same read */

@@ -1789,6 +1789,41 @@ static void test_tcp(void)
 	unsetenv("XDG_RUNTIME_DIR");
 }
 
+/* Over TCP the token comes first: without it, no client takes even an
+ * idle debugger's place, nor learns who is attached. */
+static void test_tcp_takeover_needs_token(void)
+{
+	struct tm_server_opts o;
+	struct tm_server_stats st;
+	tm_server *srv = NULL;
+	struct client *c1, *c2;
+
+	setenv("XDG_RUNTIME_DIR", tmpdir, 1);
+	tm_server_opts_default(&o);
+	o.path = "tcp://127.0.0.1:0";
+	o.takeover_ms = 100;
+	CU_ASSERT_EQUAL_FATAL(tm_server_start(&o, &srv), TM_OK);
+	add_nodes(srv);
+	c1 = cl_connect_tcp(tm_server_path(srv));
+	cl_hello_token(c1, tm_server_token(srv));
+	CU_ASSERT_EQUAL(cl_next(c1, 2000), TM_MSG_DESCRIBE);
+	CU_ASSERT_EQUAL(cl_subscribe(c1, ""), TM_OK);
+	usleep(250000);         /* c1 is idle now */
+	c2 = cl_connect_tcp(tm_server_path(srv));
+	cl_hello_token(c2, "not-the-token");
+	CU_ASSERT_EQUAL(cl_result(c2, TM_MSG_HELLO), TM_ERR_INVALID_ARG);
+	CU_ASSERT_PTR_NULL(strstr(c2->m.u.result.text, "test_server"));
+	cl_close(c2);
+	/* c1 keeps its place: no BYE, still subscribed */
+	CU_ASSERT_EQUAL(cl_next(c1, 300), 0);
+	tm_server_get_stats(srv, &st);
+	CU_ASSERT_EQUAL(st.connected, 1);
+	CU_ASSERT_EQUAL(st.subscribed, 1);
+	cl_close(c1);
+	tm_server_stop(srv);
+	unsetenv("XDG_RUNTIME_DIR");
+}
+
 int main(void)
 {
 	static const struct tm_test_case cases[] = {
@@ -1820,6 +1855,7 @@ int main(void)
 		TM_TEST(test_listen_path),
 		TM_TEST(test_reader_that_never_reads),
 		TM_TEST(test_tcp),
+		TM_TEST(test_tcp_takeover_needs_token),
 		{ NULL, NULL }
 	};
 	int rc;
