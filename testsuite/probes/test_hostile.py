@@ -151,7 +151,7 @@ def test_full_disk(tmp_path):
     if shim is None:
         pytest.skip("testsuite/lib/libenospc.so not built (make check builds it)")
     trace = tmp_path / "full.tmrun"
-    env = {"TM_ENOSPC_LIMIT": str(1500 << 10),
+    env = {"TM_ENOSPC_LIMIT": str(700 << 10),
            "LD_PRELOAD": ":".join(p for p in (os.environ.get("LD_PRELOAD"), str(shim)) if p),
            "TENSORMORPH_LEVEL": "1"}
     proc = start_model(tmp_path, env, 4, record=trace)
@@ -161,7 +161,7 @@ def test_full_disk(tmp_path):
     assert len(said) == 1, err
     assert "(ENOSPC)" in said[0] and str(trace) in said[0]
     assert "input/output error" not in err and "Traceback" not in err
-    assert trace.stat().st_size <= 1500 << 10
+    assert trace.stat().st_size <= 700 << 10
     r = run_tmdb(["-ex", "info gaps", "-ex", "info probe", str(trace)], timeout=120)
     assert r.returncode == 0, r.stderr
     gaps = [ln for ln in r.stdout.splitlines() if ln.endswith("write error")]
