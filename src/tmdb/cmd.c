@@ -80,6 +80,7 @@ const struct cmd_entry *const tm_cmd_table[] = {
 	&cmd_tui_entry,
 	&cmd_layout_entry,
 	&cmd_attach_entry,
+	&cmd_target_entry,
 	&cmd_detach_entry,
 	&cmd_kill_entry,
 	&cmd_inferior_entry,

@@ -20,6 +20,12 @@ struct cmd_entry;
  * event.  On failure returns the tm_err code and a malloc'd message in
  * *detail.
  */
+/* The same for TCP targets (tcp://HOST:PORT or HOST:PORT) with a token
+ * (NULL: $TENSORMORPH_TOKEN, else the probe's token file on this host). */
+int tm_probe_remote_open_token(const char *target, const char *token,
+			       struct tm_probe **out, char **detail);
+/* What the probe said at HELLO besides DESCRIBE ("took over from ..."). */
+const char *tm_probe_remote_note(struct tm_probe *p);
 int tm_probe_remote_open(const char *target, struct tm_probe **out,
 			 char **detail);
 

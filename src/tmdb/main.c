@@ -154,16 +154,34 @@ static int do_recover(const char *in, const char *out)
 static int do_recover_manifest(const char *in, const char *out)
 {
 	struct tm_manifest *m = NULL;
-	char *detail = NULL;
+	char *detail = NULL, *mpath = NULL;
+	struct stat st;
 	int32_t r;
-	int rc = 0, err;
+	int rc = 0, err, is_dir = !stat(in, &st) && S_ISDIR(st.st_mode);
 
+	if (is_dir) {
+		err = tm_probe_multi_find_manifest(in, &mpath, &detail);
+		if (err) {
+			fprintf(stderr, "tmdb: \"%s\" is a directory: --recover takes a trace, "
+				"a run manifest or a directory holding one (%s)\n", in,
+				detail ? detail : tm_strerror(err));
+			free(detail);
+			return 1;
+		}
+	}
 	if (out) {
-		fprintf(stderr, "tmdb: \"%s\" is a run manifest: its rank files are "
-			"recovered in place, -o does not apply.\n", in);
+		if (is_dir)
+			fprintf(stderr, "tmdb: \"%s\" is a directory: the rank files of its "
+				"run manifest %s are recovered in place, -o does not apply.\n",
+				in, mpath);
+		else
+			fprintf(stderr, "tmdb: \"%s\" is a run manifest: its rank files are "
+				"recovered in place, -o does not apply.\n", in);
+		free(mpath);
 		return 1;
 	}
-	err = tm_manifest_read(in, &m, &detail);
+	err = tm_manifest_read(mpath ? mpath : in, &m, &detail);
+	free(mpath);
 	if (err) {
 		fprintf(stderr, "tmdb: %s\n", detail ? detail : tm_strerror(err));
 		free(detail);
