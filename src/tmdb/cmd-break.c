@@ -722,6 +722,11 @@ static void bp_delete(struct tm_session *s, struct bp *b, int arg)
 	}
 }
 
+void tm_bp_delete(struct tm_session *s, struct bp *b)
+{
+	bp_delete(s, b, 0);
+}
+
 /* how: -1 disable, else enable with disposition how (enum bp_disp) */
 static void bp_enable(struct tm_session *s, struct bp *b, int how)
 {
