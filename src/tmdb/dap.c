@@ -51,7 +51,11 @@ enum dbp_kind {
 struct dap_bp {
 	struct dap_bp *next;
 	int kind;               /* enum dbp_kind */
-	int num;                /* 0: not made (unverified) */
+	int id;                 /* the client's id: num, or one of our own
+				 * for a source line waiting for its program */
+	int num;                /* tmdb's number, 0: not made (unverified) */
+	int verified;           /* as the client was last told */
+	json_t *spec;           /* a waiting source line's SourceBreakpoint */
 	char *file;             /* DBP_SOURCE: the path the client gave */
 	unsigned line;
 	char *log;              /* a log point's message, NULL */
@@ -122,6 +126,7 @@ struct dap {
 	int stop_on_entry;
 	int quit;
 	char goto_loc[TM_ADDRESS_MAX + 1];  /* gotoTargets' location */
+	int next_wait_id;       /* ids of source lines waiting to resolve */
 };
 
 static struct dap *dap_of(struct tm_session *s)
@@ -632,10 +637,13 @@ static void report_stop(struct dap *d, const char *reason)
 	if (text[0])
 		json_object_set_new(body, "text", json_string(text));
 	if (d->why == STOP_BREAK && d->bpnum)
-		json_object_set_new(body, "hitBreakpointIds",
-				    json_pack("[i]", d->bpnum));
+		json_object_set_new(body, "hitBreakpointIds", json_pack("[i]",
+			dbp_of(d, d->bpnum) ? dbp_of(d, d->bpnum)->id : d->bpnum));
 	send_event(d, "stopped", body);
 }
+
+static void bps_sync(struct dap *d);
+static int bps_waiting(struct dap *d);
 
 /*
  * Runs a movement command; the stop it makes is reported.  A log point's
@@ -673,6 +681,7 @@ static void resume(struct dap *d, const char *cmd, const char *reason)
 		send_terminated(d);
 		return;
 	}
+	bps_sync(d);
 	if (d->stopped) {
 		report_stop(d, reason);
 	} else if (s->have_cur) {
@@ -688,6 +697,7 @@ static void resume(struct dap *d, const char *cmd, const char *reason)
 
 static void dbp_free(struct dap_bp *b)
 {
+	json_decref(b->spec);
 	free(b->file);
 	free(b->log);
 	free(b);
@@ -720,21 +730,66 @@ static int hit_ignore(const char *hc, uint64_t *ignore)
 	return 0;
 }
 
-/* Makes one breakpoint from a SourceBreakpoint or FunctionBreakpoint;
- * returns the Breakpoint the response lists. */
+/*
+ * Makes db's tmdb breakpoint from the client's SourceBreakpoint or
+ * FunctionBreakpoint (in): condition, hitCondition, the location.
+ * Returns 0, or -1 with the reason in d->err.
+ */
+static int bp_create(struct dap *d, struct dap_bp *db, json_t *in, const char *name)
+{
+	struct tm_session *s = d->s;
+	struct tm_bp_spec spec;
+	const char *hc = json_string_value(json_object_get(in, "hitCondition"));
+	char loc[TM_ADDRESS_MAX + 1];
+	struct bp *b = NULL;
+
+	tm_bp_spec_init(&spec);
+	spec.cond = json_string_value(json_object_get(in, "condition"));
+	if (hc && *hc && hit_ignore(hc, &spec.ignore)) {
+		tm_error(s, "Hit condition must be N, >=N or >N.");
+		return -1;
+	}
+	if (db->kind == DBP_SOURCE) {
+		if (tm_source_location(s, db->file, db->line, loc, sizeof(loc)))
+			return -1;
+		spec.location = loc;
+	} else {
+		spec.location = name;
+	}
+	if (tm_bp_create(s, &spec, &b))
+		return -1;
+	db->num = b->num;
+	if (!db->id)
+		db->id = b->num;
+	db->verified = !b->pending;
+	return 0;
+}
+
+/* The Breakpoint a response or event lists for db. */
+static json_t *bp_json(struct dap_bp *db, const char *message)
+{
+	json_t *out = json_pack("{s:b}", "verified", db->verified);
+
+	if (db->id)
+		json_object_set_new(out, "id", json_integer(db->id));
+	if (message && *message)
+		json_object_set_new(out, "message", json_string(message));
+	if (db->kind == DBP_SOURCE) {
+		json_object_set_new(out, "line", json_integer(db->line));
+		json_object_set_new(out, "source", json_pack("{s:s}", "path", db->file));
+	}
+	return out;
+}
+
+/* Makes one breakpoint; returns the Breakpoint the response lists. */
 static json_t *make_bp(struct dap *d, int kind, const char *file, unsigned line,
 		       const char *name, json_t *in)
 {
 	struct tm_session *s = d->s;
-	struct tm_bp_spec spec;
 	struct dap_bp *db = calloc(1, sizeof(*db));
-	const char *cond = json_string_value(json_object_get(in, "condition"));
-	const char *hc = json_string_value(json_object_get(in, "hitCondition"));
 	const char *log = json_string_value(json_object_get(in, "logMessage"));
-	char loc[TM_ADDRESS_MAX + 1];
-	struct bp *b = NULL;
 	json_t *out;
-	char *e = NULL;
+	char *e;
 
 	if (!db)
 		return json_pack("{s:b,s:s}", "verified", 0, "message", "Out of memory.");
@@ -744,41 +799,72 @@ static json_t *make_bp(struct dap *d, int kind, const char *file, unsigned line,
 	db->log = log && *log ? strdup(log) : NULL;
 	db->next = d->bps;
 	d->bps = db;
-	tm_bp_spec_init(&spec);
-	spec.cond = cond;
-	if (hc && *hc && hit_ignore(hc, &spec.ignore)) {
-		out = json_pack("{s:b,s:s}", "verified", 0, "message",
-				"Hit condition must be N, >=N or >N.");
-		goto done;
+	if (kind == DBP_SOURCE && !s->probe && tm_session_can_pend(s)) {
+		/* a program not started yet: no modules to find the line in;
+		 * it resolves when they come (configurationDone) */
+		db->id = d->next_wait_id++;
+		db->spec = json_incref(in);
+		return bp_json(db, "Resolved when the program's modules are known.");
 	}
-	if (kind == DBP_SOURCE) {
-		if (tm_source_location(s, file, line, loc, sizeof(loc)))
-			goto failed;
-		spec.location = loc;
+	if (bp_create(d, db, in, name)) {
+		e = take_err(d);
+		out = bp_json(db, *e ? e : "Cannot set the breakpoint.");
+		free(e);
 	} else {
-		spec.location = name;
-	}
-	if (tm_bp_create(s, &spec, &b))
-		goto failed;
-	db->num = b->num;
-	out = json_pack("{s:i,s:b}", "id", b->num, "verified", !b->pending);
-	if (b->pending)
-		json_object_set_new(out, "message", json_string(
-			"Pending: no node matches yet; it binds as the program's "
-			"modules appear."));
-	goto done;
-failed:
-	e = take_err(d);
-	out = json_pack("{s:b,s:s}", "verified", 0, "message", *e ? e :
-			"Cannot set the breakpoint.");
-done:
-	free(e);
-	if (kind == DBP_SOURCE) {
-		json_object_set_new(out, "line", json_integer(line));
-		json_object_set_new(out, "source", json_pack("{s:s}", "path", file));
+		out = bp_json(db, db->verified ? NULL : "Pending: no node matches "
+			      "yet; it binds as the program's modules appear.");
 	}
 	mi_buf_reset(&d->con);
 	return out;
+}
+
+/*
+ * After a stop: source lines that waited for the program's modules are
+ * made now, and breakpoints that bound since are verified; the client
+ * hears of each (breakpoint event, reason changed).
+ */
+static void bps_sync(struct dap *d)
+{
+	struct dap_bp *db;
+	char *e;
+
+	for (db = d->bps; db; db = db->next) {
+		struct bp *b;
+
+		if (db->spec && !db->num && d->s->probe) {
+			if (bp_create(d, db, db->spec, NULL)) {
+				e = take_err(d);
+				send_event(d, "breakpoint", json_pack("{s:s,s:o}",
+					"reason", "changed", "breakpoint", bp_json(db, e)));
+				free(e);
+			} else {
+				send_event(d, "breakpoint", json_pack("{s:s,s:o}",
+					"reason", "changed", "breakpoint", bp_json(db, NULL)));
+			}
+			json_decref(db->spec);
+			db->spec = NULL;
+			continue;
+		}
+		b = db->num ? tm_bp_find(d->s, db->num) : NULL;
+		if (b && (!b->pending) != db->verified) {
+			db->verified = !b->pending;
+			send_event(d, "breakpoint", json_pack("{s:s,s:o}", "reason",
+				"changed", "breakpoint", bp_json(db, NULL)));
+		}
+	}
+	mi_buf_reset(&d->con);
+	mi_buf_reset(&d->err);
+}
+
+/* Is a waiting source line there, that the program must start for? */
+static int bps_waiting(struct dap *d)
+{
+	struct dap_bp *db;
+
+	for (db = d->bps; db; db = db->next)
+		if (db->spec && !db->num)
+			return 1;
+	return 0;
 }
 
 /* Deletes the client's breakpoints of a kind (and file). */
@@ -1478,6 +1564,60 @@ static int req_attach(struct dap *d, json_int_t seq, const char *cmd, json_t *ar
 	return 0;
 }
 
+/*
+ * Starts the program as far as its first module call, where its modules
+ * are known: source lines waiting for them are made, and it goes on (or
+ * stays, with stopOnEntry, or when a new breakpoint is at that call).
+ */
+static void start_program(struct dap *d)
+{
+	struct tm_session *s = d->s;
+	struct tm_bp_spec spec;
+	struct dap_bp *db;
+	struct bp *tb = NULL;
+	uint32_t focus;
+
+	tm_bp_spec_init(&spec);
+	spec.location = "**";
+	spec.disp = BP_DEL;
+	if (tm_bp_create(s, &spec, &tb)) {
+		resume(d, "run", NULL);
+		return;
+	}
+	d->stopped = 0;
+	set_running(d, 1);
+	(void)tm_execute(s, "run", 0);
+	set_running(d, 0);
+	tm_interrupted = 0;
+	if ((tb = tm_bp_find(s, tb ? tb->num : 0)))
+		tm_bp_delete(s, tb);
+	mi_buf_reset(&d->con);
+	if (!d->stopped || !s->have_cur || d->gone) {
+		/* it ended before any module ran */
+		flush_console(d);
+		send_terminated(d);
+		return;
+	}
+	bps_sync(d);
+	if (d->stop_on_entry) {
+		d->why = STOP_NONE;
+		report_stop(d, "entry");
+		return;
+	}
+	for (db = d->bps; db; db = db->next) {
+		struct bp *b = db->num ? tm_bp_find(s, db->num) : NULL;
+
+		if (b && b->enabled && tm_bp_match(s, b, &s->cur, &focus)) {
+			d->why = STOP_BREAK;
+			d->bpnum = b->num;
+			b->hits++;
+			report_stop(d, NULL);
+			return;
+		}
+	}
+	resume(d, "continue", NULL);
+}
+
 static int req_configuration_done(struct dap *d, json_int_t seq, const char *cmd,
 				  json_t *args)
 {
@@ -1490,6 +1630,8 @@ static int req_configuration_done(struct dap *d, json_int_t seq, const char *cmd
 		       d->stop_on_entry ? "entry" : NULL);
 	else if (d->stop_on_entry && !d->is_program)
 		resume(d, "step", "entry");
+	else if (d->is_program && (bps_waiting(d) || d->stop_on_entry))
+		start_program(d);
 	else
 		resume(d, "run", NULL);
 	return 0;
@@ -1730,6 +1872,7 @@ int tm_dap_init(struct tm_session *s)
 		return -1;
 	d->s = s;
 	d->next_seq = 1;
+	d->next_wait_id = 1000000;
 	d->tail = &d->head;
 	d->out_pipe[0] = d->out_pipe[1] = -1;
 	pthread_mutex_init(&d->out_lock, NULL);
