@@ -1132,13 +1132,45 @@ static void tensor_vars(struct dap *d, json_t *out, const struct tm_tensor *t,
 	}
 }
 
+/*
+ * A tensor on one line of the Variables pane: f32[64, 32] nan=3 mean=0.01
+ * abs_max=2.5.  Four digits: the full values are one click away (its
+ * fields), and a pane of 400 parameters must not cost 400 shortest
+ * round-trip formattings of a dozen doubles each.
+ */
+static void tensor_summary(const struct tm_tensor *t, char *buf, size_t len)
+{
+	static const int shown[] = { TM_STAT_NAN_COUNT, TM_STAT_INF_COUNT,
+				     TM_STAT_MEAN, TM_STAT_STD, TM_STAT_ABS_MAX };
+	static const char *const names[] = { "nan", "inf", "mean", "std", "abs_max" };
+	size_t o;
+	int i;
+
+	o = (size_t)snprintf(buf, len, "%s[", tm_dtype_name(t->dtype));
+	for (i = 0; i < t->rank && i < TM_MAX_RANK && o < len; i++)
+		o += (size_t)snprintf(buf + o, len - o, "%s%" PRId64, i ? ", " : "",
+				      t->shape[i]);
+	if (o < len)
+		o += (size_t)snprintf(buf + o, len - o, "]");
+	for (i = 0; i < (int)(sizeof(shown) / sizeof(shown[0])) && o < len; i++) {
+		if (!(t->have & TM_STAT_BIT(shown[i])))
+			continue;
+		if (tm_stat_table[shown[i]].integer)
+			o += (size_t)snprintf(buf + o, len - o, " %s=%.0f", names[i],
+					      t->stat[shown[i]]);
+		else
+			o += (size_t)snprintf(buf + o, len - o, " %s=%.4g", names[i],
+					      t->stat[shown[i]]);
+	}
+}
+
 /* One tensor as a variable that expands into its fields. */
 static void tensor_var(struct dap *d, json_t *out, const char *name,
 		       const char *expr, const struct tm_tensor *t)
 {
 	char buf[512];
 
-	tm_tensor_format(t, buf, sizeof(buf));
+	tensor_summary(t, buf, sizeof(buf));
 	json_array_append_new(out, var(name, buf, "tensor",
 				       ref_add(d, REF_TENSOR, 0, expr, t), expr));
 }
@@ -1218,43 +1250,102 @@ static int under(struct tm_session *s, uint32_t id, uint32_t top)
 	return 0;
 }
 
-/* The module's parameters, its submodules' too, named relative to it
- * (fc1.weight), with their gradients where recorded. */
+/* One parameter the Parameters scope shows, and what the scan found. */
+struct pwant {
+	uint32_t node;
+	int have[2];            /* data, grad */
+	struct tm_tensor t[2];
+};
+
+/*
+ * The module's parameters, its submodules' too, named relative to it
+ * (fc1.weight), with their gradients where recorded.  One backward pass
+ * from the playhead finds the latest data and grad of every one of them
+ * (a lookup each would scan once per parameter: a 100-layer model has 200);
+ * it stops at a gap, beyond which the newest value may be lost, as the
+ * addressed terms do.
+ */
 static void param_vars(struct dap *d, json_t *out, size_t level)
 {
 	struct tm_session *s = d->s;
-	uint32_t node, call, i, n;
+	uint32_t node, call, i, n, *map = NULL;
+	struct pwant *want = NULL;
+	size_t nwant = 0, left, k;
+	struct tm_record rec;
 	char expr[TM_ADDRESS_MAX + 32], name[TM_ADDRESS_MAX + 16];
 	const char *top;
 	size_t tl;
 
-	if (frame_at(s, level, &node, &call) || !s->nodes)
+	if (frame_at(s, level, &node, &call) || !s->nodes || !s->probe)
 		return;
 	n = tm_nodetab_count(s->nodes);
-	top = tm_node_name(s, node);
-	tl = strlen(top);
+	map = malloc(n * sizeof(*map));
+	want = calloc(n, sizeof(*want));
+	if (!map || !want)
+		goto out;
 	for (i = 0; i < n; i++) {
 		const struct tm_node *p = tm_nodetab_get(s->nodes, i);
-		const char *last;
-		struct tm_val v;
 
+		map[i] = UINT32_MAX;
 		if (!p || p->kind == TM_NODE_MODULE || !under(s, p->parent, node))
 			continue;
-		last = p->address;
-		if (!strncmp(last, top, tl) && last[tl] == '.')
-			last += tl + 1;
-		snprintf(expr, sizeof(expr), "%s:data", p->address);
-		if (!lookup(d, expr, &v)) {
-			tensor_var(d, out, last, expr, &v.t);
-			tm_val_clear(&v);
-		}
-		snprintf(expr, sizeof(expr), "%s:grad", p->address);
-		if (!lookup(d, expr, &v)) {
-			snprintf(name, sizeof(name), "%s.grad", last);
-			tensor_var(d, out, name, expr, &v.t);
-			tm_val_clear(&v);
+		map[i] = (uint32_t)nwant;
+		want[nwant++].node = i;
+	}
+	if (!nwant)
+		goto out;
+	left = 2 * nwant;
+	if (s->probe->ops->seek(s->probe, TM_SEEK_SEQ, s->cur.seq) == TM_OK) {
+		while (left && !tm_interrupted &&
+		       s->probe->ops->next_event(s->probe, TM_DIR_BWD, &rec) == TM_OK) {
+			const struct tm_event *ev = &rec.u.event;
+			struct pwant *w;
+			int j;
+
+			if (rec.type == TM_REC_GAP)
+				break;
+			if (rec.type != TM_REC_EVENT || ev->kind != TM_EV_PARAM ||
+			    ev->seq > s->cur.seq || ev->node >= n ||
+			    map[ev->node] == UINT32_MAX)
+				continue;
+			w = &want[map[ev->node]];
+			for (j = 0; j < 2; j++) {
+				struct tm_slot sl = { j ? TM_SLOT_GRAD : TM_SLOT_DATA, 0 };
+				const struct tm_tensor *t = tm_event_tensor(ev, sl);
+
+				if (!t || w->have[j])
+					continue;
+				w->t[j] = *t;
+				w->t[j].payload = NULL;
+				w->t[j].payload_len = 0;
+				w->have[j] = 1;
+				left--;
+			}
 		}
 	}
+	tm_cursor_restore(s);
+	top = tm_node_name(s, node);
+	tl = strlen(top);
+	for (k = 0; k < nwant; k++) {
+		const char *addr = tm_node_name(s, want[k].node), *rel = addr;
+
+		if (!strncmp(rel, top, tl) && rel[tl] == '.')
+			rel += tl + 1;
+		snprintf(expr, sizeof(expr), "%s:data", addr);
+		if (want[k].have[0])
+			tensor_var(d, out, rel, expr, &want[k].t[0]);
+		else
+			json_array_append_new(out, var(rel, "<unknown: not recorded "
+				"before the playhead>", "tensor", 0, expr));
+		if (want[k].have[1]) {
+			snprintf(expr, sizeof(expr), "%s:grad", addr);
+			snprintf(name, sizeof(name), "%s.grad", rel);
+			tensor_var(d, out, name, expr, &want[k].t[1]);
+		}
+	}
+out:
+	free(map);
+	free(want);
 }
 
 static int req_variables(struct dap *d, json_int_t seq, const char *cmd,
