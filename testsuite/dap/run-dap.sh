@@ -73,4 +73,4 @@ TRACE=$trace
 TOP=$top_srcdir
 NODE_PATH=$node_dir/node_modules
 export TMDB TRACE TOP NODE_PATH
-exec node --test --test-reporter=tap "$here/session.test.js"
+exec node --test --test-reporter=tap "$here/session.test.js" "$here/extension.test.js"
