@@ -140,7 +140,7 @@ test('replay: a conditional breakpoint stops at the first NaN; step back, revers
 	}
 });
 
-test('replay: a source line with a hit count, a log point, pause when stopped', async () => {
+test('replay: a source line with a hit count, a log point, pause when stopped, goto', async () => {
 	const dc = client();
 	const out = collect(dc);
 	try {
@@ -159,9 +159,17 @@ test('replay: a source line with a hit count, a log point, pause when stopped', 
 		const logs = out.filter((o) => /^block mean /.test(o.output));
 		assert.strictEqual(logs.length, 2, 'layers 0 and 1 logged before the third MLP');
 		assert.match(logs[0].output, /^block mean -?\d/);
-		const ev = dc.waitForEvent('stopped');
+		let ev = dc.waitForEvent('stopped');
 		await dc.pauseRequest({ threadId: 1 });
 		assert.strictEqual((await ev).body.reason, 'pause');
+		// Jump to Cursor on Block.forward: the next call of a Block
+		const targets = (await dc.gotoTargetsRequest({ source: { path: SCRIPT }, line: 28 })).body.targets;
+		assert.strictEqual(targets[0].label, 'next call of model.layers.*');
+		ev = dc.waitForEvent('stopped');
+		await dc.gotoRequest({ threadId: 1, targetId: targets[0].id });
+		assert.strictEqual((await ev).body.reason, 'goto');
+		const at = (await dc.stackTraceRequest({ threadId: 1 })).body.stackFrames[0];
+		assert.strictEqual(at.name, 'model.layers.2 (Block) exit');
 		await dc.disconnectRequest({});
 	} finally {
 		dc.stopAdapter();
