@@ -408,6 +408,7 @@ static void bp_announce(struct tm_session *s, const struct bp *b)
 /* break/tbreak [ADDRESS] [if COND] */
 static int do_break(struct tm_session *s, const char *args, int disp)
 {
+	char loc[TM_ADDRESS_MAX + 1], *colon;
 	const char *junk = NULL;
 	struct tm_bp_spec spec;
 	char *addr = NULL;
@@ -426,6 +427,20 @@ static int do_break(struct tm_session *s, const char *args, int disp)
 			return -1;
 		}
 		spec.location = addr;
+		/* FILE:LINE, as IDEs send a click in the margin (Emacs's
+		 * C-x C-a C-b): the modules whose forward() holds that line */
+		colon = strrchr(addr, ':');
+		if (colon && colon > addr && colon[1] &&
+		    strspn(colon + 1, "0123456789") == strlen(colon + 1) &&
+		    addr[0] != '@') {
+			*colon = 0;
+			if (tm_source_location(s, addr, (unsigned)strtoul(colon + 1, NULL, 10),
+					       loc, sizeof(loc))) {
+				free(addr);
+				return -1;
+			}
+			spec.location = loc;
+		}
 	}
 	rc = tm_bp_create(s, &spec, &b);
 	free(addr);

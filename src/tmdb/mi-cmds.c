@@ -293,6 +293,8 @@ static int mi_gdb_show(struct mi *m, struct mi_parse *c)
 		{ "height", "unlimited" }, { "language", "auto" },
 		{ "charset", "auto" }, { "print pretty", "off" },
 		{ "breakpoint pending", "auto" }, { "disassembly-flavor", "att" },
+		{ "host-charset", "UTF-8" }, { "target-charset", "UTF-8" },
+		{ "target-wide-charset", "UTF-32" },
 		{ NULL, NULL }
 	};
 	struct mi_setting *st;
@@ -314,6 +316,12 @@ static int mi_gdb_show(struct mi *m, struct mi_parse *c)
 	if (!strcmp(name, "non-stop")) {
 		/* on|off, as front ends parse it (tmdb's own sentence is the CLI's) */
 		mi_kv(&m->res, "value", m->s->live && m->s->live->non_stop ? "on" : "off");
+		free(name);
+		return 0;
+	}
+	if (!strcmp(name, "prompt")) {
+		/* the prompt itself (Emacs prints it), not show's sentence */
+		mi_kv(&m->res, "value", m->s->set.prompt ? m->s->set.prompt : "(tmdb) ");
 		free(name);
 		return 0;
 	}
@@ -462,6 +470,27 @@ static int mi_noop(struct mi *m, struct mi_parse *c)
 {
 	(void)m;
 	(void)c;
+	return 0;
+}
+
+/* -target-select native: tmdb's only target (cdt-gdb-adapter sends it). */
+static int mi_target_select(struct mi *m, struct mi_parse *c)
+{
+	if (need_args(m, c, 1, "-target-select native"))
+		return -1;
+	if (strcmp(c->argv[0], "native"))
+		return mi_error(m, "tmdb has no \"%s\" target: it debugs a trace or "
+				"a program it runs or attaches to (native).", c->argv[0]);
+	m->klass = "connected";
+	return 0;
+}
+
+/* A trace has no registers; front ends ask anyway. */
+static int mi_data_list_register_values(struct mi *m, struct mi_parse *c)
+{
+	(void)c;
+	mi_open(&m->res, "register-values", '[');
+	mi_close(&m->res, ']');
 	return 0;
 }
 
@@ -855,6 +884,16 @@ static int mi_exec_run(struct mi *m, struct mi_parse *c)
 	size_t i;
 	int live = m->s->live && m->s->live->prog;
 
+	/* A replay's run is a program starting too: front ends (cdt) wait
+	 * for its thread before they take the first stop.  As GDB, before
+	 * ^running. */
+	if (!live && m->s->probe && !m->replay_started) {
+		long pid = (long)tm_probe_pid(m->s->probe);
+
+		m->replay_started = 1;
+		printf("=thread-group-started,id=\"i1\",pid=\"%ld\"\n"
+		       "=thread-created,id=\"1\",group-id=\"i1\"\n", pid ? pid : 1);
+	}
 	for (i = 0; i < c->argc; i++)
 		if (!strcmp(c->argv[i], "--start"))
 			return live ? mi_cli(m, NULL, "run") : mi_cli(m, NULL, "goto start");
@@ -1101,8 +1140,25 @@ static int var_eval(struct mi *m, struct mi_var *var, struct tm_val *v,
 		    char *buf, size_t len)
 {
 	memset(v, 0, sizeof(*v));
-	if (tm_evaluate(m->s, var->expr, v))
-		return -1;
+	if (tm_evaluate(m->s, var->expr, v)) {
+		/* -stack-list-variables names the focus tensor's fields (dtype,
+		 * nan_count): front ends hand those names back to -var-create */
+		size_t l = strlen(var->expr);
+		char *alt;
+
+		if (!l || strspn(var->expr, "abcdefghijklmnopqrstuvwxyz_") != l ||
+		    !(alt = malloc(l + 8)))
+			return -1;
+		snprintf(alt, l + 8, "tensor.%s", var->expr);
+		memset(v, 0, sizeof(*v));
+		if (tm_evaluate(m->s, alt, v)) {
+			free(alt);
+			return -1;
+		}
+		mi_buf_reset(&m->err);
+		free(var->expr);
+		var->expr = alt;
+	}
 	val_text(v, buf, len);
 	return 0;
 }
@@ -1531,6 +1587,7 @@ static const struct mi_cmd mi_cmds[] = {
 	{ "break-watch", mi_break_watch },
 	{ "data-evaluate-expression", mi_data_evaluate_expression },
 	{ "data-list-register-names", mi_data_list_register_names },
+	{ "data-list-register-values", mi_data_list_register_values },
 	{ "enable-frame-filters", mi_noop },
 	{ "enable-pretty-printing", mi_noop },
 	{ "environment-cd", mi_environment_cd },
@@ -1570,6 +1627,7 @@ static const struct mi_cmd mi_cmds[] = {
 	{ "stack-list-variables", mi_stack_list_variables },
 	{ "stack-select-frame", mi_stack_select_frame },
 	{ "target-attach", mi_target_attach },
+	{ "target-select", mi_target_select },
 	{ "target-detach", mi_target_detach },
 	{ "thread-info", mi_thread_info },
 	{ "thread-list-ids", mi_thread_list_ids },
