@@ -1146,7 +1146,7 @@ static int var_eval(struct mi *m, struct mi_var *var, struct tm_val *v,
 		size_t l = strlen(var->expr);
 		char *alt;
 
-		if (!l || strspn(var->expr, "abcdefghijklmnopqrstuvwxyz_") != l ||
+		if (!l || strspn(var->expr, "abcdefghijklmnopqrstuvwxyz_0123456789") != l ||
 		    !(alt = malloc(l + 8)))
 			return -1;
 		snprintf(alt, l + 8, "tensor.%s", var->expr);

@@ -1,8 +1,10 @@
 #!/bin/sh
-# run-dap.sh -- make check driver for tmdb --interpreter=dap: VS Code's
-# test client (@vscode/debugadapter-testsupport, pinned by package.json
-# and package-lock.json here) drives headless sessions (session.test.js)
-# on a recording of examples/train_diverge.py and on the live program.
+# run-dap.sh -- make check driver for tmdb in VS Code: its test client
+# (@vscode/debugadapter-testsupport, pinned by package.json and
+# package-lock.json here) drives headless sessions of tmdb
+# --interpreter=dap (session.test.js, extension.test.js) and of Eclipse
+# CDT's adapter running tmdb as its gdb (cdt-gdb-adapter, cdt.test.js), on a
+# recording of examples/train_diverge.py and on the live program.
 #
 # The client is installed with `npm ci` into the build tree (dap.work/node),
 # never into the sources; without node, npm or a registry to install from
@@ -73,4 +75,7 @@ TRACE=$trace
 TOP=$top_srcdir
 NODE_PATH=$node_dir/node_modules
 export TMDB TRACE TOP NODE_PATH
-exec node --test --test-reporter=tap "$here/session.test.js" "$here/extension.test.js"
+PYTHON_PATH=$(command -v "$PYTHON")
+export PYTHON_PATH
+exec node --test --test-reporter=tap "$here/session.test.js" "$here/extension.test.js" \
+	"$here/cdt.test.js"
