@@ -46,6 +46,7 @@ static void usage(FILE *fp)
 		"  -x FILE               execute commands from FILE (repeatable)\n"
 		"  -nx, -n               do not read any .tmdbinit file\n"
 		"  -nh                   do not read ~/.tmdbinit\n"
+		"  -tty=TTY, -t TTY      the terminal of the program run starts\n"
 		"  --interpreter=mi|mi2|mi3|mi4|dap|console, -i mi\n"
 		"                        speak GDB/MI (mi and mi3: mi3 syntax) on\n"
 		"                        stdin/stdout, for IDEs (see doc/mi.md), or\n"
@@ -211,6 +212,7 @@ int main(int argc, char **argv)
 	int prog_argc = 0;
 	int mi = 0;             /* --interpreter=mi: the MI version, 2 to 4 */
 	int dap = 0;            /* --interpreter=dap */
+	const char *tty = NULL; /* -tty: the program's terminal */
 	size_t nacts = 0;
 
 	/* Only the character type: the TUI draws line characters and node names
@@ -269,6 +271,18 @@ int main(int argc, char **argv)
 				free(acts);
 				return 1;
 			}
+		} else if (opt_is(a, "tty", &v) || opt_is(a, "t", &v)) {
+			/* GDB's -tty (Vim's termdebug passes it) */
+			if (!v) {
+				if (i + 1 >= argc) {
+					fprintf(stderr, "tmdb: option '%s' requires an argument\n"
+						"Use `tmdb --help' for a complete list of options.\n", a);
+					free(acts);
+					return 1;
+				}
+				v = argv[++i];
+			}
+			tty = v;
 		} else if (opt_is(a, "recover", &v)) {
 			if (!v) {
 				if (i + 1 >= argc) {
@@ -366,6 +380,12 @@ int main(int argc, char **argv)
 			free(acts);
 			return 1;
 		}
+	}
+	if (tty && tm_front_set_tty(s, tty)) {
+		tm_session_free(s);
+		free(acts);
+		free(prog_args);
+		return 1;
 	}
 	if (s->interactive)
 		tm_install_sigint();

@@ -537,6 +537,7 @@ TM_CMD(apropos); TM_CMD(quit); TM_CMD(end); TM_CMD(capture);
 TM_CMD(level); TM_CMD(record);
 TM_CMD(heatmap); TM_CMD(plot); TM_CMD(x); TM_CMD(tui); TM_CMD(layout);
 TM_CMD(attach); TM_CMD(detach); TM_CMD(kill); TM_CMD(inferior);
+TM_CMD(tty);
 #undef TM_CMD
 
 #endif /* TMDB_H */
