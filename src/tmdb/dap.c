@@ -97,6 +97,8 @@ struct dap {
 	int wake[2];
 	struct dap_msg *head, **tail;
 	int eof, stop_reader, running;
+	int starting;           /* run is starting the program: a pause waits */
+	int pause_pending;      /* for the model's first event (on_resume) */
 	int reader_on;
 
 	/* the program's output */
@@ -244,14 +246,20 @@ static int urgent(struct dap *d, json_t *j)
 	json_int_t seq;
 	json_t *args;
 
-	if (!d->running || dap_request_parts(j, &cmd, &seq, &args, NULL, 0))
+	if ((!d->running && !d->starting) ||
+	    dap_request_parts(j, &cmd, &seq, &args, NULL, 0))
 		return 0;
 	if (!strcmp(cmd, "pause")) {
 		send_response(d, seq, cmd, NULL);
-		pthread_kill(d->main, SIGINT);
+		/* SIGINT while run waits for the program's probe would kill
+		 * it (the CLI's Ctrl-C): the pause waits for its first event */
+		if (d->starting)
+			d->pause_pending = 1;
+		else
+			pthread_kill(d->main, SIGINT);
 		return 1;
 	}
-	if (!strcmp(cmd, "disconnect") || !strcmp(cmd, "terminate"))
+	if ((!strcmp(cmd, "disconnect") || !strcmp(cmd, "terminate")) && d->running)
 		pthread_kill(d->main, SIGINT);
 	return 0;
 }
@@ -360,7 +368,29 @@ static json_t *next_msg(struct dap *d)
 static void set_running(struct dap *d, int on)
 {
 	pthread_mutex_lock(&d->lock);
-	d->running = on;
+	/* a program not connected yet: starting until on_resume */
+	d->starting = on && d->is_program && !tm_probe_is_live(d->s->probe);
+	d->running = on && !d->starting;
+	if (!on)
+		d->pause_pending = 0;
+	pthread_mutex_unlock(&d->lock);
+}
+
+/* A scan is about to wait on the live model: from here a pause is SIGINT,
+ * and one that came while the program started takes effect now. */
+static void dap_on_resume(struct tm_session *s)
+{
+	struct dap *d = dap_of(s);
+
+	pthread_mutex_lock(&d->lock);
+	if (d->starting) {
+		d->starting = 0;
+		d->running = 1;
+	}
+	if (d->pause_pending) {
+		d->pause_pending = 0;
+		tm_interrupted = 1;
+	}
 	pthread_mutex_unlock(&d->lock);
 }
 
@@ -1974,6 +2004,7 @@ int tm_dap_init(struct tm_session *s)
 	s->on_stop = dap_on_stop;
 	s->on_bp_event = dap_on_bp_event;
 	s->on_inferior = dap_on_inferior;
+	s->on_resume = dap_on_resume;
 	s->set.confirm = 0;
 	s->set.pagination = 0;
 	s->set.style = 0;
@@ -2058,4 +2089,5 @@ void tm_dap_done(struct tm_session *s)
 	s->on_stop = NULL;
 	s->on_bp_event = NULL;
 	s->on_inferior = NULL;
+	s->on_resume = NULL;
 }

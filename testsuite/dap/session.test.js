@@ -209,6 +209,39 @@ test('live: examples/train_diverge.py stops at the first NaN; step back; disconn
 	}
 });
 
+test('live: pause while the model runs, continue to its end: exited, terminated', { skip: !LIVE && 'DAP_LIVE=0' }, async () => {
+	const dc = client();
+	const out = collect(dc);
+	try {
+		await dc.start();
+		await dc.initializeRequest();
+		const init = dc.waitForEvent('initialized');
+		await dc.launchRequest({ program: SCRIPT, cwd: TOP, env: {
+			TENSORMORPH_LIB: process.env.TENSORMORPH_LIB,
+			TENSORMORPH_PROBE_PATH: process.env.TENSORMORPH_PROBE_PATH } });
+		await init;
+		const proc = dc.waitForEvent('process');
+		await dc.configurationDoneRequest();
+		await proc;
+		// no breakpoint: the model runs until paused
+		const paused = dc.waitForEvent('stopped');
+		await dc.pauseRequest({ threadId: 1 });
+		assert.strictEqual((await paused).body.reason, 'pause');
+		const frames = (await dc.stackTraceRequest({ threadId: 1 })).body.stackFrames;
+		assert.match(frames[0].name, /^model/);
+		const exited = dc.waitForEvent('exited');
+		const terminated = dc.waitForEvent('terminated');
+		await dc.continueRequest({ threadId: 1 });
+		assert.strictEqual((await exited).body.exitCode, 0);
+		await terminated;
+		assert.match(out.filter((o) => o.category === 'stdout').map((o) => o.output).join(''),
+			/step  7  loss nan/);
+		await dc.disconnectRequest({});
+	} finally {
+		dc.stopAdapter();
+	}
+});
+
 test('bad input: an error response, and the session goes on', async () => {
 	const dc = client();
 	try {
