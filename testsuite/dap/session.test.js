@@ -24,6 +24,18 @@ function client() {
 	return dc;
 }
 
+// tmdb's exit status once the client disconnected: 0, also under the
+// sanitizers (a leak or an error report makes it non-zero).
+function exitCode(dc) {
+	const p = dc._adapterProcess;
+	return new Promise((resolve) => {
+		if (p.exitCode !== null || p.signalCode !== null)
+			resolve(p.exitCode);
+		else
+			p.on('exit', (code) => resolve(code));
+	});
+}
+
 // Everything the client was told on the console, in order.
 function collect(dc) {
 	const out = [];
@@ -135,6 +147,7 @@ test('replay: a conditional breakpoint stops at the first NaN; step back, revers
 		frames = (await dc.stackTraceRequest({ threadId: 1 })).body.stackFrames;
 		assert.match(frames[0].name, /^model\.layers\.1\.norm /);
 		await dc.disconnectRequest({});
+		assert.strictEqual(await exitCode(dc), 0, 'tmdb exits 0');
 	} finally {
 		dc.stopAdapter();
 	}
@@ -171,6 +184,7 @@ test('replay: a source line with a hit count, a log point, pause when stopped, g
 		const at = (await dc.stackTraceRequest({ threadId: 1 })).body.stackFrames[0];
 		assert.strictEqual(at.name, 'model.layers.2 (Block) exit');
 		await dc.disconnectRequest({});
+		assert.strictEqual(await exitCode(dc), 0, 'tmdb exits 0');
 	} finally {
 		dc.stopAdapter();
 	}
@@ -201,6 +215,7 @@ test('live: examples/train_diverge.py stops at the first NaN; step back; disconn
 		const frames = (await dc.stackTraceRequest({ threadId: 1 })).body.stackFrames;
 		assert.strictEqual(frames[0].name, 'model.layers.1.norm (LayerNorm) enter');
 		await dc.disconnectRequest({});
+		assert.strictEqual(await exitCode(dc), 0, 'tmdb exits 0');
 		// the program tmdb started is gone with the session
 		await new Promise((r) => setTimeout(r, 500));
 		assert.throws(() => process.kill(pid, 0), 'the program was killed');
@@ -237,6 +252,7 @@ test('live: pause while the model runs, continue to its end: exited, terminated'
 		assert.match(out.filter((o) => o.category === 'stdout').map((o) => o.output).join(''),
 			/step  7  loss nan/);
 		await dc.disconnectRequest({});
+		assert.strictEqual(await exitCode(dc), 0, 'tmdb exits 0');
 	} finally {
 		dc.stopAdapter();
 	}
@@ -257,6 +273,7 @@ test('bad input: an error response, and the session goes on', async () => {
 		await dc.configurationDoneRequest();
 		assert.strictEqual((await s).body.reason, 'end');
 		await dc.disconnectRequest({});
+		assert.strictEqual(await exitCode(dc), 0, 'tmdb exits 0');
 	} finally {
 		dc.stopAdapter();
 	}
