@@ -253,15 +253,6 @@ static int have_program(const struct tm_session *s)
 	return s->live && s->live->prog;
 }
 
-int tm_live_need_trace(struct tm_session *s, const struct cmd_entry *c)
-{
-	if (!have_program(s))
-		return tm_need_trace(s);
-	if (c->flags & CMD_PROGRAM)
-		return 0;
-	tm_error(s, "The program is not being run.");
-	return -1;
-}
 
 int tm_live_run(struct tm_session *s, const char *args, int from_tty, int *rc)
 {

@@ -239,7 +239,7 @@ char *tm_read_line(struct tm_session *s, const char *prompt)
 		return strdup(in->lines[in->pos++]);
 	}
 	if (in->readline)
-		return tm_cli_readline(s, prompt);
+		return in->readline(s, prompt);
 	if (!in->fp)
 		return NULL;
 	if (s->interactive && in->fp == stdin && prompt) {
@@ -457,6 +457,8 @@ static void trace_command(struct tm_session *s, const char *line)
 	for (int i = 0; i <= s->depth; i++)
 		tm_out(s, "+");
 	tm_out(s, "%.*s\n", (int)n, line);
+	/* before a live program resumes and writes to the same terminal */
+	fflush(s->out);
 }
 
 /*
@@ -515,8 +517,7 @@ int tm_execute(struct tm_session *s, const char *line, int from_tty)
 	s->depth++;
 	if (u) {
 		rc = run_ucmd(s, u, args);
-	} else if ((c->flags & CMD_NEEDS_TRACE) && !s->probe &&
-		   tm_live_need_trace(s, c)) {
+	} else if (tm_command_needs_trace(s, c)) {
 		rc = -1;
 	} else if (c->arg_required && !*args) {
 		tm_error(s, "Argument required (%s).", c->arg_required);
@@ -590,25 +591,26 @@ int tm_source_file(struct tm_session *s, const char *path, int must_exist)
 }
 
 /* Pushes the interactive source (readline or a non-terminal stdin). */
-int tm_run_interactive(struct tm_session *s, int use_readline)
+int tm_run_interactive(struct tm_session *s,
+		       char *(*readline)(struct tm_session *s, const char *prompt))
 {
 	struct tm_input in;
 	char *line, *last = NULL;
 
 	memset(&in, 0, sizeof(in));
-	in.readline = use_readline;
-	in.fp = use_readline ? NULL : stdin;
+	in.readline = readline;
+	in.fp = readline ? NULL : stdin;
 	in.name = "stdin";
 	input_push(s, &in);
 	while (!s->quit) {
 		line = tm_read_line(s, s->set.prompt);
 		if (!line) {
-			if (use_readline)
+			if (readline)
 				tm_out(s, "quit\n");
 			break;
 		}
 		/* An empty line repeats the last moving or listing command. */
-		if (!*tm_skip_ws(line) && last && use_readline) {
+		if (!*tm_skip_ws(line) && last && readline) {
 			free(line);
 			line = strdup(last);
 			if (!line)

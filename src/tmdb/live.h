@@ -102,11 +102,6 @@ void tm_live_free(struct tm_session *s);
 int tm_live_file(struct tm_session *s, const char *path, int *rc);
 /* set/show args, lockstep, probe-level; returns 1 if handled. */
 int tm_live_setting(struct tm_session *s, const char *args, int show, int *rc);
-/*
- * A command that needs a trace, without one: 0 lets it run (CMD_PROGRAM:
- * run and break with a program set), else -1 after the error message.
- */
-int tm_live_need_trace(struct tm_session *s, const struct cmd_entry *c);
 /* set/show environment, inferior-tty, breakpoint pending, mi-async
  * (cmd-front.c); returns 1 if handled. */
 int tm_front_setting(struct tm_session *s, const char *args, int show, int *rc);

@@ -426,7 +426,7 @@ int main(int argc, char **argv)
 	} else if (!batch && !s->quit) {
 		if (s->interactive)
 			tm_cli_init(s);
-		tm_run_interactive(s, s->interactive);
+		tm_run_interactive(s, s->interactive ? tm_cli_readline : NULL);
 		if (s->interactive)
 			tm_cli_done(s);
 		rc = s->quit ? s->exit_code : 0;

@@ -230,6 +230,18 @@ int tm_need_trace(struct tm_session *s)
 	return -1;
 }
 
+int tm_command_needs_trace(struct tm_session *s, const struct cmd_entry *c)
+{
+	if (s->probe || !(c->flags & CMD_NEEDS_TRACE))
+		return 0;
+	if (!s->live || !s->live->prog)
+		return tm_need_trace(s);
+	if (c->flags & CMD_PROGRAM)
+		return 0;
+	tm_error(s, "The program is not being run.");
+	return -1;
+}
+
 void tm_session_unload(struct tm_session *s)
 {
 	struct bp *b;

@@ -133,13 +133,16 @@ struct step_ent {
 	uint64_t final_from;    /* from this seq on it cannot change */
 };
 
+struct tm_session;
+
 /* A source of command lines: a file, readline, or stored lines. */
 struct tm_input {
 	struct tm_input *prev;
 	FILE *fp;               /* NULL: lines[] or readline */
 	const char *name;
 	unsigned line;
-	int readline;           /* interactive prompt */
+	/* interactive prompt: the front end's line editor (cli.c) */
+	char *(*readline)(struct tm_session *s, const char *prompt);
 	char **lines;
 	size_t nlines, pos;
 };
@@ -277,6 +280,9 @@ void tm_error(struct tm_session *s, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 void tm_vout(struct tm_session *s, int is_err, const char *fmt, va_list ap);
 int tm_need_trace(struct tm_session *s);
+/* A CMD_NEEDS_TRACE command without a trace: 0 lets it run (CMD_PROGRAM:
+ * run and break with a program set), else -1 after the error message. */
+int tm_command_needs_trace(struct tm_session *s, const struct cmd_entry *c);
 /* 1 where a breakpoint matching no node is made pending: nodes may still
  * come (a live process, or a program `run` will start). */
 int tm_session_can_pend(const struct tm_session *s);
@@ -340,7 +346,10 @@ int tm_expr_compile(struct tm_session *s, const char *src, int want_bool,
 int tm_expr_eval(struct tm_session *s, struct tm_expr *e, struct tm_val *out);
 void tm_expr_free(struct tm_expr *e);
 int tm_val_truth(const struct tm_val *v);
-int tm_run_interactive(struct tm_session *s, int use_readline);
+/* Reads commands from readline (the CLI's line editor, tm_cli_readline),
+ * or from stdin when it is NULL, until quit or the end of input. */
+int tm_run_interactive(struct tm_session *s,
+		       char *(*readline)(struct tm_session *s, const char *prompt));
 
 int tm_evaluate(struct tm_session *s, const char *expr, struct tm_val *out);
 void tm_displays_show(struct tm_session *s);
