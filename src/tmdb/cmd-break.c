@@ -449,6 +449,7 @@ static void bp_announce(struct tm_session *s, const struct bp *b)
 /* break/tbreak [ADDRESS] [if COND] */
 static int do_break(struct tm_session *s, const char *args, int disp)
 {
+	char loc[TM_ADDRESS_MAX + 1], *colon;
 	const char *junk = NULL;
 	struct tm_bp_spec spec;
 	char *addr = NULL;
@@ -467,6 +468,20 @@ static int do_break(struct tm_session *s, const char *args, int disp)
 			return -1;
 		}
 		spec.location = addr;
+		/* FILE:LINE, as IDEs send a click in the margin (Emacs's
+		 * C-x C-a C-b): the modules whose forward() holds that line */
+		colon = strrchr(addr, ':');
+		if (colon && colon > addr && colon[1] &&
+		    strspn(colon + 1, "0123456789") == strlen(colon + 1) &&
+		    addr[0] != '@') {
+			*colon = 0;
+			if (tm_source_location(s, addr, (unsigned)strtoul(colon + 1, NULL, 10),
+					       loc, sizeof(loc))) {
+				free(addr);
+				return -1;
+			}
+			spec.location = loc;
+		}
 	}
 	rc = tm_bp_create(s, &spec, &b);
 	free(addr);
@@ -761,6 +776,11 @@ static void bp_delete(struct tm_session *s, struct bp *b, int arg)
 			return;
 		}
 	}
+}
+
+void tm_bp_delete(struct tm_session *s, struct bp *b)
+{
+	bp_delete(s, b, 0);
 }
 
 /* how: -1 disable, else enable with disposition how (enum bp_disp) */

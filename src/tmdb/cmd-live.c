@@ -354,7 +354,7 @@ int tm_live_setting(struct tm_session *s, const char *args, int show, int *rc)
 		}
 		return 1;
 	}
-	return 0;
+	return tm_front_setting(s, args, show, rc);
 }
 
 static int have_program(const struct tm_session *s)

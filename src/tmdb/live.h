@@ -109,6 +109,11 @@ void tm_live_free(struct tm_session *s);
 int tm_live_file(struct tm_session *s, const char *path, int *rc);
 /* set/show args, lockstep, probe-level; returns 1 if handled. */
 int tm_live_setting(struct tm_session *s, const char *args, int show, int *rc);
+/* set/show environment, inferior-tty, breakpoint pending, mi-async
+ * (cmd-front.c); returns 1 if handled. */
+int tm_front_setting(struct tm_session *s, const char *args, int show, int *rc);
+/* The program's terminal (tty, -tty, -inferior-tty-set); "" or NULL: ours. */
+int tm_front_set_tty(struct tm_session *s, const char *path);
 /* `run` with a program set: (re)starts it; 1 if handled. */
 int tm_live_run(struct tm_session *s, const char *args, int from_tty, int *rc);
 /* Before (ahead 1) and after (ahead 0) a forward scan: tm_probe_ops.flow. */
