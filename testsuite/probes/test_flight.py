@@ -25,7 +25,7 @@ from tensormorph_probe import _lib
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-NOT_KEPT = 1 << 5
+NOT_KEPT = 1 << 7
 
 _GPT2 = r'''
 import sys, torch
