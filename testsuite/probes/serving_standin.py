@@ -78,11 +78,23 @@ class PPMissingLayer(torch.nn.Identity):
         return args[0] if args else next(iter(kwargs.values()))
 
 
+class VllmStyleLlama(LlamaForCausalLM):
+    """A Llama as vLLM's model classes are: forward returns the hidden
+    states, compute_logits (called by the runner, outside forward) applies
+    lm_head."""
+
+    def forward(self, input_ids=None, inputs_embeds=None, **kwargs):
+        return self.model(input_ids=input_ids, inputs_embeds=inputs_embeds).last_hidden_state
+
+    def compute_logits(self, hidden_states):
+        return self.lm_head(hidden_states)
+
+
 def tiny_llama(pp_rank=0):
     torch.manual_seed(0)
     cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
-    m = LlamaForCausalLM(cfg).eval()
+    m = (VllmStyleLlama if FRAMEWORK == "vllm" else LlamaForCausalLM)(cfg).eval()
     if pp_rank > 0:
         # a later pipeline rank gets hidden states, not tokens: its
         # embedding is a placeholder that never runs
@@ -217,7 +229,8 @@ class StandInV1Runner:
         req_ids, input_ids = scheduler_output
         self.input_batch.req_ids = list(req_ids)
         with torch.no_grad():
-            return self.model(**model_inputs(self.model, input_ids, self.pp_rank)).logits
+            hidden = self.model(**model_inputs(self.model, input_ids, self.pp_rank))
+            return self.model.compute_logits(hidden)
 
 
 class StandInV2Runner:
@@ -250,8 +263,8 @@ class StandInV2Runner:
             input_batch = NS(req_ids=[f"req_{i}_dummy" for i in range(1)],
                              input_ids=torch.zeros(1, n, dtype=torch.long))
         with torch.no_grad():
-            out = self.model(**model_inputs(self.model, input_batch.input_ids, self.pp_rank))
-        return out.logits
+            hidden = self.model(**model_inputs(self.model, input_batch.input_ids, self.pp_rank))
+            return self.model.compute_logits(hidden)
 
     def _dummy_run(self, num_tokens, is_profile=False):
         self.execute_model(num_tokens, dummy_run=True, is_profile=is_profile)

@@ -87,8 +87,7 @@ def report(where: str, exc: BaseException) -> None:
     runs on."""
     import traceback
     say_once("failed:" + where,
-             f"{where} failed ({type(exc).__name__}: {exc}); the server runs on without "
-             "the probe there.\n" + "".join(traceback.format_exception(exc)).rstrip())
+             f"{where} failed ({type(exc).__name__}: {exc}); the server runs on.\n" + "".join(traceback.format_exception(exc)).rstrip())
 
 
 def requested(env: Mapping[str, str] | None = None) -> bool:
@@ -260,15 +259,8 @@ class Session:
 
     def _requests(self, args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> None:
         self._inner_calls = 0
-        ids: Sequence[str] | None = None
         fn = self.worker.request_ids
-        if fn is not None:
-            try:
-                ids = fn(args, kwargs or {})
-            except Exception as exc:         # never break the server for a log line
-                ids = None
-                if self.forwards == 0:
-                    _say(f"rank {self.worker.rank}: cannot read request ids: {exc}")
+        ids = fn(args, kwargs or {}) if fn is not None else None
         if ids is not None:
             n = len(ids)
             step = self.probe.step_count
