@@ -16,10 +16,14 @@ A row's kind says what is checked in MODULE's source:
   attr      Class.attr is a class-level field, a property or method, or
             assigned as `self.attr` in one of the class's methods
   param     Class.method(param): the method takes that parameter
-  literal   the string NAME is a constant somewhere in the module (entry
-            point groups, environment variables, names built at run time)
+  literal   the string NAME is a constant somewhere in the module, or a
+            name it assigns (entry point groups, environment variables,
+            names built at run time)
 
-Rows with the same `alt` are alternatives: frameworks moved things between
+Rows with alt "optional" may be missing: the plugin works without them (an
+older vLLM lacks the worker extension's init/destroy hooks; the extension's
+RPC methods and register() still work).  Other rows with the same `alt` are
+alternatives: frameworks moved things between
 versions (SGLang 0.5.11 keeps ranks on the ModelRunner, 0.5.23 in
 sglang.srt.runtime_context), and one of them is enough; the plugins try
 them in the order listed.
@@ -79,8 +83,9 @@ TOUCH_POINTS: tuple[TouchPoint, ...] = (
                "wrapped per worker: the probe attaches after it"),
     TouchPoint(_V, "method", _GW, "Worker.init_device", "builds model_runner (before load_model)"),
     TouchPoint(_V, "literal", _WB, "init_worker_extension",
-               "WorkerExtension hook, called unguarded after init_device"),
-    TouchPoint(_V, "literal", _WB, "destroy_worker_extension", "WorkerExtension hook at shutdown"),
+               "WorkerExtension hook, called unguarded after init_device", "optional"),
+    TouchPoint(_V, "literal", _WB, "destroy_worker_extension", "WorkerExtension hook at shutdown",
+               "optional"),
     TouchPoint(_V, "attr", "vllm.config.parallel", "ParallelConfig.worker_extension_cls",
                "--worker-extension-cls names WorkerExtension"),
     TouchPoint(_V, "function", "vllm.entrypoints.serve.dev.rpc.api_router", "collective_rpc",
