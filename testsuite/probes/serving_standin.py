@@ -209,7 +209,8 @@ class StandInV1Runner:
         self.vllm_config = vllm_config
         self.model = None
         self.input_batch = NS(req_ids=["stale-0"])      # left from an earlier step
-        self.pp_rank = vllm_config.parallel_config.rank // vllm_config.parallel_config.tensor_parallel_size
+        pc = vllm_config.parallel_config
+        self.pp_rank = pc.rank // pc.tensor_parallel_size
 
     def load_model(self):
         self.model = tiny_llama(self.pp_rank)
@@ -242,7 +243,8 @@ class StandInV2Runner:
     def __init__(self, vllm_config, device):
         self.vllm_config = vllm_config
         self.model = None
-        self.pp_rank = vllm_config.parallel_config.rank // vllm_config.parallel_config.tensor_parallel_size
+        pc = vllm_config.parallel_config
+        self.pp_rank = pc.rank // pc.tensor_parallel_size
 
     def load_model(self):
         self.model = tiny_llama(self.pp_rank)

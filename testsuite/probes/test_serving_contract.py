@@ -24,7 +24,7 @@ import re
 import subprocess
 import sys
 import zipfile
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -58,7 +58,7 @@ def _cached(framework: str, version: str) -> Path | None:
     return hits[0] if hits else None
 
 
-@lru_cache(maxsize=None)
+@cache
 def wheel(framework: str, version: str) -> tuple[Path | None, str]:
     """(the wheel, "") or (None, why not)."""
     if version != "newest":
@@ -88,7 +88,7 @@ class Source:
         self.names = set(self.zip.namelist())
         self.version = path.name.split("-")[1]
 
-    @lru_cache(maxsize=None)
+    @cache  # noqa: B019 (a handful of Source objects per test session)
     def module(self, dotted: str) -> ast.Module | None:
         base = dotted.replace(".", "/")
         for member in (base + ".py", base + "/__init__.py"):
@@ -108,7 +108,7 @@ def _class_has(mod: ast.Module, cls: ast.ClassDef, attr: str, seen: set[str]) ->
     """attr is a field, property, method or self.attr of cls, or of a base
     class defined in the same module."""
     for node in cls.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == attr:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == attr:
             return True
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) \
                 and node.target.id == attr:
@@ -118,7 +118,7 @@ def _class_has(mod: ast.Module, cls: ast.ClassDef, attr: str, seen: set[str]) ->
             return True
     for node in ast.walk(cls):
         targets = (node.targets if isinstance(node, ast.Assign) else
-                   [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else [])
+                   [node.target] if isinstance(node, ast.AnnAssign | ast.AugAssign) else [])
         for t in targets:
             if isinstance(t, ast.Attribute) and t.attr == attr and \
                     isinstance(t.value, ast.Name) and t.value.id == "self":
@@ -157,7 +157,7 @@ def check(src: Source, t: tpt.TouchPoint) -> str | None:
     if t.kind == "attr":
         return None if _class_has(mod, cls, rest, set()) else f"no {t.name} in {t.module}"
     meth, _, param = rest.partition("(")
-    fn = next((n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+    fn = next((n for n in cls.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
                and n.name == meth), None)
     if fn is None:
         return f"no method {cname}.{meth} in {t.module}"

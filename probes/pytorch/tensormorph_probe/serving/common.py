@@ -87,7 +87,8 @@ def report(where: str, exc: BaseException) -> None:
     runs on."""
     import traceback
     say_once("failed:" + where,
-             f"{where} failed ({type(exc).__name__}: {exc}); the server runs on.\n" + "".join(traceback.format_exception(exc)).rstrip())
+             f"{where} failed ({type(exc).__name__}: {exc}); the server runs on.\n"
+             + "".join(traceback.format_exception(exc)).rstrip())
 
 
 def requested(env: Mapping[str, str] | None = None) -> bool:
