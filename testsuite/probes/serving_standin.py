@@ -162,7 +162,8 @@ def status(model):
         say("status", json.dumps({"role": ROLE, "rank": RANK, "pid": os.getpid(),
                                   "forwards": s.forwards, "requests_log": s.requests_path,
                                   "released": s.released, "address": s.address,
-                                  "step4": s.requests_at(4), "trace": s.probe.path}))
+                                  "step4": s.requests_at(4), "trace": s.probe.path,
+                                  "checking_compiled": s.checking_compiled}))
         common.stop(model)
     else:
         say("status", json.dumps({"role": ROLE, "rank": RANK, "pid": os.getpid(),

@@ -244,12 +244,17 @@ class Session:
             # always_call: a forward that raises still leaves the forward
             m.register_forward_hook(self._root_post, always_call=True),
         ]
-        # Whether a forward's body ran as modules: leaves that own weights.
-        # Not the first leaf: on a pipeline rank after the first, that is a
-        # placeholder (vLLM's and SGLang's PPMissingLayer, no weights) that
-        # never runs.  Removed once a forward has run without any of them.
+        # Whether a forward's body ran as modules: the leaves that own
+        # weights.  Not the first leaf: on a pipeline rank after the first,
+        # that is a placeholder (vLLM's and SGLang's PPMissingLayer, no
+        # weights) that never runs.  A module with a hook leaves torch's
+        # fast call path, so they stay only until it is known: removed
+        # after the first forward of requests that ran them (whether a
+        # framework compiles is decided once, for its warm-up and capture
+        # runs already), or after a forward that ran none of them.
         self._leaf_handles = [leaf.register_forward_pre_hook(self._leaf_pre)
                               for leaf in _weighted_leaves(m)]
+        self._traffic = False           # the running forward has requests
 
     # --------------------------------------------------------- per forward
 
@@ -260,8 +265,11 @@ class Session:
 
     def _requests(self, args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> None:
         self._inner_calls = 0
+        self._traffic = True            # until known otherwise
         fn = self.worker.request_ids
         ids = fn(args, kwargs or {}) if fn is not None else None
+        # unknown ids (None): a framework that does not tell; count it as traffic
+        self._traffic = ids is None or len(ids) > 0
         if ids is not None:
             n = len(ids)
             step = self.probe.step_count
@@ -286,17 +294,32 @@ class Session:
 
     def _root_post(self, module: torch.nn.Module, args: tuple[Any, ...], out: Any) -> None:
         self.forwards += 1
-        if not self._warned_hooks and self._leaf_handles and self._inner_calls == 0:
-            # The root was called but none of its weighted modules: the body
-            # ran as a compiled graph.  Said once, for any forward (warm-up
-            # runs eagerly, replays come later).
+        if not self._leaf_handles:
+            return
+        if self._inner_calls > 0:
+            if self._traffic:
+                self._drop_leaf_hooks()
+            return
+        # The root was called but none of its weighted modules: the body ran
+        # as a compiled graph.  Said once, for any forward (a profiling run
+        # may run eagerly, the compiled warm-up after it).
+        self._drop_leaf_hooks()
+        if not self._warned_hooks:
             self._warned_hooks = True
-            for h in self._leaf_handles:
-                h.remove()
             _say(f"WARNING: {self.worker.framework} rank {self.worker.rank}: forward "
                  f"{self.forwards} of the model ran but none of its modules was called: "
                  "it runs compiled (torch.compile / CUDA graphs), so module breakpoints "
                  "and traces see nothing there (doc/serving.md, \"Eager mode\").")
+
+    def _drop_leaf_hooks(self) -> None:
+        for h in self._leaf_handles:
+            h.remove()
+        self._leaf_handles.clear()
+
+    @property
+    def checking_compiled(self) -> bool:
+        """Whether the hooks that tell a compiled forward are still on."""
+        return bool(self._leaf_handles)
 
     def requests_at(self, step: int) -> list[str] | None:
         """The request ids of step (one model forward), while still kept."""
@@ -317,9 +340,7 @@ class Session:
         for h in self._handles:
             h.remove()
         self._handles.clear()
-        for h in self._leaf_handles:
-            h.remove()
-        self._leaf_handles.clear()
+        self._drop_leaf_hooks()
         try:
             self.probe.close()
         finally:
