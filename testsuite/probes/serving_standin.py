@@ -412,6 +412,13 @@ def vllm_worker(rank):
         w.execute_method("execute_model", steps_of(step))
         time.sleep(SLEEP)
     model = w.worker.model_runner.get_model()
+    if os.environ.get("SERVE_RPC"):
+        # detach, attach again (the runner's methods stay wrapped), one more step
+        say("rpc-detach", json.dumps(w.execute_method("tensormorph_detach")))
+        st = w.execute_method("tensormorph_attach", record=os.environ["SERVE_RERECORD"])
+        w.execute_method("execute_model", steps_of(STEPS))
+        say("rpc-again", json.dumps({"attached": st["attached"],
+                                     "step0": w.execute_method("tensormorph_requests", "0")}))
     status(model)
     w.shutdown()
 

@@ -232,7 +232,8 @@ def test_vllm_worker_extension_rpc(tmp_path):
     sockdir = tmp_path / "socks"
     sockdir.mkdir(mode=0o700)
     proc = _server(tmp_path, "vllm", steps=5, SERVE_RPC="1", SERVE_LISTEN=str(sockdir),
-                   SERVE_PAUSE="60", TENSORMORPH_WAIT="60")
+                   SERVE_PAUSE="60", TENSORMORPH_WAIT="60",
+                   SERVE_RERECORD=str(tmp_path / "again.tmrun"))
     lines, m = _wait_for(proc.stderr, r"listening on (\S+)")
     sock = m.group(1)
     assert Path(sock).name == f"vllm-rank0-{proc.pid}.sock"
@@ -247,8 +248,12 @@ def test_vllm_worker_extension_rpc(tmp_path):
     assert rpc["pause"] == 60.0 and rpc["observed"], rpc
     bad = json.loads(re.search(r"^rpc-bad (.*)$", out, re.M).group(1))
     assert not bad["attached"] and "pause must be float" in bad["error"], bad
-    # the warm-up ran after the attach: 2 dummy steps, then 5 of traffic
-    assert st[0]["forwards"] == 2 + 5
+    # a detach and a second attach: the new probe's first step is the
+    # server's next batch, its ids read through the same runner wrappers
+    assert re.search(r"^rpc-detach true$", out, re.M), out
+    again = json.loads(re.search(r"^rpc-again (.*)$", out, re.M).group(1))
+    assert again == {"attached": True, "step0": ["req-5-0", "req-5-1"]}, again
+    assert st[0]["forwards"] == 1, out
 
 
 def test_vllm_tensor_parallel_processes(tmp_path):
@@ -495,3 +500,21 @@ def test_execution_decisions():
         "prefill piecewise CUDA graphs (disable_piecewise_cuda_graph off)",)
     mr.server_args.disable_piecewise_cuda_graph = True
     assert sglang.execution_of(mr).eager
+    # SGLang 0.5.2x: the resolved exec namespace; not published: unresolved,
+    # which the probe cannot vouch for
+    cfg = NS(decode=NS(backend="disabled"), prefill=NS(backend="breakable"))
+    rc = NS(get_exec=lambda: NS(graph=NS(cuda_graph_config=cfg, enable_torch_compile=False)))
+    orig = sglang._runtime_context
+    try:
+        sglang._runtime_context = lambda: rc
+        ex = sglang.execution_of(mr)
+        assert ex.source == "get_exec().graph" and ex.graphs == (
+            "prefill CUDA graphs (breakable)",)
+
+        def unpublished():
+            raise ValueError("config namespace 'exec' not published")
+        rc.get_exec = unpublished
+        ex = sglang.execution_of(mr)
+        assert not ex.eager and "unresolved" in common.unobserved(ex)[0]
+    finally:
+        sglang._runtime_context = orig

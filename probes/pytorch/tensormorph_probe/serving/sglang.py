@@ -72,7 +72,11 @@ def execution_of(mr: Any) -> common.Execution:
     prefill's piecewise graphs, on by default) and enable_torch_compile."""
     rc = _runtime_context()
     if rc is not None and hasattr(rc, "get_exec"):
-        graph = rc.get_exec().graph
+        try:
+            graph = rc.get_exec().graph
+        except Exception as exc:        # not published in this process
+            return common.Execution(graphs=(f"execution unresolved ({exc})",),
+                                    source="get_exec()")
         cfg = getattr(graph, "cuda_graph_config")
         graphs = tuple(f"{phase} CUDA graphs ({getattr(getattr(cfg, phase), 'backend')})"
                        for phase in ("decode", "prefill")

@@ -236,7 +236,14 @@ def describe_worker(worker: Any) -> common.Worker:
     pp = int(getattr(pc, "pipeline_parallel_size", 1) or 1)
     tp_rank, pp_rank = _parallel_ranks(rank, tp)
     runner = getattr(worker, "model_runner", None)
-    reqs = _Requests(runner) if runner is not None else None
+    reqs = None
+    if runner is not None:
+        # one per runner: its methods stay wrapped after a detach, and a
+        # later attach must read what those wrappers keep
+        reqs = getattr(runner, "_tensormorph_requests", None)
+        if reqs is None:
+            reqs = _Requests(runner)
+            runner._tensormorph_requests = reqs
     extra = {"local_rank": str(getattr(worker, "local_rank", rank)),
              "pp_rank": str(pp_rank), "pp_size": str(pp)}
     if reqs is not None:
