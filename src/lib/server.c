@@ -151,6 +151,9 @@ struct tm_server {
 	struct open_call *stack;
 	size_t nstack;
 
+	/* op patterns a debugger set (SET_OPS), have_ops: any */
+	char ops[TM_MSG_MAX_STR + 1];
+	int have_ops;
 	/* probe-level requests */
 	struct lvl *levels;
 	size_t nlevels;
@@ -560,12 +563,69 @@ static void do_set_level(tm_server *srv, const struct tm_msg *m)
 	send_result(srv, TM_MSG_RESULT, m->type, 0, TM_OK, NULL);
 }
 
+/*
+ * SET_OPS: the op patterns the debugger wants (doc/wire.md); the probe reads
+ * them with tm_server_ops when the state word moves, on its model thread.
+ */
+static void do_set_ops(tm_server *srv, const struct tm_msg *m)
+{
+	const char *p = m->u.level.pattern;
+	char one[TM_ADDRESS_MAX + 1];
+	size_t n;
+
+	/* comma-separated patterns, each well-formed */
+	while (*p) {
+		n = strcspn(p, ",");
+		if (n && n < sizeof(one)) {
+			tm_address *a = NULL;
+
+			memcpy(one, p, n);
+			one[n] = '\0';
+			if (tm_address_parse(one, &a, NULL, NULL) || tm_address_has_op(a) ||
+			    tm_address_has_slot(a) || tm_address_call(a)) {
+				tm_address_free(a);
+				send_result(srv, TM_MSG_RESULT, m->type, 0, TM_ERR_ADDRESS,
+					    "malformed op pattern");
+				return;
+			}
+			tm_address_free(a);
+		} else if (n) {
+			send_result(srv, TM_MSG_RESULT, m->type, 0, TM_ERR_ADDRESS,
+				    "op pattern too long");
+			return;
+		}
+		p += n;
+		if (*p == ',')
+			p++;
+	}
+	/* lock held: the server thread handles frames under it */
+	snprintf(srv->ops, sizeof(srv->ops), "%s", m->u.level.pattern);
+	srv->have_ops = 1;
+	requests_changed(srv);
+	send_result(srv, TM_MSG_RESULT, m->type, 0, TM_OK, NULL);
+}
+
+int tm_server_ops(tm_server *srv, char *buf, size_t len)
+{
+	int have;
+
+	if (!srv || !buf || !len)
+		return -1;
+	pthread_mutex_lock(&srv->lock);
+	have = srv->have_ops;
+	snprintf(buf, len, "%s", have ? srv->ops : "");
+	pthread_mutex_unlock(&srv->lock);
+	return have;
+}
+
 static void levels_clear(tm_server *srv)
 {
 	size_t i;
 
-	if (srv->nlevels || srv->default_level != -1)
+	if (srv->nlevels || srv->default_level != -1 || srv->have_ops)
 		requests_changed(srv);
+	srv->have_ops = 0;
+	srv->ops[0] = '\0';
 	for (i = 0; i < srv->nlevels; i++)
 		tm_address_free(srv->levels[i].pat);
 	free(srv->levels);
@@ -890,6 +950,7 @@ static void handle(tm_server *srv, const struct tm_frame *f)
 	case TM_MSG_CAPTURE: do_capture(srv, m); break;
 	case TM_MSG_RESUME: do_resume(srv, m); break;
 	case TM_MSG_SET_LEVEL: do_set_level(srv, m); break;
+	case TM_MSG_SET_OPS: do_set_ops(srv, m); break;
 	case TM_MSG_DETACH: bye(srv, TM_OK, "detached", 0); break;
 	case TM_MSG_KILL:
 		/* The model thread, paused or at its next event, sees this,

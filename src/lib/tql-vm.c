@@ -180,6 +180,50 @@ static void request_field(const struct tm_tql_ctx *ctx, const struct tm_event *e
 	}
 }
 
+/* op.*: the op event's site (name, source) and what it did (doc/tql.md). */
+static void op_field(const struct tm_tql_ctx *ctx, const struct tm_event *e,
+		     uint32_t f, struct tm_tql_value *v)
+{
+	const struct tm_node *n;
+	int r;
+
+	if (e->kind != TM_EV_OP) {
+		set_unknown(v, 0);
+		return;
+	}
+	switch (f) {
+	case EF_OP_INDEX:
+		set_int(v, e->op_index);
+		return;
+	case EF_OP_INPUTS_FINITE:
+		if (e->op_flags & TM_OPF_INPUTS_CHECKED)
+			set_bool(v, !!(e->op_flags & TM_OPF_INPUTS_FINITE));
+		else
+			set_unknown(v, 0);
+		return;
+	case EF_OP_MADE_NONFINITE:
+		r = tm_event_op_made_nonfinite(e);
+		if (r < 0)
+			set_unknown(v, 0);
+		else
+			set_bool(v, r);
+		return;
+	default:
+		break;
+	}
+	n = ctx->nodes ? tm_nodetab_get(ctx->nodes, e->node) : NULL;
+	if (!n || n->kind != TM_NODE_OP)
+		set_unknown(v, 0);
+	else if (f == EF_OP_NAME && n->type)
+		set_str(v, n->type);
+	else if (f == EF_OP_FILE && n->file)
+		set_str(v, n->file);
+	else if (f == EF_OP_LINE && n->line)
+		set_int(v, n->line);
+	else
+		set_unknown(v, 0);
+}
+
 static void event_field(const struct tm_tql_ctx *ctx, uint32_t f, struct tm_tql_value *v)
 {
 	const struct tm_event *e = ctx ? ctx->event : NULL;
@@ -216,6 +260,14 @@ static void event_field(const struct tm_tql_ctx *ctx, uint32_t f, struct tm_tql_
 	case EF_REQUEST:
 	case EF_REQUEST_COUNT:
 		request_field(ctx, e, f, v);
+		return;
+	case EF_OP_NAME:
+	case EF_OP_INDEX:
+	case EF_OP_LINE:
+	case EF_OP_FILE:
+	case EF_OP_INPUTS_FINITE:
+	case EF_OP_MADE_NONFINITE:
+		op_field(ctx, e, f, v);
 		return;
 	default:
 		n = ctx->nodes ? tm_nodetab_get(ctx->nodes, e->node) : NULL;

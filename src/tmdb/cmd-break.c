@@ -211,7 +211,7 @@ static void bp_what(struct tm_session *s, const struct bp *b, char *buf, size_t 
 			break;
 		}
 	snprintf(buf, len, "%s (%s)", b->where,
-		 n && n->kind != TM_NODE_MODULE ? "data, grad" : "out");
+		 n && n->kind != TM_NODE_MODULE && n->kind != TM_NODE_OP ? "data, grad" : "out");
 }
 
 /* Whether addr parses (a pending breakpoint must be well-formed). */

@@ -224,6 +224,22 @@ int tm_live_setting(struct tm_session *s, const char *args, int show, int *rc)
 		}
 		return 1;
 	}
+	if (word_is(args, "probe-ops", &rest)) {
+		lv = tm_live_get(s);
+		if (!lv) {
+			*rc = -1;
+		} else if (show) {
+			if (!lv->ops)
+				tm_out(s, "Op events: the probe's own patterns.\n");
+			else if (!*lv->ops)
+				tm_out(s, "Op events: off.\n");
+			else
+				tm_out(s, "Op events are recorded in %s.\n", lv->ops);
+		} else {
+			*rc = tm_set_probe_ops(s, lv, rest);
+		}
+		return 1;
+	}
 	if (word_is(args, "probe-level", &rest)) {
 		lv = tm_live_get(s);
 		if (!lv) {

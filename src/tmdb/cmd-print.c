@@ -608,7 +608,22 @@ static int cmd_display_exec(struct tm_session *s, const char *args, int from_tty
 {
 	struct display *d;
 	struct tm_expr e;
+	char ibuf[64];
 
+	if (*args == '/') {
+		/* display/i: the current op at every stop, as x/i (cmd-ops.c);
+		 * any other format is accepted and ignored, as for print */
+		size_t fl = strcspn(args, " \t");
+
+		if (memchr(args, 'i', fl)) {
+			unsigned long n = strtoul(args + 1, NULL, 10);
+
+			snprintf(ibuf, sizeof(ibuf), "x/%lui $pc", n ? n : 1);
+			args = ibuf;
+		} else {
+			args = tm_skip_ws(args + fl);
+		}
+	}
 	if (!*args) {
 		tm_displays_show(s);
 		return 0;
@@ -643,7 +658,7 @@ const struct cmd_entry cmd_display_entry = {
 	.usage = "display [EXPR]",
 	.help = "Print EXPR now and each time the playhead stops.\n"
 		"With no argument, show every display again.",
-	.exec = cmd_display_exec, .klass = "data",
+	.exec = cmd_display_exec, .flags = CMD_FORMAT, .klass = "data",
 };
 
 static int cmd_undisplay_exec(struct tm_session *s, const char *args, int from_tty)

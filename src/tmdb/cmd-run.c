@@ -585,7 +585,19 @@ const struct cmd_entry cmd_continue_entry = {
 
 /* ------------------------------------------------------------- step, next */
 
+/* step counts events and passes over op events, which stepi counts: a
+ * module call's ops are its instructions (doc/manual.md "Operations"). */
 static int pred_count(struct tm_session *s, const struct tm_event *ev, void *arg)
+{
+	uint64_t *left = arg;
+
+	(void)s;
+	if (ev->kind == TM_EV_OP)
+		return 0;
+	return --*left == 0;
+}
+
+static int pred_count_i(struct tm_session *s, const struct tm_event *ev, void *arg)
 {
 	uint64_t *left = arg;
 
@@ -614,6 +626,7 @@ struct next_arg {
 	uint64_t left;
 	int dir;
 	int by_calls;           /* 0: the playhead is a bwd/param event */
+	int instr;              /* nexti: op events count too */
 	long level;             /* of the playhead */
 	long sz;                /* call stack size between events */
 };
@@ -623,6 +636,8 @@ static int pred_next(struct tm_session *s, const struct tm_event *ev, void *arg)
 	struct next_arg *a = arg;
 	long level;
 
+	if (ev->kind == TM_EV_OP && !a->instr)
+		return 0;
 	if (!a->by_calls) {
 		if (node_depth(s, ev->node) > a->level)
 			return 0;
@@ -634,6 +649,8 @@ static int pred_next(struct tm_session *s, const struct tm_event *ev, void *arg)
 		level = ++a->sz;
 	else if (ev->kind == TM_EV_ENTER || ev->kind == TM_EV_EXIT)
 		level = a->sz--;
+	else if (ev->kind == TM_EV_OP && ev->phase == TM_PHASE_FWD)
+		level = a->sz;          /* inside its module's call */
 	else
 		level = node_depth(s, ev->node) + 1;
 	if (level > a->level)
@@ -641,7 +658,7 @@ static int pred_next(struct tm_session *s, const struct tm_event *ev, void *arg)
 	return --a->left == 0;
 }
 
-static int do_step(struct tm_session *s, const char *args, int dir, int over)
+static int do_step(struct tm_session *s, const char *args, int dir, int over, int instr)
 {
 	struct next_arg na;
 	uint64_t n;
@@ -653,10 +670,12 @@ static int do_step(struct tm_session *s, const char *args, int dir, int over)
 		return -1;
 	}
 	if (!over || !s->have_cur)
-		return run_to_stop(s, dir, pred_count, &n, 1);
+		return run_to_stop(s, dir, instr ? pred_count_i : pred_count, &n, 1);
 	na.left = n;
 	na.dir = dir;
-	na.by_calls = s->cur.kind == TM_EV_ENTER || s->cur.kind == TM_EV_EXIT;
+	na.instr = instr;
+	na.by_calls = s->cur.kind == TM_EV_ENTER || s->cur.kind == TM_EV_EXIT ||
+		      (s->cur.kind == TM_EV_OP && s->cur.phase == TM_PHASE_FWD);
 	if (!na.by_calls) {
 		na.level = node_depth(s, s->cur.node);
 	} else {
@@ -674,7 +693,7 @@ static int do_step(struct tm_session *s, const char *args, int dir, int over)
 
 static int cmd_step_exec(struct tm_session *s, const char *args, int from_tty)
 {
-	return do_step(s, args, TM_DIR_FWD, 0);
+	return do_step(s, args, TM_DIR_FWD, 0, 0);
 }
 
 const struct cmd_entry cmd_step_entry = {
@@ -687,7 +706,7 @@ const struct cmd_entry cmd_step_entry = {
 
 static int cmd_next_exec(struct tm_session *s, const char *args, int from_tty)
 {
-	return do_step(s, args, TM_DIR_FWD, 1);
+	return do_step(s, args, TM_DIR_FWD, 1, 0);
 }
 
 const struct cmd_entry cmd_next_entry = {
@@ -701,7 +720,7 @@ const struct cmd_entry cmd_next_entry = {
 
 static int cmd_reverse_step_exec(struct tm_session *s, const char *args, int from_tty)
 {
-	return do_step(s, args, TM_DIR_BWD, 0);
+	return do_step(s, args, TM_DIR_BWD, 0, 0);
 }
 
 const struct cmd_entry cmd_reverse_step_entry = {
@@ -714,7 +733,7 @@ const struct cmd_entry cmd_reverse_step_entry = {
 
 static int cmd_reverse_next_exec(struct tm_session *s, const char *args, int from_tty)
 {
-	return do_step(s, args, TM_DIR_BWD, 1);
+	return do_step(s, args, TM_DIR_BWD, 1, 0);
 }
 
 const struct cmd_entry cmd_reverse_next_entry = {
@@ -722,6 +741,61 @@ const struct cmd_entry cmd_reverse_next_entry = {
 	.usage = "reverse-next [N]",
 	.help = "Move back to the previous event at the same or a shallower depth.",
 	.exec = cmd_reverse_next_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.klass = "running",
+};
+
+/* stepi, nexti: as step and next, op events included (the ops of a module
+ * call are its instructions). */
+static int cmd_stepi_exec(struct tm_session *s, const char *args, int from_tty)
+{
+	return do_step(s, args, TM_DIR_FWD, 0, 1);
+}
+
+const struct cmd_entry cmd_stepi_entry = {
+	.name = "stepi", .alias = "si",
+	.usage = "stepi [N]",
+	.help = "Move to the next event (N times), op events included.",
+	.exec = cmd_stepi_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.klass = "running",
+};
+
+static int cmd_nexti_exec(struct tm_session *s, const char *args, int from_tty)
+{
+	return do_step(s, args, TM_DIR_FWD, 1, 1);
+}
+
+const struct cmd_entry cmd_nexti_entry = {
+	.name = "nexti", .alias = "ni",
+	.usage = "nexti [N]",
+	.help = "Move to the next op or event at the same or a shallower depth\n"
+		"(over submodule calls), N times.",
+	.exec = cmd_nexti_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.klass = "running",
+};
+
+static int cmd_reverse_stepi_exec(struct tm_session *s, const char *args, int from_tty)
+{
+	return do_step(s, args, TM_DIR_BWD, 0, 1);
+}
+
+const struct cmd_entry cmd_reverse_stepi_entry = {
+	.name = "reverse-stepi", .alias = "rsi",
+	.usage = "reverse-stepi [N]",
+	.help = "Move back to the previous event (N times), op events included.",
+	.exec = cmd_reverse_stepi_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.klass = "running",
+};
+
+static int cmd_reverse_nexti_exec(struct tm_session *s, const char *args, int from_tty)
+{
+	return do_step(s, args, TM_DIR_BWD, 1, 1);
+}
+
+const struct cmd_entry cmd_reverse_nexti_entry = {
+	.name = "reverse-nexti", .alias = "rni",
+	.usage = "reverse-nexti [N]",
+	.help = "Move back to the previous op or event at the same or a shallower depth.",
+	.exec = cmd_reverse_nexti_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
 	.klass = "running",
 };
 

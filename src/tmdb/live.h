@@ -68,6 +68,7 @@ struct tm_live {
 	int lockstep;           /* set lockstep on: no running ahead */
 	int non_stop;           /* set non-stop on: a stop pauses its rank only */
 	int level;              /* set probe-level N, -1: the probe's own */
+	char *ops;              /* set probe-ops PATTERN, NULL: the probe's own */
 	char *tty;              /* -inferior-tty-set: its stdin/out/err, NULL: ours */
 	int stdin_null;         /* stdin from /dev/null (MI reads ours) */
 	unsigned runs;          /* programs started, for the socket name */

@@ -224,7 +224,8 @@ static int tmdb_setting(const char *word)
 			return 1;
 	/* the live settings (cmd-live.c) */
 	return !strcmp(word, "args") || !strcmp(word, "run-ahead") ||
-	       !strcmp(word, "probe-level") || !strcmp(word, "non-stop");
+	       !strcmp(word, "probe-level") || !strcmp(word, "non-stop") ||
+	       !strcmp(word, "probe-ops");
 }
 
 static struct mi_setting *setting_find(struct mi *m, const char *name)
@@ -958,6 +959,17 @@ static int mi_exec_step(struct mi *m, struct mi_parse *c)
 	return exec_cli(m, c, "step", "reverse-step");
 }
 
+/* GDB's instruction steps: op by op (cmd-ops.c) */
+static int mi_exec_stepi(struct mi *m, struct mi_parse *c)
+{
+	return exec_cli(m, c, "stepi", "reverse-stepi");
+}
+
+static int mi_exec_nexti(struct mi *m, struct mi_parse *c)
+{
+	return exec_cli(m, c, "nexti", "reverse-nexti");
+}
+
 static int mi_exec_finish(struct mi *m, struct mi_parse *c)
 {
 	return exec_cli(m, c, "finish", "reverse-finish");
@@ -1624,10 +1636,10 @@ static const struct mi_cmd mi_cmds[] = {
 	{ "exec-finish", mi_exec_finish },
 	{ "exec-interrupt", mi_exec_interrupt },
 	{ "exec-next", mi_exec_next },
-	{ "exec-next-instruction", mi_exec_next },
+	{ "exec-next-instruction", mi_exec_nexti },
 	{ "exec-run", mi_exec_run },
 	{ "exec-step", mi_exec_step },
-	{ "exec-step-instruction", mi_exec_step },
+	{ "exec-step-instruction", mi_exec_stepi },
 	{ "exec-until", mi_exec_until },
 	{ "file-exec-and-symbols", mi_file_exec_and_symbols },
 	{ "file-exec-file", mi_file_exec_and_symbols },

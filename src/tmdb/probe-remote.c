@@ -672,6 +672,21 @@ static int remote_set_level(struct tm_probe *p, const char *pattern, int level)
 	return request(rp, m, CONNECT_TIMEOUT_MS);
 }
 
+static int remote_set_ops(struct tm_probe *p, const char *patterns)
+{
+	struct remote *rp = impl(p);
+	struct tm_msg *m = rp->msg;
+
+	if (!(rp->caps & TM_CAP_OPS)) {
+		snprintf(rp->detail, sizeof(rp->detail), "the probe records no op events");
+		return TM_ERR_UNSUPPORTED;
+	}
+	memset(m, 0, sizeof(*m));
+	m->type = TM_MSG_SET_OPS;
+	snprintf(m->u.level.pattern, sizeof(m->u.level.pattern), "%s", patterns);
+	return request(rp, m, CONNECT_TIMEOUT_MS);
+}
+
 /*
  * record FILE: writes the metadata, the nodes and the history received so
  * far into a new .tmrun, then every record as it arrives, until record
@@ -1035,6 +1050,7 @@ static const struct tm_probe_ops remote_ops = {
 	.detach = remote_detach,
 	.flow = remote_flow,
 	.set_level = remote_set_level,
+	.set_ops = remote_set_ops,
 	.record = remote_record,
 	.annotation = remote_annotation,
 };

@@ -128,6 +128,12 @@ struct tm_probe_ops {
 	 */
 	int (*set_level)(struct tm_probe *p, const char *pattern, int level);
 	/*
+	 * The op patterns of a live probe (op events, doc/manual.md
+	 * "Operations"): comma-separated, "" for none; applied when the
+	 * model's current call returns.  NULL for a replay.
+	 */
+	int (*set_ops)(struct tm_probe *p, const char *patterns);
+	/*
 	 * Saves what a live probe sent so far as a .tmrun, and then each
 	 * record as it arrives; path NULL stops (live only, NULL for a
 	 * replay).
