@@ -168,6 +168,9 @@ def check(src: Source, t: tpt.TouchPoint) -> str | None:
     return None if param.rstrip(")") in names else f"{cname}.{meth} takes no {param.rstrip(')')}"
 
 
+# slow: the wheels are large; the normal build's run checks them, the
+# sanitizer run and distcheck (TM_QUICK) repeat nothing by reading them again
+@pytest.mark.slow
 @pytest.mark.parametrize("framework,version", _versions(),
                          ids=[f"{f}-{v}" for f, v in _versions()])
 def test_touch_points_in_released_source(framework, version):
