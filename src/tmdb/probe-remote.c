@@ -105,7 +105,7 @@ struct remote {
 /* An annotation as received, re-encoded; at: history records before it. */
 struct rannot {
 	size_t at;
-	uint64_t step;
+	uint64_t step, seq;
 	char key[TM_ANNOT_MAX_KEY];
 	struct tm_buf enc;
 };
@@ -212,7 +212,7 @@ static int take_annot(struct remote *rp, const struct tm_annot *a)
 	int err;
 
 	if (rp->nann && rp->ann[rp->nann - 1].step == a->step &&
-	    !strcmp(rp->ann[rp->nann - 1].key, a->key)) {
+	    rp->ann[rp->nann - 1].seq == a->seq && !strcmp(rp->ann[rp->nann - 1].key, a->key)) {
 		ra = &rp->ann[rp->nann - 1];
 		if (rp->ann_cur == rp->nann - 1)
 			rp->ann_cur = SIZE_MAX;
@@ -231,6 +231,7 @@ static int take_annot(struct remote *rp, const struct tm_annot *a)
 	}
 	ra->at = rp->n;
 	ra->step = a->step;
+	ra->seq = a->seq;
 	snprintf(ra->key, sizeof(ra->key), "%s", a->key);
 	ra->enc.len = 0;
 	err = tm_encode_annot(&ra->enc, a);
@@ -968,7 +969,7 @@ static const struct tm_annot *remote_annotation(struct tm_probe *p,
 {
 	struct remote *rp = impl(p);
 	struct tm_record rec;
-	size_t lo = 0, hi = rp->nann, i, used;
+	size_t lo = 0, hi = rp->nann, i, used, best;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
@@ -978,21 +979,24 @@ static const struct tm_annot *remote_annotation(struct tm_probe *p,
 		else
 			hi = mid;
 	}
-	for (i = lo; i < rp->nann && rp->ann[i].step == ev->step; i++) {
-		if (strcmp(rp->ann[i].key, key))
-			continue;
-		if (rp->ann_cur == i)
-			return &rp->ann_out;
-		if (!rp->adec && !(rp->adec = tm_decoder_new()))
-			return NULL;
-		if (tm_decode_record(rp->adec, rp->ann[i].enc.data, rp->ann[i].enc.len,
-				     &rec, &used) || rec.type != TM_REC_ANNOT)
-			return NULL;
-		rp->ann_out = rec.u.annot;
-		rp->ann_cur = i;
+	/* the latest made at or before the event, as the probe's server
+	 * answers when it evaluates a condition there */
+	best = SIZE_MAX;
+	for (i = lo; i < rp->nann && rp->ann[i].step == ev->step; i++)
+		if (rp->ann[i].seq <= ev->seq && !strcmp(rp->ann[i].key, key))
+			best = i;
+	if (best == SIZE_MAX)
+		return NULL;
+	if (rp->ann_cur == best)
 		return &rp->ann_out;
-	}
-	return NULL;
+	if (!rp->adec && !(rp->adec = tm_decoder_new()))
+		return NULL;
+	if (tm_decode_record(rp->adec, rp->ann[best].enc.data, rp->ann[best].enc.len,
+			     &rec, &used) || rec.type != TM_REC_ANNOT)
+		return NULL;
+	rp->ann_out = rec.u.annot;
+	rp->ann_cur = best;
+	return &rp->ann_out;
 }
 
 static uint32_t remote_pid(struct tm_probe *p)
