@@ -108,13 +108,34 @@ static int step_number(const char *p, const char **end, uint64_t *out)
 
 static int info_steps(struct tm_session *s, const char *args)
 {
+	struct tm_summary live;
 	struct tm_probe_info pi;
 	struct tm_record rec;
 	uint64_t first, last, st, shown = 0;
 	const char *end;
 
 	s->probe->ops->describe(s->probe, &pi);
-	if (!pi.summary || !pi.summary->nevents) {
+	if (!pi.summary) {
+		/* a live process: the steps of the history that has arrived */
+		int any = 0;
+
+		memset(&live, 0, sizeof(live));
+		if (s->probe->ops->seek(s->probe, TM_SEEK_START, 0) == TM_OK)
+			while (!tm_interrupted &&
+			       s->probe->ops->next_event(s->probe, TM_DIR_FWD, &rec) == TM_OK) {
+				if (rec.type != TM_REC_EVENT)
+					continue;
+				if (!any || rec.u.event.step < live.first_step)
+					live.first_step = rec.u.event.step;
+				if (!any || rec.u.event.step > live.last_step)
+					live.last_step = rec.u.event.step;
+				any = 1;
+				live.nevents++;
+			}
+		tm_cursor_restore(s);
+		pi.summary = &live;
+	}
+	if (!pi.summary->nevents) {
 		tm_out(s, "No steps.\n");
 		return 0;
 	}

@@ -1059,7 +1059,7 @@ static int pred_find(struct tm_session *s, const struct tm_event *ev, void *arg)
 {
 	struct find_arg *a = arg;
 	uint32_t focus;
-	char sb[32];
+	char sb[32], call[16];
 
 	if (!tm_bp_match(s, a->bp, ev, &focus))
 		return 0;
@@ -1076,9 +1076,13 @@ static int pred_find(struct tm_session *s, const struct tm_event *ev, void *arg)
 		else
 			tm_event_slot(ev, &slot);
 		tm_slot_format(slot, sb, sizeof(sb));
-		tm_out(s, "seq %" PRIu64 ", step %" PRIu64 ", %s: %s (%s)\n",
+		/* the call as the stop line names it: model#3, a micro-batch */
+		call[0] = '\0';
+		if (ev->call > 1)
+			snprintf(call, sizeof(call), "#%u", ev->call);
+		tm_out(s, "seq %" PRIu64 ", step %" PRIu64 ", %s: %s%s (%s)\n",
 		       ev->seq, ev->step, tm_phase_name(ev->phase),
-		       tm_node_name(s, ev->node), sb);
+		       tm_node_name(s, ev->node), call, sb);
 	}
 	return 0;
 }

@@ -913,10 +913,10 @@ class Probe(_ProbeBase):
         root = node.is_root and not self._root_depth
         if root:
             self._root_enter()
-            if self.on_root_call is not None:
-                self.on_root_call(args, kwargs)
         if node.is_root:
             self._root_depth += 1
+        if root and self.on_root_call is not None:
+            self.on_root_call(args, kwargs)     # inside the call: annotates its step
         node.depth += 1
         step = self.step_count
         if node.epoch != step:
@@ -1018,13 +1018,19 @@ class Probe(_ProbeBase):
         if not self._fw_done:
             self._fw_done = _loop.patch_frameworks(self)
         plain = not (_grad_enabled() and self._training())
-        if not self._manual_step and (self._attempted or (
-                self._step_calls and not self._eval_depth and (plain or self._step_plain))):
+        if not self._manual_step and (self._pending() or (
+                self._step_calls and not self._eval_depth and plain)):
             self._advance()
         self._step_plain = plain and not self._eval_depth
         self._step_calls += 1
         if self._step_calls == 1:
             self._step_begins()
+
+    def _pending(self) -> bool:
+        """Whether the next root call begins a step whatever it is: the
+        optimizer stepped, or the step was an inference call."""
+        return self._attempted or bool(self._step_calls and not self._eval_depth
+                                       and self._step_plain)
 
     def _step_begins(self) -> None:
         """The first root call of a step: the loss scale it runs with, and
@@ -1118,7 +1124,7 @@ class Probe(_ProbeBase):
             scale = float(scaler.get_scale())
         except Exception:       # noqa: BLE001 -- a scaler we cannot read
             return
-        self.annotate("scaler.scale", [f"{scale:.17g}"])
+        self._annotate("scaler.scale", [f"{scale:.17g}"])
 
     def _scaler_stepped(self, skipped: bool) -> None:
         """GradScaler.step returned: an optimizer step attempted, which the
@@ -1130,7 +1136,7 @@ class Probe(_ProbeBase):
     def _note_skipped(self) -> None:
         if self._skip_noted != self.step_count:
             self._skip_noted = self.step_count
-            self.annotate("scaler.skipped", ["true"])
+            self._annotate("scaler.skipped", ["true"])
 
     @contextlib.contextmanager
     def evaluation(self) -> Iterator[None]:
@@ -1161,6 +1167,13 @@ class Probe(_ProbeBase):
         after it; at most TM_ANNOT_MAX_VALUES values are kept, each as text
         cut to 255 bytes, and count (default len(values)) says how many
         there were.  Returns the values kept, as the trace has them."""
+        if self._closed:
+            return []
+        if not self._manual_step and not self._root_depth and self._pending():
+            self._advance()         # between iterations: about the next one
+        return self._annotate(key, values, count)
+
+    def _annotate(self, key: str, values: Any, count: int | None = None) -> list[str]:
         if self._closed:
             return []
         if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
