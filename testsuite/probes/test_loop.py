@@ -208,3 +208,33 @@ def test_no_probe_frame_in_the_users_traceback(tmp_path):
     if os.environ.get("TENSORMORPH_EXPECT_HOOK"):
         assert not [f for f in frames if "tensormorph_probe" in f.filename], frames
     assert frames[-1].name == "forward"
+
+
+def test_hand_written_evaluation(trace_path):
+    """Evaluation between training steps of a hand-written loop: inside
+    tensormorph_probe.evaluation() it joins the step (as the loop counts
+    them); outside it each evaluation call is an inference step."""
+    import torch
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(2, 4)
+    with tp.attach(model, level=0, record=trace_path):
+        for _ in range(3):
+            model.train()
+            model(x).sum().backward()
+            opt.step()
+            opt.zero_grad()
+            model.eval()
+            with torch.no_grad(), tp.evaluation():
+                model(x)
+                model(x)
+        with torch.no_grad():
+            model(x)                # after training: a step of its own
+            model(x)
+    _, events, _ = read(trace_path)
+    root = [(e.step, e.call) for e in events if e.node == "model" and e.kind == "enter"]
+    # the evaluation after optimizer step k is in step k + 1, before its
+    # training call, as HF's global_step counts it
+    assert root == [(0, 1), (1, 1), (1, 2), (1, 3), (2, 1), (2, 2), (2, 3), (3, 1), (3, 2),
+                    (4, 1), (5, 1)]

@@ -1351,6 +1351,20 @@ def active() -> Probe | None:
     return None if p is None or p._closed else p
 
 
+@contextlib.contextmanager
+def evaluation() -> Iterator[None]:
+    """`with tensormorph_probe.evaluation(): ...` around a hand-written
+    evaluation inside training: its root calls join the current step
+    (Probe.evaluation) instead of being steps of their own.  Without an
+    active probe it does nothing, so a script may keep it."""
+    p = active()
+    if p is None:
+        yield
+        return
+    with p.evaluation():
+        yield
+
+
 def _env_listen() -> tuple[str | None, float | None]:
     """TENSORMORPH_LISTEN (1 or a socket path) and TENSORMORPH_WAIT (seconds)."""
     listen = os.environ.get("TENSORMORPH_LISTEN", "")
