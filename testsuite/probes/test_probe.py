@@ -94,14 +94,13 @@ def test_levels_and_events(trace_path):
     bwd = [e for e in fc2 if e.kind == "bwd"]
     assert {t.slot for e in bwd for t in e.tensors} == {"grad_out.0", "grad_in.0"}
     assert all(e.phase == "bwd" for e in bwd)
-    # values at the start (fwd) and as each optimizer step changes them,
-    # gradients as the backward makes them: each in its own step
+    # gradients as the backward makes them, values as each optimizer step
+    # changes them: each in its own step
     params = [e for e in events if e.kind == "param"]
     got = [(e.node, e.tensors[0].slot, e.step, e.phase) for e in params]
     for n in ("model.fc2.weight", "model.fc2.bias"):
         assert [x[1:] for x in got if x[0] == n] == [
-            ("data", 0, "fwd"), ("grad", 0, "bwd"), ("data", 0, "bwd"),
-            ("grad", 1, "bwd"), ("data", 1, "bwd")]
+            ("grad", 0, "bwd"), ("data", 0, "bwd"), ("grad", 1, "bwd"), ("data", 1, "bwd")]
     assert not any(e.kind == "bwd" for e in events if e.node != "model.fc2")
     seqs = [e.seq for e in events]
     assert seqs == list(range(len(seqs)))

@@ -95,6 +95,7 @@ _MAX_TENSORS = _lib.TM_MAX_TENSORS
 _EV_ENTER, _EV_EXIT, _EV_BWD, _EV_PARAM = _lib.EV_ENTER, _lib.EV_EXIT, _lib.EV_BWD, _lib.EV_PARAM
 _FWD, _BWD = _lib.PHASE_FWD, _lib.PHASE_BWD
 _grad_enabled = torch.is_grad_enabled
+_queue_callback = torch.autograd.Variable._execution_engine.queue_callback
 _partial = functools.partial
 _wref = weakref.ref
 
@@ -361,7 +362,9 @@ class Probe(_ProbeBase):
         self._scaler: weakref.ref[Any] | None = None   # the GradScaler in use
         self._scale_noted = -1          # step whose scaler.scale is annotated
         self._skip_noted = -1           # step annotated scaler.skipped
-        self._params_shown = False      # initial parameter values written
+        # PARAM grad events of the backward in flight (pid -> (node, param))
+        self._grad_pending: dict[int, tuple[_Node, torch.Tensor]] = {}
+        self._grad_queued = False
         self._watched: set[int] = set()  # id(param) with a gradient hook
         self._fw: dict[str, bool] = {}  # frameworks patched
         self._fw_done = False
@@ -1017,6 +1020,8 @@ class Probe(_ProbeBase):
         step of their forward."""
         if not self._fw_done:
             self._fw_done = _loop.patch_frameworks(self)
+        if self._grad_queued:           # a backward that raised: its callbacks never ran
+            self._grads_done()
         plain = not (_grad_enabled() and self._training())
         if not self._manual_step and (self._pending() or (
                 self._step_calls and not self._eval_depth and plain)):
@@ -1033,11 +1038,7 @@ class Probe(_ProbeBase):
                                        and self._step_plain)
 
     def _step_begins(self) -> None:
-        """The first root call of a step: the loss scale it runs with, and
-        once the parameters' initial values."""
-        if not self._params_shown and self._params and not self._closed:
-            self._params_shown = True
-            self._param_values(None, _FWD)
+        """The first root call of a step: the loss scale it runs with."""
         sc = self._scaler() if self._scaler is not None else None
         if sc is not None and sc.is_enabled():
             self._note_scale(sc)
@@ -1094,9 +1095,39 @@ class Probe(_ProbeBase):
         if self._scaler_watch:
             self._grad_check(g)
         if node is not None and node.level >= 2 and pid is not None:
-            t = _now() - self._t0
-            self._event1(_EV_PARAM, _BWD, pid, max(self._micro, 1), t, t, t, g,
-                         _lib.SLOT_GRAD, node.level, 0)
+            self._grad_pending[pid] = (node, p)
+            if not self._grad_queued:
+                # read when this backward ends: after DDP's averaging
+                try:
+                    _queue_callback(self._grads_queue_again)
+                    self._grad_queued = True
+                except RuntimeError:        # not inside autograd's engine
+                    self._grads_done()
+
+    def _grads_queue_again(self) -> None:
+        """Behind the callbacks queued since (DDP's reducer finishes the
+        averaged gradients in one): autograd runs those queued while its
+        callbacks run, in order."""
+        try:
+            _queue_callback(self._grads_done)
+        except RuntimeError:
+            self._grads_done()
+
+    def _grads_done(self) -> None:
+        """The backward of the current micro-batch ended: PARAM grad events
+        of the parameters it accumulated into, as the optimizer will read
+        them."""
+        self._grad_queued = False
+        pending, self._grad_pending = self._grad_pending, {}
+        if self._closed:
+            return
+        t = _now() - self._t0
+        call = max(self._micro, 1)
+        for pid, (node, p) in pending.items():
+            g = p.grad
+            if g is not None and node.level >= 2:
+                self._event1(_EV_PARAM, _BWD, pid, call, t, t, t, g, _lib.SLOT_GRAD,
+                             node.level, 0)
 
     def _grad_check(self, g: torch.Tensor) -> None:
         """A gradient of the backward while a GradScaler runs: one that is
