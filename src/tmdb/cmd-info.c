@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "tmdb.h"
+#include "live.h"
 #include "view.h"
 
 struct info_sub {
@@ -110,13 +111,16 @@ static int info_steps(struct tm_session *s, const char *args)
 {
 	struct tm_summary live;
 	struct tm_probe_info pi;
+	int held;
 	struct tm_record rec;
 	uint64_t first, last, st, shown = 0;
 	const char *end;
 
 	s->probe->ops->describe(s->probe, &pi);
+	/* a live process: the steps of the history that has arrived, without
+	 * letting the model run on */
+	held = tm_probe_hold(s->probe, 1);
 	if (!pi.summary) {
-		/* a live process: the steps of the history that has arrived */
 		int any = 0;
 
 		memset(&live, 0, sizeof(live));
@@ -137,6 +141,8 @@ static int info_steps(struct tm_session *s, const char *args)
 	}
 	if (!pi.summary->nevents) {
 		tm_out(s, "No steps.\n");
+		if (held)
+			tm_probe_hold(s->probe, 0);
 		return 0;
 	}
 	first = pi.summary->first_step;
@@ -145,12 +151,12 @@ static int info_steps(struct tm_session *s, const char *args)
 		/* "3x" or "1 abc" is a typo, not steps 3..0 (an empty table). */
 		if (step_number(args, &end, &first)) {
 			tm_error(s, "Usage: info steps [FIRST [LAST]]");
-			return -1;
+			goto usage;
 		}
 		last = first;
 		if (*end && (step_number(end, &end, &last) || *end)) {
 			tm_error(s, "Usage: info steps [FIRST [LAST]]");
-			return -1;
+			goto usage;
 		}
 		if (last > pi.summary->last_step)
 			last = pi.summary->last_step;
@@ -178,7 +184,16 @@ static int info_steps(struct tm_session *s, const char *args)
 		tm_out(s, "(%" PRIu64 " more steps: use \"info steps FIRST LAST\")\n",
 		       pi.summary->last_step - last);
 	tm_cursor_restore(s);
+	if (held) {
+		tm_probe_hold(s->probe, 0);
+		if (!tm_probe_closed(s->probe))
+			tm_out(s, "(the steps recorded so far: the program is paused)\n");
+	}
 	return 0;
+usage:
+	if (held)
+		tm_probe_hold(s->probe, 0);
+	return -1;
 }
 
 /* ------------------------------------------------------------- gaps */

@@ -1124,7 +1124,7 @@ static int cmd_find_exec(struct tm_session *s, const char *args, int from_tty)
 	uint64_t old = s->have_cur ? s->cur.seq : UINT64_MAX;
 	char *cond;
 	size_t wl = strcspn(p, " \t"), i;
-	int mode = F_FIRST, rc = 0, dir = TM_DIR_FWD;
+	int mode = F_FIRST, rc = 0, dir = TM_DIR_FWD, held;
 
 	for (i = 0; modes[i]; i++) {
 		if (wl == strlen(modes[i]) && !strncmp(p, modes[i], wl)) {
@@ -1175,9 +1175,28 @@ static int cmd_find_exec(struct tm_session *s, const char *args, int from_tty)
 	} else if (mode == F_PREV) {
 		dir = TM_DIR_BWD;
 	}
+	/* a live program: the history that has arrived, not the rest of its
+	 * run (which would run the rest of training to answer) */
+	held = dir == TM_DIR_FWD && tm_probe_is_live(s->probe) &&
+	       !tm_probe_closed(s->probe) && tm_probe_hold(s->probe, 1);
 	s->scan_quiet = 1;
 	rc = scan(s, dir, pred_find, &fa, 0, &st);
 	s->scan_quiet = 0;
+	if (held) {
+		tm_probe_hold(s->probe, 0);
+		if (!rc && st.why == STOP_END)
+			tm_out(s, "Searched what the running program has recorded so far "
+			       "(it is paused).\n");
+	}
+	if (held && !rc && st.why == STOP_END && mode != F_COUNT && mode != F_ALL &&
+	    from_tty && s->set.confirm && !s->batch &&
+	    tm_query(s, "Run the program on and search what it does next? ")) {
+		/* on from the end of the history: the model runs until a match
+		 * or its end, as `continue` to a temporary breakpoint would */
+		s->scan_quiet = 1;
+		rc = scan(s, dir, pred_find, &fa, 0, &st);
+		s->scan_quiet = 0;
+	}
 	if (rc)
 		goto out;
 	if (mode == F_COUNT || mode == F_ALL) {

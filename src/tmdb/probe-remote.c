@@ -73,6 +73,8 @@ struct remote {
 	size_t n, cap, pos;
 
 	int stopped;            /* the model is paused (STOP received) */
+	int hold;               /* reading forward ends with the history
+				 * (tm_probe_hold): the model is not resumed */
 	int closed;             /* BYE or a broken connection */
 	int last_result;        /* code of the last RESULT */
 	int result_for;         /* request type it answered, -1 none yet */
@@ -550,7 +552,7 @@ static int remote_next(struct tm_probe *p, int dir, struct tm_record *rec)
 		return TM_OK;
 	}
 	while (rp->pos == rp->n) {
-		if (rp->closed)
+		if (rp->closed || rp->hold)
 			return TM_ERR_END;
 		if (tm_interrupted && (rp->int_pending || rp->stopped)) {
 			/* A second Ctrl-C: stop waiting for a busy model. */
@@ -1074,6 +1076,14 @@ static const struct tm_probe_ops remote_ops = {
  * block in next_event() past its newest record: it reads the history
  * directly, polls every socket itself and resumes each paused model.
  */
+int tm_probe_hold(struct tm_probe *p, int hold)
+{
+	if (!p || p->ops != &remote_ops)
+		return 0;
+	impl(p)->hold = hold;
+	return 1;
+}
+
 size_t tm_probe_remote_count(struct tm_probe *p)
 {
 	return impl(p)->n;

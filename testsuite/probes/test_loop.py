@@ -238,3 +238,24 @@ def test_hand_written_evaluation(trace_path):
     # training call, as HF's global_step counts it
     assert root == [(0, 1), (1, 1), (1, 2), (1, 3), (2, 1), (2, 2), (2, 3), (3, 1), (3, 2),
                     (4, 1), (5, 1)]
+
+
+@needs_tmdb
+def test_live_find_and_info_steps_keep_the_program_paused(tmp_path):
+    """find on a live run searches what has arrived and says so; neither it
+    nor info steps lets the paused program run on (in batch mode there is
+    no one to ask whether to)."""
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    r = _tmdb(["-ex", "break model.** if tensor.nan_count > 0", "-ex", "run",
+               "-ex", "find count tensor.nan_count > 0", "-ex", "find first step == 7",
+               "-ex", "print step", "-ex", "info steps", "-ex", "kill",
+               "--args", sys.executable, str(MODELS), "accum"], env=env)
+    out = r.stdout
+    assert "Breakpoint 1, model.2#3 (out) at step 5, fwd\n" in out, out + r.stderr
+    said = "Searched what the running program has recorded so far (it is paused).\n"
+    assert said + "1 matching event.\n" + said in out, out
+    assert "Not found." in r.stderr
+    assert "$1 = 5\n" in out
+    steps = re.findall(r"^(\d+) +\d+ +\d+$", out, re.M)
+    assert steps == [str(i) for i in range(6)], out        # nothing past step 5 ran
+    assert "(the steps recorded so far: the program is paused)" in out
