@@ -9,10 +9,19 @@ host tensors; gradient hooks -- and hands everything else (roots,
 containers, kwargs, device tensors) to _enter and _exit here; without the
 extension a Python function calls those for every call.
 At level >= 2 gradient hooks on the call's output and input tensors give BWD
-events (grad_out.N, grad_in.N), and parameters give PARAM events (data and
-grad) once per step.  Tensor hooks are used rather than full module backward
+events (grad_out.N, grad_in.N), and parameters give PARAM events: a
+gradient when the backward that accumulated it ends (post-accumulate-grad
+hooks; read after DDP's averaging), a value after each optimizer step that
+changed it.  Tensor hooks are used rather than full module backward
 hooks because those wrap outputs in a custom Function that in-place ops
 (ReLU(inplace=True)) then refuse: the probe must never change what runs.
+
+A step is one training iteration (doc/manual.md, "Steps"; Probe._root_enter
+decides it at each root call, _loop.py watches the optimizers, GradScaler
+and the frameworks' evaluation scopes): micro-batches are the root's call
+numbers, inference calls are steps of their own.  The model is the module
+given, or the outermost module holding the first one called (a
+LightningModule, whose step methods are then its root calls).
 
 Events are packed into a batch buffer laid out as libtensormorph's
 struct tm_rec_event / tm_rec_tensor and handed over once per step or when
