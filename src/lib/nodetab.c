@@ -163,7 +163,7 @@ static int append(tm_nodetab *t, const struct tm_node *n, int bad, uint32_t *id)
 	if (!tm_path_valid(n->address, alen))
 		return bad == TM_ERR_CORRUPT ? bad : TM_ERR_ADDRESS;
 	/* parent is not checked: tm_nodetab_get() bounds it for whoever follows it. */
-	if (n->kind > TM_NODE_BUFFER)
+	if (n->kind > TM_NODE_OP)
 		return bad;
 	if (t->n >= NODETAB_MAX_NODES)
 		return TM_ERR_TOO_LARGE;

@@ -157,6 +157,9 @@ int tm_server_crash(tm_server *srv, const struct tm_crash *c);
 
 /* Level the client asked for this node (SET_LEVEL), or -1: the probe's own. */
 int tm_server_level(tm_server *srv, uint32_t node);
+/* The op patterns the debugger set (SET_OPS) into buf, comma-separated, ""
+ * for none: returns 1; 0 when it set none (the probe's own apply). */
+int tm_server_ops(tm_server *srv, char *buf, size_t len);
 /* 1 if the client asked for a full capture of a tensor of this node. */
 int tm_server_wants_capture(tm_server *srv, uint32_t node);
 

@@ -75,6 +75,8 @@ enum tm_event_kind {
 	TM_EV_EXIT = 1,
 	TM_EV_BWD = 2,
 	TM_EV_PARAM = 3,
+	/* 4 is issue 27's TM_EV_RAISE */
+	TM_EV_OP = 5,           /* one tensor operation inside a module call */
 	TM_EV__COUNT
 };
 const char *tm_event_kind_name(int kind);
@@ -199,6 +201,30 @@ struct tm_tensor {
  * the call end for EXIT/BWD.  start_ns/end_ns are the call's span, both
  * known at EXIT (0 at ENTER for end_ns).
  */
+/*
+ * An OP event (TM_EV_OP) is one tensor operation (an aten overload) run
+ * directly in a module's forward: its node is the op's site, a node of kind
+ * TM_NODE_OP whose parent is the module, whose type is the overload's name
+ * ("aten::div.Tensor") and whose file and line are the caller's source
+ * line; call is the module's call number; its tensors are the op's
+ * outputs (out.N).  op_index is the op's place in that call, from 1;
+ * op_flags are TM_OPF_* bits.  Both are 0 for other kinds.
+ */
+enum tm_op_flags {
+	TM_OPF_INPUTS_CHECKED = 1u << 0,    /* the inputs' finiteness is known */
+	TM_OPF_INPUTS_FINITE = 1u << 1,     /* ... and every input was finite */
+	TM_OPF__ALL = 0x3
+};
+
+struct tm_event;
+/*
+ * Producer, not propagator: 1 when the op event (forward) made non-finite
+ * values -- an output holds NaN or Inf and every input was finite --, 0
+ * when it did not (finite outputs, or non-finite inputs passed on), -1 when
+ * unknown (not an op event, stats or input check missing).
+ */
+int tm_event_op_made_nonfinite(const struct tm_event *ev);
+
 struct tm_event {
 	uint64_t seq;
 	uint64_t step;
@@ -212,7 +238,18 @@ struct tm_event {
 	uint64_t end_ns;
 	uint32_t ntensors;
 	struct tm_tensor *tensors;
+	uint32_t op_index;      /* TM_EV_OP: the op's index in the call, from 1 */
+	uint8_t op_flags;       /* TM_EV_OP: enum tm_op_flags */
 };
+
+/* The tensor of ev in slot, NULL when ev holds none. */
+const struct tm_tensor *tm_event_tensor(const struct tm_event *ev,
+					struct tm_slot slot);
+/* Whether ev carries a tensor for slot (NULL: always). */
+int tm_event_holds_slot(const struct tm_event *ev, const struct tm_slot *slot);
+/* The slot an event of this kind stands for when nothing narrowed it:
+ * in (ENTER), out (EXIT), grad_out (BWD), data (PARAM).  Returns 0. */
+int tm_event_slot(const struct tm_event *ev, struct tm_slot *slot);
 
 /* ---------------------------------------------------------------- gaps */
 
@@ -284,7 +321,8 @@ struct tm_annot {
 enum tm_node_kind {
 	TM_NODE_MODULE = 0,
 	TM_NODE_PARAM = 1,
-	TM_NODE_BUFFER = 2
+	TM_NODE_BUFFER = 2,
+	TM_NODE_OP = 3          /* an op site (TM_EV_OP): parent is its module */
 };
 
 /* A graph node: a module or a parameter, named by its address. */
@@ -367,6 +405,20 @@ struct tm_record {
 };
 
 const char *tm_version_string(void);   /* "tensormorph 0.1.0" */
+
+/*
+ * What bindings that mirror this library's structs check at load: one
+ * item per struct size ("tm_rec_tensor.sizeof"), field offset and size
+ * ("tm_rec_tensor.have.offset", "tm_rec_tensor.have.sizeof") and constant
+ * ("TM_MAX_RANK", "TM_ERR_AGAIN", "TM_EV_PARAM"), filled by the compiler
+ * from these headers (layout.c).  The Python probe refuses to load on any
+ * difference from its mirrors and names it (tensormorph_probe/_lib.py).
+ */
+struct tm_layout_item {
+	const char *name;
+	int64_t value;
+};
+const struct tm_layout_item *tm_layout(size_t *n);
 
 #ifdef __cplusplus
 }

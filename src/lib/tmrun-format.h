@@ -10,7 +10,7 @@
 #include "tm-tmrun.h"
 
 #define TMRUN_VERSION_MAJOR 1
-#define TMRUN_VERSION_MINOR 1     /* 1.1: ANNOT records */
+#define TMRUN_VERSION_MINOR 2     /* 1.1: ANNOT records; 1.2: op events */
 
 /* File header: 32 bytes at offset 0. */
 #define TMRUN_FILE_HEADER_SIZE 32

@@ -49,7 +49,12 @@ static const char *const efield_names[EF__COUNT] = {
 	[EF_PHASE] = "phase", [EF_NODE_PATH] = "node.path",
 	[EF_NODE_TYPE] = "node.type", [EF_NODE_DEPTH] = "node.depth",
 	[EF_RANK] = "rank", [EF_REQUEST] = "request",
-	[EF_REQUEST_COUNT] = "request.count", [EF_CALL] = "call",
+	[EF_REQUEST_COUNT] = "request.count",
+	[EF_OP_NAME] = "op.name", [EF_OP_INDEX] = "op.index",
+	[EF_OP_LINE] = "op.line", [EF_OP_FILE] = "op.file",
+	[EF_OP_INPUTS_FINITE] = "op.inputs_finite",
+	[EF_OP_MADE_NONFINITE] = "op.made_nonfinite",
+	[EF_CALL] = "call",
 	[EF_SCALER_SCALE] = "scaler.scale", [EF_SCALER_SKIPPED] = "scaler.skipped",
 	[EF_ANNOT] = "annot",
 };
@@ -1206,10 +1211,11 @@ static int check_word(struct tql_cc *cc, struct tql_node *n)
 		if (i != EF_ANNOT && word_eq(n, 0, efield_names[i])) {
 			n->res = R_EVENT;
 			n->aux = (uint32_t)i;
-			return i == EF_PHASE || i == EF_NODE_PATH || i == EF_NODE_TYPE ?
-				TM_TQL_STR : i == EF_REQUEST ? TM_TQL_LIST :
-				i == EF_SCALER_SCALE ? TM_TQL_NUM :
-				i == EF_SCALER_SKIPPED ? TM_TQL_BOOL : TM_TQL_INT;
+			return i == EF_PHASE || i == EF_NODE_PATH || i == EF_NODE_TYPE ||
+			       i == EF_OP_NAME || i == EF_OP_FILE ? TM_TQL_STR :
+			       i == EF_OP_INPUTS_FINITE || i == EF_OP_MADE_NONFINITE ||
+			       i == EF_SCALER_SKIPPED ? TM_TQL_BOOL : i == EF_REQUEST ? TM_TQL_LIST :
+			       i == EF_SCALER_SCALE ? TM_TQL_NUM : TM_TQL_INT;
 		}
 	/* annot.KEY: any annotation key of the step (KEY may hold dots) */
 	if (n->word.len > 6 && !memcmp(n->word.s, "annot.", 6) &&
@@ -1693,6 +1699,16 @@ int tm_tql_result_type(const tm_tql_prog *p)
 int tm_tql_uses_lookup(const tm_tql_prog *p)
 {
 	return p ? p->uses_lookup : 0;
+}
+
+int tm_tql_uses_variables(const tm_tql_prog *p)
+{
+	uint32_t i;
+
+	for (i = 0; p && i < p->ncode; i++)
+		if (p->code[i].op == OP_VAR)
+			return 1;
+	return 0;
 }
 
 void tm_tql_reset(tm_tql_prog *p)

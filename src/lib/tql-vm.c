@@ -209,6 +209,50 @@ static void annot_field(const struct tm_tql_ctx *ctx, const struct tm_event *e,
 	}
 }
 
+/* op.*: the op event's site (name, source) and what it did (doc/tql.md). */
+static void op_field(const struct tm_tql_ctx *ctx, const struct tm_event *e,
+		     uint32_t f, struct tm_tql_value *v)
+{
+	const struct tm_node *n;
+	int r;
+
+	if (e->kind != TM_EV_OP) {
+		set_unknown(v, 0);
+		return;
+	}
+	switch (f) {
+	case EF_OP_INDEX:
+		set_int(v, e->op_index);
+		return;
+	case EF_OP_INPUTS_FINITE:
+		if (e->op_flags & TM_OPF_INPUTS_CHECKED)
+			set_bool(v, !!(e->op_flags & TM_OPF_INPUTS_FINITE));
+		else
+			set_unknown(v, 0);
+		return;
+	case EF_OP_MADE_NONFINITE:
+		r = tm_event_op_made_nonfinite(e);
+		if (r < 0)
+			set_unknown(v, 0);
+		else
+			set_bool(v, r);
+		return;
+	default:
+		break;
+	}
+	n = ctx->nodes ? tm_nodetab_get(ctx->nodes, e->node) : NULL;
+	if (!n || n->kind != TM_NODE_OP)
+		set_unknown(v, 0);
+	else if (f == EF_OP_NAME && n->type)
+		set_str(v, n->type);
+	else if (f == EF_OP_FILE && n->file)
+		set_str(v, n->file);
+	else if (f == EF_OP_LINE && n->line)
+		set_int(v, n->line);
+	else
+		set_unknown(v, 0);
+}
+
 static void event_field(const struct tm_tql_ctx *ctx, uint32_t f, const char *key,
 			struct tm_tql_value *v)
 {
@@ -252,6 +296,14 @@ static void event_field(const struct tm_tql_ctx *ctx, uint32_t f, const char *ke
 		return;
 	case EF_CALL:
 		set_int(v, e->call);
+		return;
+	case EF_OP_NAME:
+	case EF_OP_INDEX:
+	case EF_OP_LINE:
+	case EF_OP_FILE:
+	case EF_OP_INPUTS_FINITE:
+	case EF_OP_MADE_NONFINITE:
+		op_field(ctx, e, f, v);
 		return;
 	default:
 		n = ctx->nodes ? tm_nodetab_get(ctx->nodes, e->node) : NULL;
@@ -1050,9 +1102,15 @@ int tm_tql_value_format(const struct tm_tql_value *v, char *buf, size_t len)
 
 static const char *const tf_names[] = { "shape", "dtype", "rank", "numel" };
 static const char *const ef_names[EF__COUNT] = {
-	"step", "seq", "time", "phase", "node.path", "node.type", "node.depth",
-	"rank", "request", "request.count", "call", "scaler.scale", "scaler.skipped",
-	"annot"
+	[EF_STEP] = "step", [EF_SEQ] = "seq", [EF_TIME] = "time", [EF_PHASE] = "phase",
+	[EF_NODE_PATH] = "node.path", [EF_NODE_TYPE] = "node.type",
+	[EF_NODE_DEPTH] = "node.depth", [EF_RANK] = "rank", [EF_REQUEST] = "request",
+	[EF_REQUEST_COUNT] = "request.count",
+	[EF_OP_NAME] = "op.name", [EF_OP_INDEX] = "op.index", [EF_OP_LINE] = "op.line",
+	[EF_OP_FILE] = "op.file", [EF_OP_INPUTS_FINITE] = "op.inputs_finite",
+	[EF_OP_MADE_NONFINITE] = "op.made_nonfinite",
+	[EF_CALL] = "call", [EF_SCALER_SCALE] = "scaler.scale",
+	[EF_SCALER_SKIPPED] = "scaler.skipped", [EF_ANNOT] = "annot",
 };
 
 /*

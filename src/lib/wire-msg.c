@@ -35,6 +35,7 @@ const char *tm_msg_name(int type)
 	case TM_MSG_DETACH: return "detach";
 	case TM_MSG_INTERRUPT: return "interrupt";
 	case TM_MSG_KILL: return "kill";
+	case TM_MSG_SET_OPS: return "set-ops";
 	case TM_MSG_DESCRIBE: return "describe";
 	case TM_MSG_STOP: return "stop";
 	case TM_MSG_RESULT: return "result";
@@ -139,6 +140,9 @@ int tm_msg_encode(struct tm_buf *b, const struct tm_msg *m)
 		if (m->u.level.level > 3)
 			return TM_ERR_INVALID_ARG;
 		put_u8(&w, m->u.level.level);
+		put_str(&w, m->u.level.pattern);
+		break;
+	case TM_MSG_SET_OPS:
 		put_str(&w, m->u.level.pattern);
 		break;
 	case TM_MSG_DETACH:
@@ -270,6 +274,9 @@ int tm_msg_decode(const struct tm_frame *f, struct tm_msg *m)
 		get_str(&r, m->u.level.pattern, &big);
 		if (!r.bad && m->u.level.level > 3)
 			r.bad = 1;
+		break;
+	case TM_MSG_SET_OPS:
+		get_str(&r, m->u.level.pattern, &big);
 		break;
 	case TM_MSG_DETACH:
 	case TM_MSG_INTERRUPT:

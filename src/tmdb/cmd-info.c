@@ -438,6 +438,7 @@ static const struct info_sub subs[] = {
 	{ "graph", tm_view_info_graph, 1, "The module tree with each node's values at the playhead." },
 	{ "inferiors", tm_info_inferiors, 0, "The processes (ranks of a distributed job) debugged." },
 	{ "nodes", info_nodes, 1, "Graph nodes matching a pattern (all by default)." },
+	{ "op", tm_info_op, 1, "The op at the playhead: made or passed on non-finite values." },
 	{ "probe", info_probe, 1, "The probe: trace file, recording, capabilities." },
 	{ "source", info_source, 0, "The current source file." },
 	{ "stack", info_stack, 1, "The module call stack (same as backtrace)." },

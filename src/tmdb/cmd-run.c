@@ -116,9 +116,9 @@ static int watch_check(struct tm_session *s, struct bp *b,
 		tm_val_clear(&v);
 		return 0;
 	}
-	if (b->cond) {
+	if (b->core.cond) {
 		tm_tql_ctx_init(s, &ctx, ev, NULL);
-		if (tm_tql_test(b->cond, &ctx) <= 0) {
+		if (tm_tql_test(b->core.cond, &ctx) <= 0) {
 			tm_val_clear(&b->old);
 			b->old = v;
 			b->have_old = 1;
@@ -525,7 +525,7 @@ const struct cmd_entry cmd_run_entry = {
 		"With a program (tmdb --args PROG ARGS..., file PROG), start it (ARGS\n"
 		"replace \"set args\"; a running one is killed first), attach to its\n"
 		"probe and run until a breakpoint or until it exits.",
-	.exec = cmd_run_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.exec = cmd_run_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES | CMD_PROGRAM,
 	.klass = "running",
 };
 
@@ -585,7 +585,19 @@ const struct cmd_entry cmd_continue_entry = {
 
 /* ------------------------------------------------------------- step, next */
 
+/* step counts events and passes over op events, which stepi counts: a
+ * module call's ops are its instructions (doc/manual.md "Operations"). */
 static int pred_count(struct tm_session *s, const struct tm_event *ev, void *arg)
+{
+	uint64_t *left = arg;
+
+	(void)s;
+	if (ev->kind == TM_EV_OP)
+		return 0;
+	return --*left == 0;
+}
+
+static int pred_count_i(struct tm_session *s, const struct tm_event *ev, void *arg)
 {
 	uint64_t *left = arg;
 
@@ -614,6 +626,7 @@ struct next_arg {
 	uint64_t left;
 	int dir;
 	int by_calls;           /* 0: the playhead is a bwd/param event */
+	int instr;              /* nexti: op events count too */
 	long level;             /* of the playhead */
 	long sz;                /* call stack size between events */
 };
@@ -623,6 +636,8 @@ static int pred_next(struct tm_session *s, const struct tm_event *ev, void *arg)
 	struct next_arg *a = arg;
 	long level;
 
+	if (ev->kind == TM_EV_OP && !a->instr)
+		return 0;
 	if (!a->by_calls) {
 		if (node_depth(s, ev->node) > a->level)
 			return 0;
@@ -634,6 +649,8 @@ static int pred_next(struct tm_session *s, const struct tm_event *ev, void *arg)
 		level = ++a->sz;
 	else if (ev->kind == TM_EV_ENTER || ev->kind == TM_EV_EXIT)
 		level = a->sz--;
+	else if (ev->kind == TM_EV_OP && ev->phase == TM_PHASE_FWD)
+		level = a->sz;          /* inside its module's call */
 	else
 		level = node_depth(s, ev->node) + 1;
 	if (level > a->level)
@@ -641,7 +658,7 @@ static int pred_next(struct tm_session *s, const struct tm_event *ev, void *arg)
 	return --a->left == 0;
 }
 
-static int do_step(struct tm_session *s, const char *args, int dir, int over)
+static int do_step(struct tm_session *s, const char *args, int dir, int over, int instr)
 {
 	struct next_arg na;
 	uint64_t n;
@@ -653,10 +670,12 @@ static int do_step(struct tm_session *s, const char *args, int dir, int over)
 		return -1;
 	}
 	if (!over || !s->have_cur)
-		return run_to_stop(s, dir, pred_count, &n, 1);
+		return run_to_stop(s, dir, instr ? pred_count_i : pred_count, &n, 1);
 	na.left = n;
 	na.dir = dir;
-	na.by_calls = s->cur.kind == TM_EV_ENTER || s->cur.kind == TM_EV_EXIT;
+	na.instr = instr;
+	na.by_calls = s->cur.kind == TM_EV_ENTER || s->cur.kind == TM_EV_EXIT ||
+		      (s->cur.kind == TM_EV_OP && s->cur.phase == TM_PHASE_FWD);
 	if (!na.by_calls) {
 		na.level = node_depth(s, s->cur.node);
 	} else {
@@ -674,7 +693,7 @@ static int do_step(struct tm_session *s, const char *args, int dir, int over)
 
 static int cmd_step_exec(struct tm_session *s, const char *args, int from_tty)
 {
-	return do_step(s, args, TM_DIR_FWD, 0);
+	return do_step(s, args, TM_DIR_FWD, 0, 0);
 }
 
 const struct cmd_entry cmd_step_entry = {
@@ -687,7 +706,7 @@ const struct cmd_entry cmd_step_entry = {
 
 static int cmd_next_exec(struct tm_session *s, const char *args, int from_tty)
 {
-	return do_step(s, args, TM_DIR_FWD, 1);
+	return do_step(s, args, TM_DIR_FWD, 1, 0);
 }
 
 const struct cmd_entry cmd_next_entry = {
@@ -701,7 +720,7 @@ const struct cmd_entry cmd_next_entry = {
 
 static int cmd_reverse_step_exec(struct tm_session *s, const char *args, int from_tty)
 {
-	return do_step(s, args, TM_DIR_BWD, 0);
+	return do_step(s, args, TM_DIR_BWD, 0, 0);
 }
 
 const struct cmd_entry cmd_reverse_step_entry = {
@@ -714,7 +733,7 @@ const struct cmd_entry cmd_reverse_step_entry = {
 
 static int cmd_reverse_next_exec(struct tm_session *s, const char *args, int from_tty)
 {
-	return do_step(s, args, TM_DIR_BWD, 1);
+	return do_step(s, args, TM_DIR_BWD, 1, 0);
 }
 
 const struct cmd_entry cmd_reverse_next_entry = {
@@ -722,6 +741,61 @@ const struct cmd_entry cmd_reverse_next_entry = {
 	.usage = "reverse-next [N]",
 	.help = "Move back to the previous event at the same or a shallower depth.",
 	.exec = cmd_reverse_next_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.klass = "running",
+};
+
+/* stepi, nexti: as step and next, op events included (the ops of a module
+ * call are its instructions). */
+static int cmd_stepi_exec(struct tm_session *s, const char *args, int from_tty)
+{
+	return do_step(s, args, TM_DIR_FWD, 0, 1);
+}
+
+const struct cmd_entry cmd_stepi_entry = {
+	.name = "stepi", .alias = "si",
+	.usage = "stepi [N]",
+	.help = "Move to the next event (N times), op events included.",
+	.exec = cmd_stepi_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.klass = "running",
+};
+
+static int cmd_nexti_exec(struct tm_session *s, const char *args, int from_tty)
+{
+	return do_step(s, args, TM_DIR_FWD, 1, 1);
+}
+
+const struct cmd_entry cmd_nexti_entry = {
+	.name = "nexti", .alias = "ni",
+	.usage = "nexti [N]",
+	.help = "Move to the next op or event at the same or a shallower depth\n"
+		"(over submodule calls), N times.",
+	.exec = cmd_nexti_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.klass = "running",
+};
+
+static int cmd_reverse_stepi_exec(struct tm_session *s, const char *args, int from_tty)
+{
+	return do_step(s, args, TM_DIR_BWD, 0, 1);
+}
+
+const struct cmd_entry cmd_reverse_stepi_entry = {
+	.name = "reverse-stepi", .alias = "rsi",
+	.usage = "reverse-stepi [N]",
+	.help = "Move back to the previous event (N times), op events included.",
+	.exec = cmd_reverse_stepi_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.klass = "running",
+};
+
+static int cmd_reverse_nexti_exec(struct tm_session *s, const char *args, int from_tty)
+{
+	return do_step(s, args, TM_DIR_BWD, 1, 1);
+}
+
+const struct cmd_entry cmd_reverse_nexti_entry = {
+	.name = "reverse-nexti", .alias = "rni",
+	.usage = "reverse-nexti [N]",
+	.help = "Move back to the previous op or event at the same or a shallower depth.",
+	.exec = cmd_reverse_nexti_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
 	.klass = "running",
 };
 
@@ -896,7 +970,7 @@ static int cmd_until_exec(struct tm_session *s, const char *args, int from_tty)
 		return cmd_next_entry.exec(s, "", from_tty);
 	memset(&tmp, 0, sizeof(tmp));
 	if (tm_bp_bind(s, &tmp, args, 0)) {
-		free(tmp.kinds);
+		tm_breakpoint_clear(&tmp.core);
 		free(tmp.where);
 		return -1;
 	}
@@ -905,7 +979,7 @@ static int cmd_until_exec(struct tm_session *s, const char *args, int from_tty)
 	} else {
 		rc = run_to_stop(s, TM_DIR_FWD, pred_bp, &tmp, 1);
 	}
-	free(tmp.kinds);
+	tm_breakpoint_clear(&tmp.core);
 	free(tmp.where);
 	return rc;
 }
@@ -1144,19 +1218,16 @@ static int cmd_find_exec(struct tm_session *s, const char *args, int from_tty)
 	in = find_in(cond);
 	if (in) {
 		cond[in - cond] = 0;
+		/* Without a slot, find looks at every event kind of the nodes. */
+		tmp.core.every_kind = 1;
 		if (tm_bp_bind(s, &tmp, tm_skip_ws(in + 4), 0)) {
 			rc = -1;
 			goto out;
 		}
-		/* Without a slot, find looks at every event kind of the nodes. */
-		if (!tmp.has_slot)
-			for (i = 0; i < tmp.nkinds; i++)
-				if (tmp.kinds[i])
-					tmp.kinds[i] = 0xf;
 	} else {
-		tmp.all_nodes = 1;
+		tm_breakpoint_init_every(&tmp.core);
 	}
-	if (tm_compile(s, tm_strip(cond), 1, &tmp.cond)) {
+	if (tm_compile(s, tm_strip(cond), 1, &tmp.core.cond)) {
 		rc = -1;
 		goto out;
 	}
@@ -1229,8 +1300,7 @@ static int cmd_find_exec(struct tm_session *s, const char *args, int from_tty)
 	else
 		start_over(s);
 out:
-	tm_tql_free(tmp.cond);
-	free(tmp.kinds);
+	tm_breakpoint_clear(&tmp.core);
 	free(tmp.where);
 	free(cond);
 	return rc;

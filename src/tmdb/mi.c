@@ -404,7 +404,8 @@ static void source_keys(struct mi *m, struct mi_buf *b, uint32_t id)
 /*
  * frame={level,addr,func,args,file,fullname,line,arch} as GDB has it, and
  * the graph's keys: node, type, call; the playhead's frame 0 adds the
- * event's kind and phase.  addr is the event's seq (level 0) or the seq of
+ * event's kind and phase, and at an op event the op's name and index (its
+ * line is the op's).  addr is the event's seq (level 0) or the seq of
  * the call's ENTER, in hex: front ends want an address-looking value.
  * Returns -1 when there is no such frame.
  */
@@ -446,15 +447,26 @@ int mi_frame(struct mi *m, struct mi_buf *b, const char *key, size_t level)
 	mi_kv(b, "func", func);
 	mi_open(b, "args", '[');
 	mi_close(b, ']');
-	source_keys(m, b, node);
+	/* at an op, frame 0's line is the op's own (its site's), as GDB's
+	 * frame line is the pc's */
+	if (level == 0 && tm_op_site(s, &s->cur))
+		source_keys(m, b, s->cur.node);
+	else
+		source_keys(m, b, node);
 	mi_kv(b, "arch", "tmdb");
 	mi_kv(b, "node", tm_node_name(s, node));
 	if (n && n->type)
 		mi_kv(b, "type", n->type);
 	mi_kvf(b, "call", "%u", call ? call : 1);
 	if (level == 0) {
+		const struct tm_node *op = tm_op_site(s, &s->cur);
+
 		mi_kv(b, "kind", tm_event_kind_name(s->cur.kind));
 		mi_kv(b, "phase", tm_phase_name(s->cur.phase));
+		if (op) {
+			mi_kv(b, "op", op->type ? op->type : "?");
+			mi_kvf(b, "op_index", "%u", s->cur.op_index);
+		}
 	}
 	mi_close(b, '}');
 	return 0;
@@ -521,8 +533,8 @@ static int same_source(struct mi *m, const struct bp *bp, uint32_t first)
 
 	if (!a)
 		return 0;
-	for (i = first + 1; i < bp->nkinds; i++) {
-		if (!bp->kinds[i])
+	for (i = first + 1; i < bp->core.nkinds; i++) {
+		if (!bp->core.kinds[i])
 			continue;
 		n = tm_source_node(m->s, i);
 		if (!n || n->line != a->line || strcmp(n->file, a->file))
@@ -548,10 +560,10 @@ static void bkpt_groups(struct mi *m, struct mi_buf *b, const struct bp *bp)
 	if (!p || !tm_probe_multi_sub(p, 0, NULL))
 		mi_val(b, "i1");
 	for (i = 0; p && tm_probe_multi_sub(p, i, &rank); i++) {
-		int on = bp->type == BP_WATCH || bp->pending || !bp->kinds;
+		int on = bp->type == BP_WATCH || bp->pending || !bp->core.kinds;
 
-		for (k = 0; !on && k < bp->nkinds && nodes; k++) {
-			const struct tm_node *n = bp->kinds[k] ? tm_nodetab_get(nodes, k) : NULL;
+		for (k = 0; !on && k < bp->core.nkinds && nodes; k++) {
+			const struct tm_node *n = bp->core.kinds[k] ? tm_nodetab_get(nodes, k) : NULL;
 
 			on = n && tm_address_node_rank(n->address, NULL) == rank;
 		}
@@ -586,18 +598,18 @@ void mi_bkpt(struct mi *m, struct mi_buf *b, const char *key, struct bp *bp)
 		mi_kv(b, "addr", "<PENDING>");
 		mi_kv(b, "pending", bp->where);
 	} else {
-		for (i = 0; i < bp->nkinds; i++) {
-			if (bp->kinds && bp->kinds[i]) {
+		for (i = 0; i < bp->core.nkinds; i++) {
+			if (bp->core.kinds && bp->core.kinds[i]) {
 				one = i;
 				break;
 			}
 		}
-		if (bp->nmatch != 1)
+		if (bp->core.nmatch != 1)
 			mi_kv(b, "addr", "<MULTIPLE>");
 		mi_kv(b, "func", bp->where);
 		if (one != TM_NODE_NONE && same_source(m, bp, one))
 			source_keys(m, b, one);
-		mi_kvf(b, "nodes", "%u", bp->nmatch);
+		mi_kvf(b, "nodes", "%u", bp->core.nmatch);
 	}
 	bkpt_groups(m, b, bp);
 	if (bp->cond_src)

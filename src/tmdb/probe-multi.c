@@ -717,23 +717,6 @@ static int multi_capture(struct tm_probe *p, uint32_t node, struct tm_slot slot)
 	return rk->p->ops->capture(rk->p, local, slot);
 }
 
-static int multi_set_bp(struct tm_probe *p, int num, const char *where,
-			const char *cond)
-{
-	(void)p;
-	(void)num;
-	(void)where;
-	(void)cond;
-	return TM_OK;   /* the session judges every event; flow() mirrors */
-}
-
-static int multi_clear_bp(struct tm_probe *p, int num)
-{
-	(void)p;
-	(void)num;
-	return TM_OK;
-}
-
 static const char *multi_detail(struct tm_probe *p)
 {
 	return impl(p)->detail;
@@ -824,6 +807,30 @@ static int multi_flow(struct tm_probe *p, int ahead,
 	}
 	free(mine);
 	return all;
+}
+
+/* every rank's probe gets the same op patterns (their paths have no @R:) */
+static int multi_set_ops(struct tm_probe *p, const char *patterns)
+{
+	struct multi *m = impl(p);
+	size_t r;
+	int err;
+
+	if (!m->live)
+		return TM_ERR_UNSUPPORTED;
+	for (r = 0; r < m->nr; r++) {
+		struct rank *rk = &m->r[r];
+
+		if (!rk->p->ops->set_ops)
+			continue;
+		err = rk->p->ops->set_ops(rk->p, patterns);
+		if (err) {
+			snprintf(m->detail, sizeof(m->detail), "rank %d: %s",
+				 rk->rank, rk->p->ops->detail(rk->p));
+			return err;
+		}
+	}
+	return TM_OK;
 }
 
 static int multi_set_level(struct tm_probe *p, const char *pattern, int level)
@@ -1085,8 +1092,6 @@ static const struct tm_probe_process_ops multi_process_ops = {
 	.seek = multi_seek, \
 	.latest = multi_latest, \
 	.capture = multi_capture, \
-	.set_breakpoint = multi_set_bp, \
-	.clear_breakpoint = multi_clear_bp, \
 	.detail = multi_detail, \
 	.detach = multi_detach, \
 	.nranks = multi_nranks, \
@@ -1103,6 +1108,7 @@ static const struct tm_probe_ops multi_live_ops = {
 	.process = &multi_process_ops,
 	.flow = multi_flow,
 	.set_level = multi_set_level,
+	.set_ops = multi_set_ops,
 	.record = multi_record,
 };
 

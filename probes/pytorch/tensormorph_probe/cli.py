@@ -37,6 +37,9 @@ def _parser() -> argparse.ArgumentParser:
                      metavar="PATTERN=N", help="level of the nodes matching PATTERN")
     rec.add_argument("--nodes", action="append", default=[], metavar="PATTERN",
                      help="observe only these nodes (default model.**)")
+    rec.add_argument("--ops", metavar="PATTERN", default=None,
+                     help="record op events inside the matching modules (comma-separated "
+                          "patterns; 'main': the code outside every module call)")
     rec.add_argument("--lossless", action="store_true",
                      help="block the program instead of dropping events")
     rec.add_argument("--listen", action="store_true",
@@ -68,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         "nodes": args.nodes or ["model.**"],
         "levels": dict(args.node_level),
         "lossless": args.lossless,
+        "ops": args.ops,
     })
     if args.listen:
         env["TENSORMORPH_LISTEN"] = "1"

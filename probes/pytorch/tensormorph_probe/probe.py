@@ -42,6 +42,10 @@ releases the GIL while it waits).  Without a debugger the probe batches as
 when it only records.  The rest of that word counts the debugger's level and
 capture requests; when it moves, node levels are looked up again.
 
+Operation events (ops="PATTERN", _ops.py): the aten operations inside the
+forwards of the modules the pattern selects, and of `main` (the code outside
+every module call); off, and installing nothing, without a pattern.
+
 Under torch.distributed (torchrun sets RANK and WORLD_SIZE; else an
 initialised process group) each rank records its own trace, named by
 libtensormorph from the record path ("run.tmrun" -> "run.rank1.tmrun"), and
@@ -71,6 +75,7 @@ import torch
 import torch.optim.optimizer as torch_optimizer
 
 from . import _lib, _loop
+from . import _ops as _ops_mod
 from ._devstats import device_stats
 from ._flatten import FLATTEN_RULE, flatten, flatten_call
 
@@ -129,7 +134,7 @@ else:
         pass
 
     class _NodeBase:
-        __slots__ = ("id", "level", "observed", "is_root", "depth", "epoch", "count")
+        __slots__ = ("id", "level", "observed", "is_root", "ops", "depth", "epoch", "count")
 
 
 class _Node(_NodeBase):
@@ -148,6 +153,7 @@ class _Node(_NodeBase):
         self.observed = observed
         self.id = _lib.TM_NODE_NONE
         self.is_root = False
+        self.ops = False                # an op recorder follows its calls
         self.params = False             # parameter nodes registered
         self.depth = 0
         self.epoch = -1
@@ -267,7 +273,8 @@ class Probe(_ProbeBase):
                  device_stats_on_cpu: bool = False, crash_handler: bool = True,
                  rank: int | None = None, world_size: int | None = None,
                  probe_kind: str = "pytorch",
-                 meta: Iterable[tuple[str, str]] | Mapping[str, str] | None = None) -> None:
+                 meta: Iterable[tuple[str, str]] | Mapping[str, str] | None = None,
+                 ops: str | None = None) -> None:
         if not 0 <= level <= 3:
             raise ValueError(f"level must be 0..3, got {level}")
         self._lib = lib = _lib.load()
@@ -302,6 +309,13 @@ class Probe(_ProbeBase):
                 raise ValueError(f"level for {pat!r} must be 0..3, got {lv}")
         self._root_name = root_name
         self._force_dev = bool(device_stats_on_cpu)
+        self._ops: Any = None           # _ops.OpRecorder while ops are on
+        self._ops_patterns = _ops_mod.split_patterns(ops)
+        self._ops_own = ",".join(self._ops_patterns)  # as configured (not by a debugger)
+        self._ops_want: str | None = None   # a debugger's change, due at the root's exit
+        for pat in self._ops_patterns:
+            if lib.tm_path_glob(pat.encode(), b"model") < 0:
+                raise ValueError(f"bad op pattern {pat!r}")
 
         opts = _lib.RecorderOpts()
         lib.tm_recorder_opts_default(ctypes.byref(opts))
@@ -411,6 +425,8 @@ class Probe(_ProbeBase):
             self._adopt(_unwrap(model), root_name)
         else:
             self._discover_calls()
+        if self._ops_patterns:
+            self.set_ops(",".join(self._ops_patterns))
         ref = weakref.ref(self)
         self._atexit = functools.partial(_close_ref, ref)
         atexit.register(self._atexit)
@@ -430,6 +446,8 @@ class Probe(_ProbeBase):
         meta.command = " ".join(sys.argv).encode()
         pairs = [("nodes", ",".join(self._patterns)), ("flatten", FLATTEN_RULE)]
         pairs += [(f"level:{p}", str(lv)) for p, lv in self._levels.items()]
+        if self._ops_patterns:
+            pairs.append(("ops", ",".join(self._ops_patterns)))
         pairs += self._meta_pairs
         keep = [(k.encode(), v.encode()) for k, v in pairs[: _lib.TM_META_MAX_PAIRS]]
         meta.npairs = len(keep)
@@ -527,6 +545,8 @@ class Probe(_ProbeBase):
                 if level >= 2:
                     self._add_params(node)
             self._wrap(node)
+            if self._ops is not None:
+                self._ops.adopt(node)
         assert first is not None
         if self.model is None:
             self.model = root
@@ -588,21 +608,22 @@ class Probe(_ProbeBase):
     def _py_wrapper(self, node: _Node, mod: torch.nn.Module, inner: Any, name: str,
                     scope: bool) -> Any:
         """Without the extension: _hook.c's forward_call in Python."""
-        enter, leave, probe = self._enter, self._exit, self
+        probe = self
 
         def fwd(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
-            if module is not mod or probe._closed:
+            if module is not mod or probe._closed or (name == "forward" and node.wrapped is None):
                 # a copy (deepcopy rebinds this method), or unwrapped
                 return getattr(type(module), name)(module, *args, **kwargs)
             probe._eval_depth += scope
             try:
-                start, call = enter(node, args, kwargs)
+                # looked up per call: an op recorder replaces them
+                start, call = probe._enter(node, args, kwargs)
                 try:
                     out = inner(*args, **kwargs)
                 except BaseException:
-                    leave(node, start, call, None)      # the call still ends
+                    probe._exit(node, start, call, None)    # the call still ends
                     raise
-                leave(node, start, call, out)
+                probe._exit(node, start, call, out)
                 return out
             finally:
                 probe._eval_depth -= scope
@@ -929,6 +950,13 @@ class Probe(_ProbeBase):
             if level >= 2 and not node.params:
                 self._add_params(node)
             node.level = level
+        # set probe-ops: the debugger's op patterns, else the probe's own
+        buf = ctypes.create_string_buffer(4097)
+        have = lib.tm_server_ops(srv, buf, len(buf))
+        want = buf.value.decode(errors="replace") if have == 1 else self._ops_own
+        # applied when the model's current call returns (_exit): a
+        # recorder changed in the middle of a forward would lose its stack
+        self._ops_want = want if want != self.ops else None
 
     # ------------------------------------------------------------ hooks
 
@@ -1000,6 +1028,12 @@ class Probe(_ProbeBase):
                     self._grad_hooks(node, call, tensors, _lib.SLOT_GRAD_OUT)
         if node.is_root:
             self._root_depth -= 1
+            if not self._root_depth and self._ops_want is not None and not self._closed:
+                want, self._ops_want = self._ops_want, None
+                try:
+                    self._apply_ops(want)
+                except ValueError:
+                    pass        # the server checked the patterns already
 
     def _grad_hooks(self, node: _Node, call: int, tensors: list[torch.Tensor],
                     slot_kind: int) -> None:
@@ -1249,6 +1283,36 @@ class Probe(_ProbeBase):
                "annotate")
         return [b.decode() for b in kept]
 
+    def set_ops(self, ops: str | None) -> None:
+        """Records op events (_ops.py) for the nodes matching ops, a
+        comma-separated list of address patterns (`main`: the code outside
+        every module call); None or "" stops and uninstalls everything.
+        Call it on the thread that runs the model: its dispatch mode is that
+        thread's."""
+        self._apply_ops(ops)
+        self._ops_own = self.ops
+
+    def _apply_ops(self, ops: str | None) -> None:
+        pats = _ops_mod.split_patterns(ops)
+        for pat in pats:
+            if self._lib.tm_path_glob(pat.encode(), b"model") < 0:
+                raise ValueError(f"bad op pattern {pat!r}")
+        if self._closed:
+            return
+        if self._ops is not None:
+            self._ops.uninstall()
+            self._ops = None
+        self._ops_patterns = pats
+        if pats:
+            rec = _ops_mod.OpRecorder(self, pats)
+            self._ops = rec
+            rec.install()
+
+    @property
+    def ops(self) -> str:
+        """The op patterns in effect, comma-separated ("" when off)."""
+        return ",".join(self._ops_patterns) if self._ops is not None else ""
+
     def flush(self) -> None:
         """Hands over pending events and waits until they are written."""
         self._submit()
@@ -1278,6 +1342,7 @@ class Probe(_ProbeBase):
         if path is not None:
             opts.path = os.fsencode(path)
         opts.probe_kind = self.probe_kind.encode()
+        opts.caps |= _lib.CAP_OPS
         opts.trace = self.path.encode() if self.path else None
         if pause is not None:
             if pause < 0:
@@ -1339,6 +1404,9 @@ class Probe(_ProbeBase):
 
     def _unhook(self) -> None:
         """Takes the probe out of the model and of torch."""
+        if self._ops is not None:
+            self._ops.uninstall()
+            self._ops = None
         for h in self._handles:
             h.remove()
         self._handles.clear()
@@ -1450,6 +1518,8 @@ def attach(model: torch.nn.Module | None = None, level: int = 1,
     the manifest (probe.manifest).
     Returns the probe; also usable as a context manager."""
     global _active
+    if options.get("ops") is None and os.environ.get("TENSORMORPH_OPS"):
+        options["ops"] = os.environ["TENSORMORPH_OPS"]
     probe = Probe(model, level, record, nodes, levels, lossless, **options)
     _active = weakref.ref(probe)
     where, wait = _env_listen()
