@@ -62,7 +62,8 @@ static const struct tm_layout_item items[] = {
 	FIELD(tm_server_opts, trace), FIELD(tm_server_opts, max_level),
 	FIELD(tm_server_opts, caps), FIELD(tm_server_opts, max_queue),
 	FIELD(tm_server_opts, max_frame), FIELD(tm_server_opts, no_pause),
-	FIELD(tm_server_opts, pause_ms),
+	FIELD(tm_server_opts, pause_ms), FIELD(tm_server_opts, hello_ms),
+	FIELD(tm_server_opts, takeover_ms),
 	SIZE(tm_server_stats),
 	FIELD(tm_server_stats, connected), FIELD(tm_server_stats, subscribed),
 	FIELD(tm_server_stats, stopped), FIELD(tm_server_stats, clients),
@@ -120,6 +121,7 @@ static const struct tm_layout_item items[] = {
 	FIELD(tm_summary, first_step), FIELD(tm_summary, last_step),
 	FIELD(tm_summary, first_time_ns), FIELD(tm_summary, last_time_ns),
 	FIELD(tm_summary, file_bytes), FIELD(tm_summary, uncompressed_bytes),
+	FIELD(tm_summary, index_damage),
 	/* sizes and counts */
 	CONST(TM_MAX_RANK), CONST(TM_STAT__COUNT), CONST(TM_HIST_BINS),
 	CONST(TM_MAX_TENSORS), CONST(TM_META_MAX_PAIRS), CONST(TM_MAX_FRAMES),

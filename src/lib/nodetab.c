@@ -239,3 +239,19 @@ int tm_nodetab_put(tm_nodetab *t, const struct tm_node *n)
 		return TM_ERR_CORRUPT;
 	return append(t, n, TM_ERR_CORRUPT, NULL);
 }
+
+/*
+ * Forgets the nodes with ids >= n (recovery drops a chunk that failed half
+ * way).  Removing the most recent entries of a linear-probing table in
+ * reverse order is safe: no entry inserted before them probed past them.
+ */
+void tm_nodetab_truncate(tm_nodetab *t, uint32_t n)
+{
+	while (t && t->n > n) {
+		struct tm_node *nd = t->nodes[t->n - 1];
+
+		t->slots[probe_slot(t, nd->address, strlen(nd->address))] = 0;
+		free(nd);
+		t->n--;
+	}
+}

@@ -263,7 +263,9 @@ enum tm_gap_reason {
 	TM_GAP_FILTERED = 1u << 2,      /* excluded by a node filter */
 	TM_GAP_CRASH = 1u << 3,         /* writer died */
 	TM_GAP_TRUNCATED = 1u << 4,     /* file ends early */
-	TM_GAP__ALL = 0x1f
+	TM_GAP_DAMAGED = 1u << 5,       /* recovery dropped a damaged chunk */
+	TM_GAP_WRITE_ERROR = 1u << 6,   /* the writer could not write (disk full) */
+	TM_GAP__ALL = 0x7f
 };
 /* "backpressure|level" into buf; returns TM_OK or TM_ERR_INVALID_ARG. */
 int tm_gap_reason_format(uint32_t reasons, char *buf, size_t len);

@@ -60,8 +60,9 @@ size_t tm_frame_decoder_pending(const tm_frame_decoder *d);
  * the frame after tm_msg_decode returns.
  */
 #define TM_WIRE_VERSION_MAJOR 1
-#define TM_WIRE_VERSION_MINOR 1
+#define TM_WIRE_VERSION_MINOR 2
 #define TM_MSG_MAX_STR 4096
+#define TM_MSG_MAX_TOKEN 128
 
 enum tm_msg_type {
 	/* debugger -> probe */
@@ -117,6 +118,9 @@ struct tm_msg {
 			uint8_t max_level;        /* DESCRIBE: deepest level offered */
 			char name[TM_MSG_MAX_STR + 1];   /* client or probe kind */
 			char trace[TM_MSG_MAX_STR + 1];  /* DESCRIBE: .tmrun being written, "" */
+			/* HELLO over TCP (since 1.2): the probe's token; "" over a
+			 * Unix socket.  Absent from a 1.1 HELLO (reads as ""). */
+			char token[TM_MSG_MAX_TOKEN + 1];
 		} hello;
 		struct {
 			uint64_t from_seq;        /* first seq wanted */

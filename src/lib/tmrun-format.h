@@ -83,4 +83,21 @@ int tmrun_reader_verify_chunk(struct tm_reader *r, size_t i, const uint8_t **sto
 int tmrun_writer_copy_chunk(struct tm_writer *w, const struct tmrun_chunk *c,
 			    const uint8_t *stored);
 
+/*
+ * Recovery's reader (TMRUN_READER_SALVAGE): a damaged file header is noted,
+ * not fatal; without a usable index the scan skips damaged regions to the
+ * next intact chunk header instead of stopping; no tables are built (the
+ * cursor functions must not be used).
+ */
+#define TMRUN_READER_SALVAGE (1u << 30)
+struct tmrun_skip {
+	uint64_t off, end;      /* [off, end) held no intact chunk header */
+	int err;                /* what was wrong at off */
+};
+int tmrun_reader_open_salvage(const char *path, struct tm_reader **out, char **detail);
+int tmrun_reader_header_damage(const struct tm_reader *r, const char **detail);
+const struct tmrun_skip *tmrun_reader_skips(const struct tm_reader *r, size_t *n);
+int tmrun_reader_check_chunk(struct tm_reader *r, const struct tmrun_chunk *c,
+			     const uint8_t **stored);
+
 #endif /* TMRUN_FORMAT_H */

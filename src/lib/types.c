@@ -210,7 +210,8 @@ int tm_stat_from_name(const char *name)
 }
 
 static const char *const gap_reason_names[] = {
-	"backpressure", "level", "filtered", "crash", "truncated"
+	"backpressure", "level", "filtered", "crash", "truncated", "damaged",
+	"write error"
 };
 
 int tm_gap_reason_format(uint32_t reasons, char *buf, size_t len)

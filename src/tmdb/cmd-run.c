@@ -13,6 +13,7 @@
 
 #include <ctype.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1013,6 +1014,10 @@ static int parse_time(const char *p, uint64_t *ns)
 		mul = 1e3;
 	else if (*end && strcmp(end, "ns"))
 		return -1;
+	/* A time past 2^64 ns (584 years) has no seek key, and converting it
+	 * would be undefined: say so rather than jump somewhere. */
+	if (!(v * mul < 18446744073709551616.0))
+		return -2;
 	*ns = (uint64_t)(v * mul);
 	return 0;
 }
@@ -1048,6 +1053,12 @@ static int uint_arg(struct tm_session *s, const char *val, uint64_t *out)
 		   v.v.v.d >= 0 && v.v.v.d < 1.8e19 &&
 		   (double)(uint64_t)v.v.v.d == v.v.v.d) {
 		*out = (uint64_t)v.v.v.d;
+	} else if (v.kind == VAL_SCALAR && ((v.v.type == TM_TQL_INT && v.v.v.i < 0) ||
+					     (v.v.type == TM_TQL_NUM && !isnan(v.v.v.d)))) {
+		tm_val_clear(&v);
+		tm_error(s, "Number \"%s\" is out of range (0 to 2^64-1, a whole number).",
+			 val);
+		return -1;
 	} else {
 		tm_val_clear(&v);
 		tm_error(s, "Invalid number \"%s\".", val);
@@ -1064,7 +1075,7 @@ static int cmd_goto_exec(struct tm_session *s, const char *args, int from_tty)
 	const char *val = tm_skip_ws(p + wl);
 	uint64_t v = 0, old = s->have_cur ? s->cur.seq : UINT64_MAX;
 	struct stop st;
-	int kind;
+	int kind, rc;
 
 	if (tm_word_is(p, wl, "step", 2)) {
 		kind = TM_SEEK_STEP;
@@ -1082,16 +1093,35 @@ static int cmd_goto_exec(struct tm_session *s, const char *args, int from_tty)
 	}
 	if ((kind == TM_SEEK_STEP || kind == TM_SEEK_SEQ) && uint_arg(s, val, &v))
 		return -1;
-	if (kind == TM_SEEK_TIME && parse_time(val, &v)) {
-		tm_error(s, "Invalid time \"%s\" (use e.g. 1.5s, 200ms, 30us or ns).", val);
+	if (kind == TM_SEEK_TIME && (rc = parse_time(val, &v)) != 0) {
+		if (rc == -2)
+			tm_error(s, "Time \"%s\" is out of range (at most 2^64 ns, about "
+				 "584 years).", val);
+		else
+			tm_error(s, "Invalid time \"%s\" (use e.g. 1.5s, 200ms, 30us or ns).",
+				 val);
 		return -1;
 	}
 	tm_playhead_clear(s);
-	if (s->probe->ops->seek(s->probe, kind, v) != TM_OK)
-		goto nothing;
-	if (kind == TM_SEEK_END) {
-		int rc;
+	if ((rc = s->probe->ops->seek(s->probe, kind, v)) != TM_OK) {
+		/* the chunk that holds the target did not read: say why, as a
+		 * scan would, not that there is no such event */
+		if (rc != TM_ERR_END && rc != TM_ERR_NOT_FOUND) {
+			const char *d = s->probe->ops->detail(s->probe);
 
+			tm_error(s, "Cannot read the trace: %s.\n"
+				 "Use \"tmdb --recover %s\" if the file is damaged.",
+				 d && d[0] ? d : tm_strerror(rc),
+				 s->trace_path ? s->trace_path : "FILE");
+			if (old != UINT64_MAX)
+				seek_playhead(s, old);
+			else
+				start_over(s);
+			return -1;
+		}
+		goto nothing;
+	}
+	if (kind == TM_SEEK_END) {
 		s->scan_gap_after = 1;
 		rc = scan(s, TM_DIR_BWD, pred_first, NULL, 0, &st);
 		s->scan_gap_after = 0;

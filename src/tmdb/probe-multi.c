@@ -1279,7 +1279,7 @@ int tm_probe_multi_new(struct tm_probe **subs, size_t n, const char *source,
 }
 
 /* A directory: the one manifest in it. */
-static int find_manifest(const char *dir, char **path, char **detail)
+int tm_probe_multi_find_manifest(const char *dir, char **path, char **detail)
 {
 	DIR *d = opendir(dir);
 	struct dirent *de;
@@ -1325,7 +1325,7 @@ int tm_probe_multi_open(const char *path, struct tm_probe **out, char **detail)
 	*out = NULL;
 	*detail = NULL;
 	if (!stat(path, &st) && S_ISDIR(st.st_mode)) {
-		err = find_manifest(path, &mpath, detail);
+		err = tm_probe_multi_find_manifest(path, &mpath, detail);
 		if (err)
 			return err;
 	}

@@ -191,6 +191,8 @@ int tm_probe_multi_open(const char *path, struct tm_probe **out, char **detail);
 int tm_probe_multi_new(struct tm_probe **subs, size_t n, const char *source,
 		       struct tm_probe **out, char **detail);
 /* 1 if path is a run manifest or a directory (a multi-rank recording). */
+/* The one run manifest in a directory ("DIR: no run manifest ..." else). */
+int tm_probe_multi_find_manifest(const char *dir, char **path, char **detail);
 int tm_probe_multi_is_manifest(const char *path);
 /* Rank i's probe (and its rank), NULL past the last or if p is not multi. */
 struct tm_probe *tm_probe_multi_sub(struct tm_probe *p, size_t i, int *rank);

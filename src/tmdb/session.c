@@ -288,13 +288,27 @@ void tm_session_unload(struct tm_session *s)
 static void trace_warnings(struct tm_session *s, const char *path,
 			   const struct tm_summary *sum)
 {
+	static const char *const idx[] = {
+		[TM_INDEX_TRAILER] = "its trailer is damaged",
+		[TM_INDEX_INDEX] = "its INDEX chunk is damaged",
+		[TM_INDEX_SUMMARY] = "its SUMMARY chunk is damaged",
+	};
+
 	if (sum->damaged) {
 		tm_error(s, "warning: \"%s\" is damaged after byte %" PRIu64
-			 " (%s); events after seq %" PRIu64 " are lost.\n"
+			 " (%s%s); events after seq %" PRIu64 " are lost.\n"
 			 "Use \"tmdb --recover %s\" to rewrite its index "
 			 "from the intact chunks.",
-			 path, sum->damage_offset, tm_strerror(sum->damage_err),
-			 sum->last_seq, path);
+			 path, sum->damage_offset,
+			 sum->damage_err == TM_ERR_TRUNCATED ? "" : "chunk header: ",
+			 tm_strerror(sum->damage_err), sum->last_seq, path);
+	} else if (!sum->indexed && sum->index_damage > 0 &&
+		   (size_t)sum->index_damage < sizeof(idx) / sizeof(idx[0]) && idx[sum->index_damage]) {
+		/* the writer finished; only the way in is damaged */
+		tm_error(s, "warning: \"%s\": %s; reading it by scanning (no event "
+			 "is lost).\n"
+			 "Use \"tmdb --recover %s\" to rewrite its index.",
+			 path, idx[sum->index_damage], path);
 	} else if (!sum->indexed) {
 		tm_error(s, "warning: \"%s\" has no index (its writer did not "
 			 "finish); reading it by scanning.\n"

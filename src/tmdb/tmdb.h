@@ -479,6 +479,20 @@ enum tm_bp_event {
 };
 void tm_bp_notify(struct tm_session *s, int what, struct bp *b);
 
+/* Removes and frees a breakpoint (on_bp_event is told TM_BP_DELETED). */
+void tm_bp_delete(struct tm_session *s, struct bp *b);
+
+/* ------------------------------------------------------------- source-loc.c */
+/*
+ * FILE:LINE into a node address or pattern: the modules whose forward() is
+ * the function around LINE (the greatest recorded line <= LINE in FILE,
+ * FILE matched by its last component); several at one depth become one
+ * pattern with * where their addresses differ.  Returns 0, or -1 after an
+ * error message.
+ */
+int tm_source_location(struct tm_session *s, const char *file, unsigned line,
+		       char *out, size_t len);
+
 /* ------------------------------------------------------------- cmd-run.c */
 enum stop_why {
 	STOP_NONE = 0,
@@ -550,7 +564,8 @@ TM_CMD(document); TM_CMD(if); TM_CMD(while); TM_CMD(source); TM_CMD(help);
 TM_CMD(apropos); TM_CMD(quit); TM_CMD(end); TM_CMD(capture);
 TM_CMD(level); TM_CMD(record);
 TM_CMD(heatmap); TM_CMD(plot); TM_CMD(x); TM_CMD(tui); TM_CMD(layout);
-TM_CMD(attach); TM_CMD(detach); TM_CMD(kill); TM_CMD(inferior);
+TM_CMD(attach); TM_CMD(target); TM_CMD(detach); TM_CMD(kill); TM_CMD(inferior);
+TM_CMD(tty);
 #undef TM_CMD
 
 #endif /* TMDB_H */

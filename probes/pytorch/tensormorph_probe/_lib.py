@@ -165,6 +165,8 @@ class ServerOpts(ctypes.Structure):
         ("max_frame", ctypes.c_uint32),
         ("no_pause", ctypes.c_uint8),
         ("pause_ms", ctypes.c_uint32),
+        ("hello_ms", ctypes.c_uint32),
+        ("takeover_ms", ctypes.c_uint32),
     ]
 
 
@@ -357,6 +359,7 @@ class Summary(ctypes.Structure):
         ("last_time_ns", ctypes.c_uint64),
         ("file_bytes", ctypes.c_uint64),
         ("uncompressed_bytes", ctypes.c_uint64),
+        ("index_damage", ctypes.c_int),
     ]
 
 
@@ -585,6 +588,9 @@ def _declare(lib: ctypes.CDLL) -> None:
         "tm_server_stop": (None, [c_vp]),
         "tm_server_drop": (None, [c_vp]),
         "tm_server_path": (c_str, [c_vp]),
+        "tm_server_start_error": (c_str, []),
+        "tm_server_token": (c_str, [c_vp]),
+        "tm_server_token_path": (c_str, [c_vp]),
         "tm_server_detail": (c_str, [c_vp]),
         "tm_server_state": (c_vp, [c_vp]),
         "tm_server_wait_client": (c_int, [c_vp, c_int]),

@@ -1353,7 +1353,8 @@ class Probe(_ProbeBase):
         err = lib.tm_server_start(ctypes.byref(opts), ctypes.byref(handle))
         if err:
             where = os.fspath(path) if path is not None else "the default socket"
-            raise ProbeError(f"cannot listen on {where}: {_lib.strerror(err)}")
+            why = (lib.tm_server_start_error() or b"").decode(errors="replace")
+            raise ProbeError(f"cannot listen on {where}: {why or _lib.strerror(err)}")
         self._srv = handle.value
         err = lib.tm_recorder_serve(self._rec, self._srv)
         if err:
@@ -1364,7 +1365,16 @@ class Probe(_ProbeBase):
         self._live_addr = lib.tm_server_state(self._srv)
         self._live = ctypes.c_uint32.from_address(self._live_addr)
         self._gen = self._live.value >> 1
-        if not quiet:
+        token_path = lib.tm_server_token_path(self._srv).decode()
+        if token_path:
+            # TCP: tmdb on this host reads the token from the file; elsewhere
+            # (through an SSH tunnel) it is given with --token
+            token = lib.tm_server_token(self._srv).decode()
+            hostport = self.address[len("tcp://"):]
+            print(f"tensormorph-probe: listening on {self.address}, token {token} "
+                  f"(also in {token_path}; tmdb -ex 'target remote {hostport}')",
+                  file=sys.stderr, flush=True)
+        elif not quiet:
             print(f"tensormorph-probe: listening on {self.address} "
                   f"(tmdb -ex 'attach {os.getpid()}')", file=sys.stderr, flush=True)
         if wait is not None and wait != 0:
@@ -1531,6 +1541,11 @@ def attach(model: torch.nn.Module | None = None, level: int = 1,
                 path = rank_socket_path(path, probe.rank)
             # a debugger that launched us waits for the socket: no banner
             probe.listen(path, wait, quiet=wait is not None)
+        except ProbeError as e:
+            # the environment asked for a listener, the program did not:
+            # it runs on (and records) without one
+            print(f"tensormorph-probe: {e}; running on without a listener",
+                  file=sys.stderr, flush=True)
         except BaseException:
             probe.close()
             raise
