@@ -67,6 +67,7 @@ struct tm_reader {
 	size_t naidx, aidx_cap;
 	struct tm_annot ann;            /* points into adec */
 	uint64_t ann_step;
+	uint64_t ann_lo, ann_hi;        /* the seqs that answer holds for */
 	char ann_key[TM_ANNOT_MAX_KEY];
 	int ann_state;                  /* 0 none, 1 found, -1 looked up, none */
 
@@ -465,8 +466,14 @@ static int index_annots(tm_reader *r, const struct tmrun_chunk *c)
 }
 
 /* Looks for the annotation in the chunk held in r->abuf. */
-static int find_annot(tm_reader *r, const struct tmrun_chunk *c, uint64_t step,
-		      const char *key, struct tm_record *rec)
+/*
+ * The latest ANNOT of step and key made at or before event seq in chunk c
+ * (*rec, TM_OK), narrowing [*lo, *hi): the seqs for which that answer
+ * holds.  Annotations lie in stream order.
+ */
+static int find_annot(tm_reader *r, const struct tmrun_chunk *c, uint64_t step, uint64_t seq,
+		      const char *key, struct tm_record *rec, uint64_t *lo, uint64_t *hi,
+		      size_t *found)
 {
 	size_t i, used, off;
 	int err;
@@ -479,30 +486,40 @@ static int find_annot(tm_reader *r, const struct tmrun_chunk *c, uint64_t step,
 		if (err)
 			return rfail(r, err, "%s: chunk at offset %llu: %s", r->path,
 				     (unsigned long long)c->offset, tm_decoder_detail(r->adec));
-		if (!strcmp(rec->u.annot.key, key))
-			return TM_OK;
+		if (strcmp(rec->u.annot.key, key))
+			continue;
+		if (rec->u.annot.seq > seq) {
+			if (rec->u.annot.seq < *hi)
+				*hi = rec->u.annot.seq;
+			return TM_ERR_NOT_FOUND;        /* later ones are later still */
+		}
+		*lo = rec->u.annot.seq;
+		*found = off;
 	}
 	return TM_ERR_NOT_FOUND;
 }
 
 /*
  * The writer counts an annotation's step in its chunk's step range and
- * writes it before the step's events, so it lies in the first chunk whose
- * running maximum reaches the step, or in a later one that still starts
- * at or before it.  Its own decoder and buffer leave the cursor's record
- * alone: conditions look annotations up while holding an event.
+ * writes it in stream order among the step's events, so it lies in the
+ * first chunk whose running maximum reaches the step, or in a later one
+ * that still starts at or before it.  Its own decoder and buffer leave the
+ * cursor's record alone: conditions look annotations up while holding an
+ * event.  The answer is kept with the range of seqs it holds for.
  */
-int tm_reader_annotation(tm_reader *r, uint64_t step, const char *key,
-			 const struct tm_annot **out)
+int tm_reader_annotation_at(tm_reader *r, uint64_t step, uint64_t seq, const char *key,
+			    const struct tm_annot **out)
 {
 	struct tm_record rec;
-	size_t ci;
+	uint64_t lo = 0, hi = UINT64_MAX;
+	size_t ci, found = SIZE_MAX, found_ci = SIZE_MAX, used;
 	int err = TM_ERR_NOT_FOUND;
 
 	if (!r || !key || !out)
 		return TM_ERR_INVALID_ARG;
 	*out = NULL;
-	if (r->ann_state && r->ann_step == step && !strcmp(r->ann_key, key)) {
+	if (r->ann_state && r->ann_step == step && !strcmp(r->ann_key, key) &&
+	    r->ann_lo <= seq && seq < r->ann_hi) {
 		*out = r->ann_state > 0 ? &r->ann : NULL;
 		return r->ann_state > 0 ? TM_OK : TM_ERR_NOT_FOUND;
 	}
@@ -513,8 +530,9 @@ int tm_reader_annotation(tm_reader *r, uint64_t step, const char *key,
 	if (!r->adec && !(r->adec = tm_decoder_new()))
 		return TM_ERR_NOMEM;
 	r->ann_state = 0;
-	for (ci = first_reaching(r, r->pmax_step, step); ci < r->nev; ci++) {
+	for (ci = first_reaching(r, r->pmax_step, step); ci < r->nev && hi == UINT64_MAX; ci++) {
 		const struct tmrun_chunk *c = &r->chunks[r->ev[ci]];
+		size_t f = SIZE_MAX;
 
 		if (c->min_step > step)
 			break;
@@ -534,20 +552,47 @@ int tm_reader_annotation(tm_reader *r, uint64_t step, const char *key,
 				return err;
 			r->acached = ci;
 		}
-		err = find_annot(r, c, step, key, &rec);
+		err = find_annot(r, c, step, seq, key, &rec, &lo, &hi, &f);
 		if (err != TM_ERR_NOT_FOUND)
-			break;
+			return err;
+		if (f != SIZE_MAX) {
+			found = f;
+			found_ci = ci;
+		}
 	}
-	if (err && err != TM_ERR_NOT_FOUND)
-		return err;
 	r->ann_step = step;
+	r->ann_lo = lo;
+	r->ann_hi = hi;
 	strcpy(r->ann_key, key);
-	r->ann_state = err ? -1 : 1;
-	if (err)
-		return err;
+	r->ann_state = found == SIZE_MAX ? -1 : 1;
+	if (found == SIZE_MAX)
+		return TM_ERR_NOT_FOUND;
+	if (r->acached != found_ci) {
+		/* found in an earlier chunk than the last one read: read it again */
+		const struct tmrun_chunk *c = &r->chunks[r->ev[found_ci]];
+
+		r->acached = SIZE_MAX;
+		if ((err = load_payload_into(r, c, &r->abuf, &r->abuf_cap)))
+			return err;
+		r->abuf_len = c->raw_len;
+		if ((err = index_annots(r, c)))
+			return err;
+		r->acached = found_ci;
+	}
+	err = tm_decode_record(r->adec, r->abuf + found, r->abuf_len - found, &rec, &used);
+	if (err) {
+		r->ann_state = 0;
+		return rfail(r, err, "%s: %s", r->path, tm_decoder_detail(r->adec));
+	}
 	r->ann = rec.u.annot;
 	*out = &r->ann;
 	return TM_OK;
+}
+
+int tm_reader_annotation(tm_reader *r, uint64_t step, const char *key,
+			 const struct tm_annot **out)
+{
+	return tm_reader_annotation_at(r, step, UINT64_MAX, key, out);
 }
 
 int tm_reader_set_filter(tm_reader *r, const tm_address *pattern)

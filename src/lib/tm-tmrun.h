@@ -184,6 +184,14 @@ int tm_reader_seek_end(tm_reader *r);   /* after the last record */
 int tm_reader_annotation(tm_reader *r, uint64_t step, const char *key,
 			 const struct tm_annot **out);
 /*
+ * The same for an event: the latest annotation key of step made at or
+ * before event seq (struct tm_annot's seq <= seq), as a live server
+ * answers a condition at that event.  tm_reader_annotation is the latest
+ * of the whole step (seq UINT64_MAX).
+ */
+int tm_reader_annotation_at(tm_reader *r, uint64_t step, uint64_t seq, const char *key,
+			    const struct tm_annot **out);
+/*
  * Only events of nodes matching the pattern are returned (gaps and crashes
  * always are).  NULL removes the filter.  The reader keeps its own copy.
  */

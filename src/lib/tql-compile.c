@@ -35,6 +35,7 @@ static const char *const field_names[] = {
 	"tensor.zero_count", "tensor.shape", "tensor.dtype", "tensor.rank",
 	"node.path", "node.type", "node.depth",
 	"step", "phase", "seq", "time", "rank", "request", "request.count",
+	"call", "scaler.scale", "scaler.skipped",
 	NULL
 };
 
@@ -53,6 +54,9 @@ static const char *const efield_names[EF__COUNT] = {
 	[EF_OP_LINE] = "op.line", [EF_OP_FILE] = "op.file",
 	[EF_OP_INPUTS_FINITE] = "op.inputs_finite",
 	[EF_OP_MADE_NONFINITE] = "op.made_nonfinite",
+	[EF_CALL] = "call",
+	[EF_SCALER_SCALE] = "scaler.scale", [EF_SCALER_SKIPPED] = "scaler.skipped",
+	[EF_ANNOT] = "annot",
 };
 
 enum {
@@ -563,7 +567,8 @@ static void gen(struct tql_gen *g, const struct tql_node *n)
 		if (n->res == R_ADDR)
 			emit(g, OP_ADDR, 0, n->aux);
 		else if (n->res == R_EVENT)
-			emit(g, OP_EFIELD, (uint16_t)n->aux, 0);
+			emit(g, OP_EFIELD, (uint16_t)n->aux,
+			     n->aux == EF_ANNOT ? (uint32_t)(n->word.s - g->p->pool) : 0);
 		else if (n->aux < TM_STAT__COUNT && n->aux != TM_STAT_NUMEL)
 			emit(g, tm_stat_table[n->aux].integer ? OP_STAT_I : OP_STAT_N,
 			     (uint16_t)n->aux, 0);
@@ -1203,14 +1208,43 @@ static int check_word(struct tql_cc *cc, struct tql_node *n)
 	int i, f;
 
 	for (i = 0; i < EF__COUNT; i++)
-		if (word_eq(n, 0, efield_names[i])) {
+		if (i != EF_ANNOT && word_eq(n, 0, efield_names[i])) {
 			n->res = R_EVENT;
 			n->aux = (uint32_t)i;
 			return i == EF_PHASE || i == EF_NODE_PATH || i == EF_NODE_TYPE ||
 			       i == EF_OP_NAME || i == EF_OP_FILE ? TM_TQL_STR :
-			       i == EF_OP_INPUTS_FINITE || i == EF_OP_MADE_NONFINITE ?
-			       TM_TQL_BOOL : i == EF_REQUEST ? TM_TQL_LIST : TM_TQL_INT;
+			       i == EF_OP_INPUTS_FINITE || i == EF_OP_MADE_NONFINITE ||
+			       i == EF_SCALER_SKIPPED ? TM_TQL_BOOL : i == EF_REQUEST ? TM_TQL_LIST :
+			       i == EF_SCALER_SCALE ? TM_TQL_NUM : TM_TQL_INT;
 		}
+	/* annot.KEY: any annotation key of the step (KEY may hold dots) */
+	if (n->word.len > 6 && !memcmp(n->word.s, "annot.", 6) &&
+	    !memchr(n->word.s, ':', n->word.len) && !memchr(n->word.s, '#', n->word.len)) {
+		const char *key = n->word.len - 6 < TM_ANNOT_MAX_KEY ?
+			tql_pool_add(cc, n->word.s + 6, n->word.len - 6) : NULL;
+
+		if (!key) {
+			tql_error(cc, n->lo, n->lo, n->hi, 0, 0,
+				  "annotation key too long (at most %d bytes)",
+				  TM_ANNOT_MAX_KEY - 1);
+			return T_ERR;
+		}
+		n->res = R_EVENT;
+		n->aux = EF_ANNOT;
+		n->word.s = key;        /* gen emits its pool offset */
+		n->word.len = (uint32_t)strlen(key);
+		return TM_TQL_LIST;
+	}
+	if (word_eq(n, 0, "annot") || word_eq(n, 0, "scaler")) {
+		tql_error(cc, n->lo, n->lo, n->hi, 0, 0,
+			  "'%.*s' needs a field, e.g. '%s'", (int)n->word.len, n->word.s,
+			  n->word.s[0] == 'a' ? "annot.phase" : "scaler.skipped");
+		return T_ERR;
+	}
+	if (n->word.len > 7 && !memcmp(n->word.s, "scaler.", 7)) {
+		unknown_name(cc, n, "field");
+		return T_ERR;
+	}
 	if (n->word.len > 7 && !memcmp(n->word.s, "tensor.", 7) &&
 	    !memchr(n->word.s + 7, '.', n->word.len - 7) &&
 	    !memchr(n->word.s, ':', n->word.len)) {
@@ -1273,9 +1307,14 @@ static int check_binary(struct tql_cc *cc, struct tql_node *n)
 		if ((n->op == TK_EQ || n->op == TK_NE || (n->op == TK_MATCH && ta == TM_TQL_LIST)) &&
 		    (other == TM_TQL_STR || other == T_DYN))
 			return TM_TQL_BOOL;
-		return binary_error(cc, n, "%s is a list of request ids: test it with "
+		const struct tql_node *l = ta == TM_TQL_LIST ? n->a : n->b;
+		int ann = l->kind == N_WORD && l->res == R_EVENT && l->aux == EF_ANNOT;
+		char what[TM_ANNOT_MAX_KEY + 8];
+
+		snprintf(what, sizeof(what), "%s%s", ann ? "annot." : "request", ann ? l->word.s : "");
+		return binary_error(cc, n, "%s is a list of %s: test it with "
 				    "== \"ID\", != \"ID\" or =~ \"PATTERN\"",
-				    "request", NULL, NULL);
+				    what, ann ? "annotation values" : "request ids", NULL);
 	}
 	switch (n->op) {
 	case TK_AND:

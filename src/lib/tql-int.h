@@ -88,6 +88,11 @@ enum tql_efield {
 	/* an op event's (TM_EV_OP): unknown at other events */
 	EF_OP_NAME, EF_OP_INDEX, EF_OP_LINE, EF_OP_FILE,
 	EF_OP_INPUTS_FINITE, EF_OP_MADE_NONFINITE,
+	EF_CALL,        /* the event's call number (#N; the root's: micro-batch) */
+	EF_SCALER_SCALE,        /* annotation "scaler.scale" as a number */
+	EF_SCALER_SKIPPED,      /* annotation "scaler.skipped": absent is false */
+	EF_ANNOT,       /* annot.KEY: any key's values, a list; insn b = the key
+			 * (NUL-ended, in the pool) */
 	EF__COUNT
 };
 
@@ -233,6 +238,8 @@ struct tql_cc {
 
 void tql_lex_next(struct tql_cc *cc);
 const char *tql_tok_name(int kind);
+/* Copies n bytes into the compile pool, NUL-ended; NULL when it is full. */
+const char *tql_pool_add(struct tql_cc *cc, const char *s, uint32_t n);
 
 struct tql_node *tql_parse(struct tql_cc *cc);
 struct tql_node *tql_node_new(struct tql_cc *cc, int kind, uint32_t lo, uint32_t hi);

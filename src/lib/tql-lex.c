@@ -62,7 +62,7 @@ static int at(const struct tql_cc *cc, uint32_t i)
 
 /* Copies bytes into the string pool (sized at compile start to hold every
  * literal of the source, escapes only shrink) and NUL-terminates them. */
-static const char *pool_add(struct tql_cc *cc, const char *s, uint32_t n)
+const char *tql_pool_add(struct tql_cc *cc, const char *s, uint32_t n)
 {
 	char *d;
 
@@ -229,7 +229,7 @@ static void lex_var(struct tql_cc *cc, struct tql_token *t)
 		while (is_digit(at(cc, i)))
 			i++;
 	}
-	s = pool_add(cc, cc->src + cc->pos + 1, i - cc->pos - 1);
+	s = tql_pool_add(cc, cc->src + cc->pos + 1, i - cc->pos - 1);
 	cc->pos = t->hi = i;
 	if (!s) {
 		cc->nomem = 1;

@@ -157,26 +157,55 @@ static void tensor_field(const struct tm_event *ev, const struct tm_tensor *t,
 	}
 }
 
-/* request / request.count: the annotation of the event's step. */
-static void request_field(const struct tm_tql_ctx *ctx, const struct tm_event *e,
-			  uint32_t f, struct tm_tql_value *v)
+/* The annotation key of the event's step that was made at or before the
+ * event (env->annotation answers so, live and on replay alike). */
+static const struct tm_annot *annot_of(const struct tm_tql_ctx *ctx, const struct tm_event *e,
+				       const char *key)
 {
-	const struct tm_annot *a = ctx->env && ctx->env->annotation ?
-		ctx->env->annotation(ctx->env->user, e, "request") : NULL;
+	return ctx->env && ctx->env->annotation ?
+		ctx->env->annotation(ctx->env->user, e, key) : NULL;
+}
 
-	if (!a) {
+static void set_list(struct tm_tql_value *v, const struct tm_annot *a)
+{
+	v->type = TM_TQL_LIST;
+	v->unknown_reason = 0;
+	v->v.list.items = a->values;
+	v->v.list.n = a->nvalues;
+	v->v.list.count = a->count;
+	v->v.list.seq = a->seq;
+	v->v.list.step = a->step;
+	v->v.list.time_ns = a->time_ns;
+}
+
+/* request / request.count / annot.KEY / scaler.*: annotations of the
+ * event's step.  A list that is absent is unknown ("not recorded"), which
+ * == / != / =~ then take as an empty list. */
+static void annot_field(const struct tm_tql_ctx *ctx, const struct tm_event *e,
+			uint32_t f, const char *key, struct tm_tql_value *v)
+{
+	const struct tm_annot *a = annot_of(ctx, e, f == EF_ANNOT ? key :
+					    f == EF_SCALER_SCALE ? "scaler.scale" :
+					    f == EF_SCALER_SKIPPED ? "scaler.skipped" : "request");
+
+	if (f == EF_SCALER_SKIPPED) {
+		/* a step the scaler did not skip (or no scaler) has no record */
+		set_bool(v, a && a->nvalues && (!strcmp(a->values[0], "true") ||
+						!strcmp(a->values[0], "1")));
+	} else if (!a) {
 		set_unknown(v, 0);
 	} else if (f == EF_REQUEST_COUNT) {
 		set_int(v, a->count);
+	} else if (f == EF_SCALER_SCALE) {
+		char *end;
+		double d = a->nvalues ? strtod(a->values[0], &end) : 0;
+
+		if (!a->nvalues || end == a->values[0] || *end)
+			set_unknown(v, 0);
+		else
+			set_num(v, d);
 	} else {
-		v->type = TM_TQL_LIST;
-		v->unknown_reason = 0;
-		v->v.list.items = a->values;
-		v->v.list.n = a->nvalues;
-		v->v.list.count = a->count;
-		v->v.list.seq = a->seq;
-		v->v.list.step = a->step;
-		v->v.list.time_ns = a->time_ns;
+		set_list(v, a);
 	}
 }
 
@@ -224,7 +253,8 @@ static void op_field(const struct tm_tql_ctx *ctx, const struct tm_event *e,
 		set_unknown(v, 0);
 }
 
-static void event_field(const struct tm_tql_ctx *ctx, uint32_t f, struct tm_tql_value *v)
+static void event_field(const struct tm_tql_ctx *ctx, uint32_t f, const char *key,
+			struct tm_tql_value *v)
 {
 	const struct tm_event *e = ctx ? ctx->event : NULL;
 	const struct tm_node *n;
@@ -259,7 +289,13 @@ static void event_field(const struct tm_tql_ctx *ctx, uint32_t f, struct tm_tql_
 		return;
 	case EF_REQUEST:
 	case EF_REQUEST_COUNT:
-		request_field(ctx, e, f, v);
+	case EF_SCALER_SCALE:
+	case EF_SCALER_SKIPPED:
+	case EF_ANNOT:
+		annot_field(ctx, e, f, key, v);
+		return;
+	case EF_CALL:
+		set_int(v, e->call);
 		return;
 	case EF_OP_NAME:
 	case EF_OP_INDEX:
@@ -583,7 +619,7 @@ void tql_run(tm_tql_prog *p, const struct tql_insn *code,
 		      ctx->event->step <= INT64_MAX)) \
 		set_int(sp, (int64_t)ctx->event->step); \
 	else \
-		event_field(ctx, in.a, sp); \
+		event_field(ctx, in.a, NULL, sp); \
 	if (TM_LIKELY(sp->type == TM_TQL_INT)) \
 		set_bool(sp, sp->v.i OP p->k[in.b].v.i); \
 	sp++; \
@@ -624,7 +660,7 @@ void tql_run(tm_tql_prog *p, const struct tql_insn *code,
 			      ctx->event->step <= INT64_MAX))
 			set_int(sp, (int64_t)ctx->event->step);
 		else
-			event_field(ctx, in.a, sp);
+			event_field(ctx, in.a, in.a == EF_ANNOT ? p->pool + in.b : NULL, sp);
 		sp++;
 		DISPATCH();
 	L_ADDR: {
@@ -764,11 +800,21 @@ void tql_run(tm_tql_prog *p, const struct tql_insn *code,
 	}
 
 	/* Kleene logic: false wins for &&, true for ||. */
-	L_ANY_EQ_S: BINARY(); set_bool(a, any_item(p, a, b, 0, in.b)); DISPATCH();
+	/* an annotation that is absent ("not recorded") is an empty list:
+	 * no item equals or matches, so `annot.k != "x"` holds */
+#define LIST_BINARY() \
+	if (sp[-2].type == TM_TQL_UNKNOWN && !sp[-2].unknown_reason && \
+	    sp[-1].type != TM_TQL_UNKNOWN) { \
+		--sp; \
+		set_bool(sp - 1, 0); \
+		DISPATCH(); \
+	} \
+	BINARY()
+	L_ANY_EQ_S: LIST_BINARY(); set_bool(a, any_item(p, a, b, 0, in.b)); DISPATCH();
 	L_ANY_MATCH: {
 		int m;
 
-		BINARY();
+		LIST_BINARY();
 		m = any_item(p, a, b, 1, in.b);
 		if (m < 0)
 			set_unknown(a, 0);
@@ -1067,8 +1113,15 @@ int tm_tql_value_format(const struct tm_tql_value *v, char *buf, size_t len)
 
 static const char *const tf_names[] = { "shape", "dtype", "rank", "numel" };
 static const char *const ef_names[EF__COUNT] = {
-	"step", "seq", "time", "phase", "node.path", "node.type", "node.depth",
-	"rank", "request", "request.count"
+	[EF_STEP] = "step", [EF_SEQ] = "seq", [EF_TIME] = "time", [EF_PHASE] = "phase",
+	[EF_NODE_PATH] = "node.path", [EF_NODE_TYPE] = "node.type",
+	[EF_NODE_DEPTH] = "node.depth", [EF_RANK] = "rank", [EF_REQUEST] = "request",
+	[EF_REQUEST_COUNT] = "request.count",
+	[EF_OP_NAME] = "op.name", [EF_OP_INDEX] = "op.index", [EF_OP_LINE] = "op.line",
+	[EF_OP_FILE] = "op.file", [EF_OP_INPUTS_FINITE] = "op.inputs_finite",
+	[EF_OP_MADE_NONFINITE] = "op.made_nonfinite",
+	[EF_CALL] = "call", [EF_SCALER_SCALE] = "scaler.scale",
+	[EF_SCALER_SKIPPED] = "scaler.skipped", [EF_ANNOT] = "annot",
 };
 
 /*
@@ -1114,7 +1167,10 @@ int tm_tql_disassemble(const tm_tql_prog *p, FILE *out)
 			snprintf(opnd, sizeof(opnd), "%s, %s", ef_names[in->a], val);
 			break;
 		case OPND_EF:
-			snprintf(opnd, sizeof(opnd), "%s", ef_names[in->a]);
+			if (in->a == EF_ANNOT)
+				snprintf(opnd, sizeof(opnd), "annot.%s", p->pool + in->b);
+			else
+				snprintf(opnd, sizeof(opnd), "%s", ef_names[in->a]);
 			break;
 		case OPND_ADDR:
 			snprintf(opnd, sizeof(opnd), "%s (node %u)", p->addrs[in->b].text,

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "tmdb.h"
+#include "live.h"
 #include "view.h"
 
 struct info_sub {
@@ -108,14 +109,40 @@ static int step_number(const char *p, const char **end, uint64_t *out)
 
 static int info_steps(struct tm_session *s, const char *args)
 {
+	struct tm_summary live;
 	struct tm_probe_info pi;
+	int held;
 	struct tm_record rec;
 	uint64_t first, last, st, shown = 0;
 	const char *end;
 
 	s->probe->ops->describe(s->probe, &pi);
-	if (!pi.summary || !pi.summary->nevents) {
+	/* a live process: the steps of the history that has arrived, without
+	 * letting the model run on */
+	held = tm_probe_hold(s->probe, 1);
+	if (!pi.summary) {
+		int any = 0;
+
+		memset(&live, 0, sizeof(live));
+		if (s->probe->ops->seek(s->probe, TM_SEEK_START, 0) == TM_OK)
+			while (!tm_interrupted &&
+			       s->probe->ops->next_event(s->probe, TM_DIR_FWD, &rec) == TM_OK) {
+				if (rec.type != TM_REC_EVENT)
+					continue;
+				if (!any || rec.u.event.step < live.first_step)
+					live.first_step = rec.u.event.step;
+				if (!any || rec.u.event.step > live.last_step)
+					live.last_step = rec.u.event.step;
+				any = 1;
+				live.nevents++;
+			}
+		tm_cursor_restore(s);
+		pi.summary = &live;
+	}
+	if (!pi.summary->nevents) {
 		tm_out(s, "No steps.\n");
+		if (held)
+			tm_probe_hold(s->probe, 0);
 		return 0;
 	}
 	first = pi.summary->first_step;
@@ -124,12 +151,12 @@ static int info_steps(struct tm_session *s, const char *args)
 		/* "3x" or "1 abc" is a typo, not steps 3..0 (an empty table). */
 		if (step_number(args, &end, &first)) {
 			tm_error(s, "Usage: info steps [FIRST [LAST]]");
-			return -1;
+			goto usage;
 		}
 		last = first;
 		if (*end && (step_number(end, &end, &last) || *end)) {
 			tm_error(s, "Usage: info steps [FIRST [LAST]]");
-			return -1;
+			goto usage;
 		}
 		if (last > pi.summary->last_step)
 			last = pi.summary->last_step;
@@ -157,7 +184,16 @@ static int info_steps(struct tm_session *s, const char *args)
 		tm_out(s, "(%" PRIu64 " more steps: use \"info steps FIRST LAST\")\n",
 		       pi.summary->last_step - last);
 	tm_cursor_restore(s);
+	if (held) {
+		tm_probe_hold(s->probe, 0);
+		if (!tm_probe_closed(s->probe))
+			tm_out(s, "(the steps recorded so far: the program is paused)\n");
+	}
 	return 0;
+usage:
+	if (held)
+		tm_probe_hold(s->probe, 0);
+	return -1;
 }
 
 /* ------------------------------------------------------------- gaps */

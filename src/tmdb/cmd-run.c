@@ -1169,7 +1169,7 @@ static int pred_find(struct tm_session *s, const struct tm_event *ev, void *arg)
 {
 	struct find_arg *a = arg;
 	uint32_t focus;
-	char sb[32];
+	char sb[32], call[16];
 
 	if (!tm_bp_match(s, a->bp, ev, &focus))
 		return 0;
@@ -1186,9 +1186,13 @@ static int pred_find(struct tm_session *s, const struct tm_event *ev, void *arg)
 		else
 			tm_event_slot(ev, &slot);
 		tm_slot_format(slot, sb, sizeof(sb));
-		tm_out(s, "seq %" PRIu64 ", step %" PRIu64 ", %s: %s (%s)\n",
+		/* the call as the stop line names it: model#3, a micro-batch */
+		call[0] = '\0';
+		if (ev->call > 1)
+			snprintf(call, sizeof(call), "#%u", ev->call);
+		tm_out(s, "seq %" PRIu64 ", step %" PRIu64 ", %s: %s%s (%s)\n",
 		       ev->seq, ev->step, tm_phase_name(ev->phase),
-		       tm_node_name(s, ev->node), sb);
+		       tm_node_name(s, ev->node), call, sb);
 	}
 	return 0;
 }
@@ -1224,7 +1228,7 @@ static int cmd_find_exec(struct tm_session *s, const char *args, int from_tty)
 	uint64_t old = s->have_cur ? s->cur.seq : UINT64_MAX;
 	char *cond;
 	size_t wl = strcspn(p, " \t"), i;
-	int mode = F_FIRST, rc = 0, dir = TM_DIR_FWD;
+	int mode = F_FIRST, rc = 0, dir = TM_DIR_FWD, held;
 
 	for (i = 0; modes[i]; i++) {
 		if (wl == strlen(modes[i]) && !strncmp(p, modes[i], wl)) {
@@ -1272,9 +1276,28 @@ static int cmd_find_exec(struct tm_session *s, const char *args, int from_tty)
 	} else if (mode == F_PREV) {
 		dir = TM_DIR_BWD;
 	}
+	/* a live program: the history that has arrived, not the rest of its
+	 * run (which would run the rest of training to answer) */
+	held = dir == TM_DIR_FWD && tm_probe_is_live(s->probe) &&
+	       !tm_probe_closed(s->probe) && tm_probe_hold(s->probe, 1);
 	s->scan_quiet = 1;
 	rc = scan(s, dir, pred_find, &fa, 0, &st);
 	s->scan_quiet = 0;
+	if (held) {
+		tm_probe_hold(s->probe, 0);
+		if (!rc && st.why == STOP_END)
+			tm_out(s, "Searched what the running program has recorded so far "
+			       "(it is paused).\n");
+	}
+	if (held && !rc && st.why == STOP_END && mode != F_COUNT && mode != F_ALL &&
+	    from_tty && s->set.confirm && !s->batch &&
+	    tm_query(s, "Run the program on and search what it does next? ")) {
+		/* on from the end of the history: the model runs until a match
+		 * or its end, as `continue` to a temporary breakpoint would */
+		s->scan_quiet = 1;
+		rc = scan(s, dir, pred_find, &fa, 0, &st);
+		s->scan_quiet = 0;
+	}
 	if (rc)
 		goto out;
 	if (mode == F_COUNT || mode == F_ALL) {

@@ -43,6 +43,12 @@ const char *tm_probe_recording(struct tm_probe *p, uint64_t *events, const char 
 
 /* 1 for a live process or job (remote, or multi-rank over remotes). */
 int tm_probe_is_live(struct tm_probe *p);
+/*
+ * hold 1: reading forward ends where the history does, and the model is
+ * not resumed (find over what has arrived); 0: as before.  Returns 0 when
+ * p cannot hold (a replay, a multi-rank job).
+ */
+int tm_probe_hold(struct tm_probe *p, int hold);
 
 /*
  * One rank among several (probe-multi.c): the history so far and record i

@@ -76,6 +76,8 @@ struct remote {
 	size_t n, cap, pos;
 
 	int stopped;            /* the model is paused (STOP received) */
+	int hold;               /* reading forward ends with the history
+				 * (tm_probe_hold): the model is not resumed */
 	int closed;             /* BYE or a broken connection */
 	char note[300];         /* the probe's word at HELLO (a takeover) */
 	int last_result;        /* code of the last RESULT */
@@ -110,7 +112,7 @@ struct remote {
 /* An annotation as received, re-encoded; at: history records before it. */
 struct rannot {
 	size_t at;
-	uint64_t step;
+	uint64_t step, seq;
 	char key[TM_ANNOT_MAX_KEY];
 	struct tm_buf enc;
 };
@@ -217,7 +219,7 @@ static int take_annot(struct remote *rp, const struct tm_annot *a)
 	int err;
 
 	if (rp->nann && rp->ann[rp->nann - 1].step == a->step &&
-	    !strcmp(rp->ann[rp->nann - 1].key, a->key)) {
+	    rp->ann[rp->nann - 1].seq == a->seq && !strcmp(rp->ann[rp->nann - 1].key, a->key)) {
 		ra = &rp->ann[rp->nann - 1];
 		if (rp->ann_cur == rp->nann - 1)
 			rp->ann_cur = SIZE_MAX;
@@ -236,6 +238,7 @@ static int take_annot(struct remote *rp, const struct tm_annot *a)
 	}
 	ra->at = rp->n;
 	ra->step = a->step;
+	ra->seq = a->seq;
 	snprintf(ra->key, sizeof(ra->key), "%s", a->key);
 	ra->enc.len = 0;
 	err = tm_encode_annot(&ra->enc, a);
@@ -560,7 +563,7 @@ static int remote_next(struct tm_probe *p, int dir, struct tm_record *rec)
 		return TM_OK;
 	}
 	while (rp->pos == rp->n) {
-		if (rp->closed)
+		if (rp->closed || rp->hold)
 			return TM_ERR_END;
 		if (tm_interrupted && (rp->int_pending || rp->stopped)) {
 			/* A second Ctrl-C: stop waiting for a busy model. */
@@ -997,7 +1000,7 @@ static const struct tm_annot *remote_annotation(struct tm_probe *p,
 {
 	struct remote *rp = impl(p);
 	struct tm_record rec;
-	size_t lo = 0, hi = rp->nann, i, used;
+	size_t lo = 0, hi = rp->nann, i, used, best;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
@@ -1007,21 +1010,24 @@ static const struct tm_annot *remote_annotation(struct tm_probe *p,
 		else
 			hi = mid;
 	}
-	for (i = lo; i < rp->nann && rp->ann[i].step == ev->step; i++) {
-		if (strcmp(rp->ann[i].key, key))
-			continue;
-		if (rp->ann_cur == i)
-			return &rp->ann_out;
-		if (!rp->adec && !(rp->adec = tm_decoder_new()))
-			return NULL;
-		if (tm_decode_record(rp->adec, rp->ann[i].enc.data, rp->ann[i].enc.len,
-				     &rec, &used) || rec.type != TM_REC_ANNOT)
-			return NULL;
-		rp->ann_out = rec.u.annot;
-		rp->ann_cur = i;
+	/* the latest made at or before the event, as the probe's server
+	 * answers when it evaluates a condition there */
+	best = SIZE_MAX;
+	for (i = lo; i < rp->nann && rp->ann[i].step == ev->step; i++)
+		if (rp->ann[i].seq <= ev->seq && !strcmp(rp->ann[i].key, key))
+			best = i;
+	if (best == SIZE_MAX)
+		return NULL;
+	if (rp->ann_cur == best)
 		return &rp->ann_out;
-	}
-	return NULL;
+	if (!rp->adec && !(rp->adec = tm_decoder_new()))
+		return NULL;
+	if (tm_decode_record(rp->adec, rp->ann[best].enc.data, rp->ann[best].enc.len,
+			     &rec, &used) || rec.type != TM_REC_ANNOT)
+		return NULL;
+	rp->ann_out = rec.u.annot;
+	rp->ann_cur = best;
+	return &rp->ann_out;
 }
 
 static uint32_t remote_pid(struct tm_probe *p)
@@ -1099,6 +1105,14 @@ static const struct tm_probe_ops remote_ops = {
  * block in next_event() past its newest record: it reads the history
  * directly, polls every socket itself and resumes each paused model.
  */
+int tm_probe_hold(struct tm_probe *p, int hold)
+{
+	if (!p || p->ops != &remote_ops)
+		return 0;
+	impl(p)->hold = hold;
+	return 1;
+}
+
 size_t tm_probe_remote_count(struct tm_probe *p)
 {
 	return impl(p)->n;

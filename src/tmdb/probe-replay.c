@@ -188,7 +188,7 @@ static const struct tm_annot *replay_annotation(struct tm_probe *p,
 	const struct tm_annot *a;
 
 	/* a damaged chunk reads as "not known", as a gap would */
-	return tm_reader_annotation(impl(p)->r, ev->step, key, &a) ? NULL : a;
+	return tm_reader_annotation_at(impl(p)->r, ev->step, ev->seq, key, &a) ? NULL : a;
 }
 
 static const struct tm_probe_ops replay_ops = {

@@ -64,6 +64,26 @@ void tm_out(struct tm_session *s, const char *fmt, ...)
 }
 
 /* Error messages end with a newline added here, as GDB's do. */
+int tm_query(struct tm_session *s, const char *question)
+{
+	char buf[64];
+
+	if (s->out_fn || !isatty(STDIN_FILENO)) {
+		tm_out(s, "%s(y or n) [answered N; input not from terminal]\n", question);
+		return 0;
+	}
+	for (;;) {
+		tm_out(s, "%s(y or n) ", question);
+		if (!fgets(buf, sizeof(buf), stdin) || tm_interrupted)
+			return 0;
+		if (buf[0] == 'y' || buf[0] == 'Y')
+			return 1;
+		if (buf[0] == 'n' || buf[0] == 'N')
+			return 0;
+		tm_out(s, "Please answer y or n.\n");
+	}
+}
+
 void tm_error(struct tm_session *s, const char *fmt, ...)
 {
 	char buf[2048];

@@ -278,6 +278,9 @@ void tm_out(struct tm_session *s, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 void tm_error(struct tm_session *s, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* Asks question "(y or n)" on the terminal: 1 for yes; 0 for no, and
+ * without a terminal (it says so, as GDB's query does). */
+int tm_query(struct tm_session *s, const char *question);
 void tm_vout(struct tm_session *s, int is_err, const char *fmt, va_list ap);
 int tm_need_trace(struct tm_session *s);
 /* A CMD_NEEDS_TRACE command without a trace: 0 lets it run (CMD_PROGRAM:

@@ -115,7 +115,9 @@ def test_cnn_inplace_train_eval(trace_path):
     nodes, events, _ = read(trace_path)
     relu = [e for e in events if e.node == "model.features.2" and e.kind == "exit"]
     assert len(relu) == 4 and relu[0].tensors[0].stats["min"] >= 0
-    assert [e.step for e in relu] == [0, 1, 1, 2]    # train step 0, eval after step 1...
+    # train step 0, then an evaluation outside any evaluation scope: a step
+    # of its own (doc/manual.md "Steps"; test_loop.py has the scoped one)
+    assert [e.step for e in relu] == [0, 1, 2, 3]
     bwd = [e for e in events if e.node == "model.features.0" and e.kind == "bwd"]
     assert len(bwd) == 2                              # grad_out once per train step
     assert "model.features.1.weight" in nodes

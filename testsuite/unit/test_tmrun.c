@@ -813,6 +813,68 @@ static void check_annotations(tm_reader *r, uint64_t steps, int whole)
 	CU_ASSERT_EQUAL(tm_reader_annotation(r, 3, "nope", &a), TM_ERR_NOT_FOUND);
 }
 
+/* Several records of a key in a step, made mid-step: an event reads the
+ * last one made at or before it (a live server's answer), in any order
+ * of questions and across chunks. */
+static void test_annotations_at(void)
+{
+	struct gen g = { 5, 40, 0 };
+	const char *p = tmp_path("annot-at.tmrun");
+	struct tm_writer_opts o;
+	struct tm_run_meta m = { 0 };
+	const struct tm_annot *a;
+	const char *va = "a", *vb = "b", *vt = "true";
+	tm_writer *w;
+	tm_reader *r;
+	uint64_t seq, i;
+
+	tm_writer_opts_default(&o);
+	o.chunk_bytes = 1500;
+	CU_ASSERT_EQUAL_FATAL(tm_writer_open(p, &o, &w), TM_OK);
+	m.probe_kind = "pytorch";
+	m.rank = -1;
+	CU_ASSERT_EQUAL(tm_writer_meta(w, &m), TM_OK);
+	add_nodes(w, g.nnodes);
+	for (seq = 0; seq < 200; seq++) {
+		struct tm_annot an = { .seq = seq, .step = seq / 40, .time_ns = seq * 1000,
+				       .nvalues = 1, .count = 1 };
+		struct tm_event e;
+		struct tm_tensor t;
+
+		if (seq % 40 == 0 || seq % 40 == 10) {
+			an.key = "phase";
+			an.values = seq % 40 ? &vb : &va;
+			CU_ASSERT_EQUAL(tm_writer_annot(w, &an), TM_OK);
+		}
+		if (seq % 40 == 25 && an.step % 2) {
+			an.key = "scaler.skipped";
+			an.values = &vt;
+			CU_ASSERT_EQUAL(tm_writer_annot(w, &an), TM_OK);
+		}
+		gen_event(&g, seq, &e, &t);
+		CU_ASSERT_EQUAL(tm_writer_event(w, &e), TM_OK);
+	}
+	CU_ASSERT_EQUAL(tm_writer_close(w), TM_OK);
+	CU_ASSERT_EQUAL_FATAL(tm_reader_open(p, 0, &r, NULL), TM_OK);
+	CU_ASSERT(tm_reader_summary(r)->nchunks > 5);
+	for (i = 0; i < 400; i++) {
+		uint64_t q = (i * 37) % 200, st = q / 40, off = q % 40;
+		int err = tm_reader_annotation_at(r, st, q, "phase", &a);
+
+		CU_ASSERT_EQUAL_FATAL(err, TM_OK);
+		CU_ASSERT_STRING_EQUAL(a->values[0], off < 10 ? "a" : "b");
+		CU_ASSERT_EQUAL(a->step, st);
+		err = tm_reader_annotation_at(r, st, q, "scaler.skipped", &a);
+		CU_ASSERT_EQUAL(err, st % 2 && off >= 25 ? TM_OK : TM_ERR_NOT_FOUND);
+		CU_ASSERT_EQUAL(a != NULL, err == TM_OK);
+	}
+	/* the whole step: its last */
+	CU_ASSERT_EQUAL_FATAL(tm_reader_annotation(r, 2, "phase", &a), TM_OK);
+	CU_ASSERT_STRING_EQUAL(a->values[0], "b");
+	tm_reader_close(r);
+	unlink(p);
+}
+
 static void test_annotations(void)
 {
 	struct gen g = { 5, 40, 0 };
@@ -937,6 +999,7 @@ int main(void)
 		TM_TEST(test_index_damage_named),
 		TM_TEST(test_age_flush_thread),
 		TM_TEST(test_annotations),
+		TM_TEST(test_annotations_at),
 		TM_TEST(test_million_events),
 		{ NULL, NULL }
 	};

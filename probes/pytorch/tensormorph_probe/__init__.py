@@ -9,9 +9,10 @@ the events, keeps the bounded ring with gap records and writes the .tmrun.
 """
 
 from ._lib import LibraryNotFound
-from .probe import Probe, ProbeError, active, attach, dump, listen
+from .probe import Probe, ProbeError, active, attach, dump, evaluation, listen
 from .trace import EventRecord, GapRecord, NodeRecord, TensorRecord, Trace
 
 __version__ = "0.1.0"
 __all__ = ["EventRecord", "GapRecord", "LibraryNotFound", "NodeRecord", "Probe", "ProbeError",
-           "TensorRecord", "Trace", "active", "attach", "dump", "listen", "__version__"]
+           "TensorRecord", "Trace", "active", "attach", "dump", "evaluation", "listen",
+           "__version__"]

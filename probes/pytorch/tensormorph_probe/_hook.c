@@ -105,6 +105,9 @@ typedef struct {
 	unsigned int bev, bt;           /* its capacity */
 	unsigned long long step;        /* step_count */
 	int active;                     /* observed calls in flight */
+	int eval_depth;                 /* evaluation scopes in flight (_loop.py) */
+	char scaler_watch;              /* a GradScaler runs: gradients go to
+					 * _grad_check before their events */
 	long long t0;                   /* CLOCK_MONOTONIC ns at the start */
 	char closed;
 	char force_dev;                 /* device_stats_on_cpu: no host path */
@@ -138,17 +141,31 @@ typedef struct {
 	PyObject *module;
 	PyObject *inner;                /* the forward it wraps, bound */
 	PyObject *dict;                 /* functools.update_wrapper's attributes */
+	PyObject *name;                 /* the method it stands for: "forward", or a
+					 * framework's root method ("training_step") */
+	int scope;                      /* an evaluation scope while it runs */
 	vectorcallfunc vectorcall;
 } Forward;
 
-static PyTypeObject ProbeBaseType, NodeBaseType, ForwardType;
+/* nn.Module.__call__ while the probe looks for the model (model=None):
+ * the probe's _discover first when nothing observed is in flight, then
+ * the original, with no Python frame of the probe's in between. */
+typedef struct {
+	PyObject_HEAD
+	PyObject *probe;                /* a weak reference */
+	PyObject *orig;
+	vectorcallfunc vectorcall;
+} Discover;
+
+static PyTypeObject ProbeBaseType, NodeBaseType, ForwardType, DiscoverType;
 
 /* set once by setup(): torch.Tensor, torch.strided, torch.is_grad_enabled */
 static PyObject *tensor_type, *strided, *grad_enabled;
 static PyObject *s_enter, *s_exit, *s_submit, *s_submit_live, *s_forward, *s_shape,
 	*s_dtype, *s_is_cpu, *s_layout, *s_is_contiguous, *s_data_ptr, *s_event1_py,
 	*s_is_inference, *s_version, *s_stride, *s_detach, *s_contiguous, *s_clone,
-	*s_requires_grad, *s_backward_hooks, *s_reversed, *s_register_hook;
+	*s_requires_grad, *s_backward_hooks, *s_reversed, *s_register_hook, *s_discover,
+	*s_grad_check;
 
 static long long
 now_ns(void)
@@ -569,6 +586,17 @@ gradhook_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kw
 	if (p == NULL)
 		Py_RETURN_NONE;
 	Py_INCREF(p);
+	if (p->scaler_watch && !p->closed) {
+		/* whether the scaler will skip this step, known before the
+		 * events that show why (scaler.skipped) */
+		PyObject *r = PyObject_CallMethodOneArg((PyObject *)p, s_grad_check, args[0]);
+
+		if (r == NULL) {
+			Py_DECREF(p);
+			return NULL;
+		}
+		Py_DECREF(r);
+	}
 	for (i = 0; i < g->n && !p->closed; i++) {
 		NodeBase *n = g->e[i].node;
 		long long t = now_ns() - p->t0;
@@ -877,7 +905,8 @@ forward_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwn
 	if (p == NULL || module != f->module) {
 		/* a copy (deepcopy rebinds the method), or the probe is gone:
 		 * the class's forward, as if never wrapped */
-		PyObject *fn = PyObject_GetAttr((PyObject *)Py_TYPE(module), s_forward);
+		PyObject *fn = PyObject_GetAttr((PyObject *)Py_TYPE(module),
+						f->name ? f->name : s_forward);
 
 		if (fn == NULL)
 			return NULL;
@@ -890,6 +919,8 @@ forward_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwn
 	Py_INCREF(n);
 	inner = f->inner;
 	Py_INCREF(inner);
+	if (f->scope)
+		p->eval_depth++;
 	/* the common call in C: a node at level 0, or one whose only
 	 * argument is a tensor; roots and the rest go to Python */
 	fast = n->observed && !n->is_root && !n->ops && !p->closed && p->evaddr &&
@@ -944,6 +975,8 @@ forward_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwn
 	if (slow_exit(p, n, start, call, out) < 0)
 		Py_CLEAR(out);
 done:
+	if (f->scope)
+		p->eval_depth--;
 	Py_DECREF(inner);
 	Py_DECREF(n);
 	Py_DECREF(p);
@@ -955,12 +988,14 @@ done:
 static PyObject *
 forward_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
-	static char *names[] = { "probe", "node", "module", "inner", NULL };
-	PyObject *probe, *node, *module, *inner;
+	static char *names[] = { "probe", "node", "module", "inner", "name", "scope", NULL };
+	PyObject *probe, *node, *module, *inner, *name = NULL;
+	int scope = 0;
 	Forward *f;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!OO:Forward", names, &ProbeBaseType,
-					 &probe, &NodeBaseType, &node, &module, &inner))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!OO|U$p:Forward", names, &ProbeBaseType,
+					 &probe, &NodeBaseType, &node, &module, &inner, &name,
+					 &scope))
 		return NULL;
 	if (tensor_type == NULL) {
 		PyErr_SetString(PyExc_RuntimeError, "_hook.setup() was not called");
@@ -973,6 +1008,8 @@ forward_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 	f->node = (NodeBase *)(Py_INCREF(node), node);
 	f->module = (Py_INCREF(module), module);
 	f->inner = (Py_INCREF(inner), inner);
+	f->name = name ? (Py_INCREF(name), name) : NULL;
+	f->scope = scope;
 	f->vectorcall = forward_call;
 	return (PyObject *)f;
 }
@@ -985,6 +1022,7 @@ forward_traverse(Forward *f, visitproc visit, void *arg)
 	Py_VISIT(f->module);
 	Py_VISIT(f->inner);
 	Py_VISIT(f->dict);
+	Py_VISIT(f->name);
 	return 0;
 }
 
@@ -996,6 +1034,7 @@ forward_clear(Forward *f)
 	Py_CLEAR(f->module);
 	Py_CLEAR(f->inner);
 	Py_CLEAR(f->dict);
+	Py_CLEAR(f->name);
 	return 0;
 }
 
@@ -1051,6 +1090,124 @@ static PyTypeObject ForwardType = {
 	.tp_getset = forward_getset,
 };
 
+/* ------------------------------------------------------------ Discover */
+
+static PyObject *
+discover_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+	Discover *d = (Discover *)self;
+	PyObject *p = NULL, *r;
+
+	if (PyVectorcall_NARGS(nargsf) < 1) {
+		PyErr_SetString(PyExc_TypeError, "__call__() needs its module");
+		return NULL;
+	}
+#if PY_VERSION_HEX >= 0x030D0000
+	if (d->probe && PyWeakref_GetRef(d->probe, &p) < 0)
+		return NULL;
+#else
+	if (d->probe) {
+		p = PyWeakref_GetObject(d->probe);
+		if (p == Py_None)
+			p = NULL;
+		Py_XINCREF(p);
+	}
+#endif
+	if (p != NULL) {
+		ProbeBase *pb = (ProbeBase *)p;
+
+		if (!pb->active && !pb->closed) {
+			r = PyObject_CallMethodOneArg(p, s_discover, args[0]);
+			if (r == NULL) {
+				Py_DECREF(p);
+				return NULL;
+			}
+			Py_DECREF(r);
+		}
+		Py_DECREF(p);
+	}
+	return PyObject_Vectorcall(d->orig, args, nargsf, kwnames);
+}
+
+static PyObject *
+discover_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+	static char *names[] = { "probe", "orig", NULL };
+	PyObject *probe, *orig;
+	Discover *d;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O:Discover", names, &ProbeBaseType,
+					 &probe, &orig))
+		return NULL;
+	d = (Discover *)type->tp_alloc(type, 0);
+	if (d == NULL)
+		return NULL;
+	if ((d->probe = PyWeakref_NewRef(probe, NULL)) == NULL) {
+		Py_DECREF(d);
+		return NULL;
+	}
+	d->orig = (Py_INCREF(orig), orig);
+	d->vectorcall = discover_call;
+	return (PyObject *)d;
+}
+
+/* As a class attribute it binds like a function: module(x) calls it with
+ * the module first. */
+static PyObject *
+discover_get(PyObject *self, PyObject *obj, PyObject *type)
+{
+	(void)type;
+	if (obj == NULL || obj == Py_None)
+		return Py_NewRef(self);
+	return PyMethod_New(self, obj);
+}
+
+static int
+discover_traverse(Discover *d, visitproc visit, void *arg)
+{
+	Py_VISIT(d->probe);
+	Py_VISIT(d->orig);
+	return 0;
+}
+
+static int
+discover_clear(Discover *d)
+{
+	Py_CLEAR(d->probe);
+	Py_CLEAR(d->orig);
+	return 0;
+}
+
+static void
+discover_dealloc(Discover *d)
+{
+	PyObject_GC_UnTrack(d);
+	discover_clear(d);
+	Py_TYPE(d)->tp_free((PyObject *)d);
+}
+
+static PyMemberDef discover_members[] = {
+	{ "__wrapped__", T_OBJECT, offsetof(Discover, orig), READONLY, NULL },
+	{ NULL, 0, 0, 0, NULL }
+};
+
+static PyTypeObject DiscoverType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "tensormorph_probe._hook.Discover",
+	.tp_basicsize = sizeof(Discover),
+	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL |
+		    Py_TPFLAGS_METHOD_DESCRIPTOR,
+	.tp_doc = "Discover(probe, orig): nn.Module.__call__ while the probe looks for the model.",
+	.tp_new = discover_new,
+	.tp_dealloc = (destructor)discover_dealloc,
+	.tp_traverse = (traverseproc)discover_traverse,
+	.tp_clear = (inquiry)discover_clear,
+	.tp_call = PyVectorcall_Call,
+	.tp_vectorcall_offset = offsetof(Discover, vectorcall),
+	.tp_descr_get = discover_get,
+	.tp_members = discover_members,
+};
+
 /* ------------------------------------------------------------ ProbeBase */
 
 static int
@@ -1097,6 +1254,8 @@ static PyMemberDef probe_members[] = {
 	M("_bt", T_UINT, bt),
 	M("step_count", T_ULONGLONG, step),
 	M("_active", T_INT, active),
+	M("_eval_depth", T_INT, eval_depth),
+	M("_scaler_watch", T_BOOL, scaler_watch),
 	M("_t0", T_LONGLONG, t0),
 	M("_closed", T_BOOL, closed),
 	M("_force_dev", T_BOOL, force_dev),
@@ -1278,17 +1437,20 @@ PyInit__hook(void)
 	    intern(&s_contiguous, "contiguous") || intern(&s_clone, "clone") ||
 	    intern(&s_requires_grad, "requires_grad") ||
 	    intern(&s_backward_hooks, "_backward_hooks") || intern(&s_reversed, "__reversed__") ||
-	    intern(&s_register_hook, "register_hook"))
+	    intern(&s_register_hook, "register_hook") || intern(&s_discover, "_discover") ||
+	    intern(&s_grad_check, "_grad_check"))
 		return NULL;
 	if (PyType_Ready(&ProbeBaseType) < 0 || PyType_Ready(&NodeBaseType) < 0 ||
-	    PyType_Ready(&ForwardType) < 0 || PyType_Ready(&GradHookType) < 0)
+	    PyType_Ready(&ForwardType) < 0 || PyType_Ready(&GradHookType) < 0 ||
+	    PyType_Ready(&DiscoverType) < 0)
 		return NULL;
 	m = PyModule_Create(&hook_module);
 	if (m == NULL)
 		return NULL;
 	if (PyModule_AddObjectRef(m, "ProbeBase", (PyObject *)&ProbeBaseType) < 0 ||
 	    PyModule_AddObjectRef(m, "NodeBase", (PyObject *)&NodeBaseType) < 0 ||
-	    PyModule_AddObjectRef(m, "Forward", (PyObject *)&ForwardType) < 0) {
+	    PyModule_AddObjectRef(m, "Forward", (PyObject *)&ForwardType) < 0 ||
+	    PyModule_AddObjectRef(m, "Discover", (PyObject *)&DiscoverType) < 0) {
 		Py_DECREF(m);
 		return NULL;
 	}

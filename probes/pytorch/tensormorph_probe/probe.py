@@ -9,10 +9,19 @@ host tensors; gradient hooks -- and hands everything else (roots,
 containers, kwargs, device tensors) to _enter and _exit here; without the
 extension a Python function calls those for every call.
 At level >= 2 gradient hooks on the call's output and input tensors give BWD
-events (grad_out.N, grad_in.N), and parameters give PARAM events (data and
-grad) once per step.  Tensor hooks are used rather than full module backward
+events (grad_out.N, grad_in.N), and parameters give PARAM events: a
+gradient when the backward that accumulated it ends (post-accumulate-grad
+hooks; read after DDP's averaging), a value after each optimizer step that
+changed it.  Tensor hooks are used rather than full module backward
 hooks because those wrap outputs in a custom Function that in-place ops
 (ReLU(inplace=True)) then refuse: the probe must never change what runs.
+
+A step is one training iteration (doc/manual.md, "Steps"; Probe._root_enter
+decides it at each root call, _loop.py watches the optimizers, GradScaler
+and the frameworks' evaluation scopes): micro-batches are the root's call
+numbers, inference calls are steps of their own.  The model is the module
+given, or the outermost module holding the first one called (a
+LightningModule, whose step methods are then its root calls).
 
 Events are packed into a batch buffer laid out as libtensormorph's
 struct tm_rec_event / tm_rec_tensor and handed over once per step or when
@@ -48,6 +57,7 @@ DataParallel) wrapper is looked through: `model` is the module it wraps.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import functools
 import linecache
@@ -58,13 +68,13 @@ import sys
 import time
 import types
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
 import torch.optim.optimizer as torch_optimizer
 
-from . import _flight, _lib
+from . import _flight, _lib, _loop
 from . import _ops as _ops_mod
 from ._devstats import device_stats
 from ._flatten import FLATTEN_RULE, flatten, flatten_call
@@ -100,6 +110,7 @@ _MAX_TENSORS = _lib.TM_MAX_TENSORS
 _EV_ENTER, _EV_EXIT, _EV_BWD, _EV_PARAM = _lib.EV_ENTER, _lib.EV_EXIT, _lib.EV_BWD, _lib.EV_PARAM
 _FWD, _BWD = _lib.PHASE_FWD, _lib.PHASE_BWD
 _grad_enabled = torch.is_grad_enabled
+_queue_callback = torch.autograd.Variable._execution_engine.queue_callback
 _partial = functools.partial
 _wref = weakref.ref
 
@@ -183,12 +194,34 @@ def rank_socket_path(path: str | os.PathLike[str], rank: int) -> str:
 
 
 def _unwrap(module: torch.nn.Module) -> torch.nn.Module:
-    """The module a data-parallel wrapper holds: its forward only scatters
-    or syncs and calls that module, whose tree is the user's model."""
+    """The module a data-parallel wrapper holds (DDP, DataParallel, FSDP):
+    its forward only scatters, shards or syncs and calls that module, whose
+    tree is the user's model."""
     par = torch.nn.parallel
-    while isinstance(module, (par.DistributedDataParallel, par.DataParallel)):
-        module = module.module
-    return module
+    while True:
+        if isinstance(module, (par.DistributedDataParallel, par.DataParallel)):
+            module = module.module
+            continue
+        fsdp = sys.modules.get("torch.distributed.fsdp")
+        cls = getattr(fsdp, "FullyShardedDataParallel", None) if fsdp is not None else None
+        if cls is not None and isinstance(module, cls):
+            module = module.module
+            continue
+        return module
+
+
+def _user_model(module: torch.nn.Module) -> torch.nn.Module:
+    """The model a module called first belongs to: the outermost module
+    holding it (a LightningModule whose training_step calls self.net, a
+    wrapper holding the net and its loss), short of a data-parallel
+    wrapper and of torch.compile's OptimizedModule (compile.py's)."""
+    top = module
+    for _ in range(64):
+        up = _loop.owner(top)
+        if up is None or type(up).__name__ == "OptimizedModule" or _unwrap(up) is not up:
+            break
+        top = up
+    return top
 
 
 def _forward_source(module: torch.nn.Module) -> tuple[str | None, int]:
@@ -383,8 +416,25 @@ class Probe(_ProbeBase):
         # annotates the step with the batch's request ids
         self.on_root_call: Callable[[tuple[Any, ...], dict[str, Any] | None], None] | None = None
         self._manual_step = False
-        self._have_optimizer = False
-        self._root_done = 0             # root calls completed since the step moved
+        # the training loop (_loop.py; doc/manual.md "Steps")
+        self._step_calls = 0            # root calls begun in this step
+        self._attempted = False         # an optimizer step was attempted in it
+        self._step_plain = False        # its last root call was an inference call
+        self._root_depth = 0            # root calls in flight
+        self._micro = 0                 # the current root call's number (#N)
+        self._eval_depth = 0            # evaluation scopes in flight
+        self._scaler_watch = False      # a GradScaler runs: _grad_check each gradient
+        self._opt_steps = 0             # optimizer.step calls that returned
+        self._optimizers: weakref.WeakSet[torch.optim.Optimizer] = weakref.WeakSet()
+        self._scaler: weakref.ref[Any] | None = None   # the GradScaler in use
+        self._scale_noted = -1          # step whose scaler.scale is annotated
+        self._skip_noted = -1           # step annotated scaler.skipped
+        # PARAM grad events of the backward in flight (pid -> (node, param))
+        self._grad_pending: dict[int, tuple[_Node, torch.Tensor]] = {}
+        self._grad_queued = False
+        self._watched: set[int] = set()  # id(param) with a gradient hook
+        self._fw: dict[str, bool] = {}  # frameworks patched
+        self._fw_done = False
         self._active = 0                # hooked calls in flight
         self._nodes: dict[int, _Node] = {}  # id(module) -> node (observed or not)
         self._addresses: set[str] = set()   # every address given out
@@ -396,9 +446,10 @@ class Probe(_ProbeBase):
         self._closed = False
 
         opt = torch_optimizer
-        self._handles.append(opt.register_optimizer_step_pre_hook(self._opt_pre))
         self._handles.append(opt.register_optimizer_step_post_hook(self._opt_post))
+        _loop.install(self)
         self._wrappers: set[int] = set()  # data-parallel wrappers looked through
+        self._root_methods: list[tuple[torch.nn.Module, str, Any]] = []
         if model is not None:
             self._adopt(_unwrap(model), root_name)
         else:
@@ -528,7 +579,31 @@ class Probe(_ProbeBase):
         assert first is not None
         if self.model is None:
             self.model = root
+        if first.is_root:
+            base = _loop.lightning_base(root)
+            if base is not None:
+                self._wrap_steps(first, base)
         return first
+
+    def _wrap_steps(self, node: _Node, base: type) -> None:
+        """A LightningModule root: Lightning calls its training_step (and
+        evaluation steps), not its forward.  Each of those the class
+        defines is a root call of the model (ENTER: the batch, EXIT: what
+        it returns), the evaluation ones in an evaluation scope."""
+        mod = node.module
+        for name, scope in _loop.LIGHTNING_STEPS:
+            fn = getattr(type(mod), name, None)
+            if fn is None or fn is getattr(base, name, None) or name in mod.__dict__:
+                continue
+            inner = getattr(mod, name)
+            if _hook is not None:
+                w: Any = _hook.Forward(self, node, mod, inner, name, scope=scope)
+            else:
+                w = self._py_wrapper(node, mod, inner, name, scope)
+            functools.update_wrapper(w, fn)
+            bound = types.MethodType(w, mod)
+            mod.__dict__[name] = bound
+            self._root_methods.append((mod, name, bound))
 
     def _wrap(self, node: _Node) -> None:
         """Observes node's calls by wrapping its forward, as accelerate's
@@ -554,14 +629,23 @@ class Probe(_ProbeBase):
         if _hook is not None:
             fwd = _hook.Forward(self, node, mod, inner)
         else:
-            probe = self
+            fwd = self._py_wrapper(node, mod, inner, "forward", False)
+        functools.update_wrapper(fwd, type(mod).forward if own is None else own)
+        node.own = own
+        node.wrapped = mod.forward = types.MethodType(fwd, mod)
 
-            def fwd(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
-                # as _hook.c's forward_call, every call through Python
-                # (looked up per call: an op recorder replaces them)
-                if module is not mod or node.wrapped is None:
-                    # a copy (deepcopy rebinds this method), or unwrapped
-                    return type(module).forward(module, *args, **kwargs)
+    def _py_wrapper(self, node: _Node, mod: torch.nn.Module, inner: Any, name: str,
+                    scope: bool) -> Any:
+        """Without the extension: _hook.c's forward_call in Python."""
+        probe = self
+
+        def fwd(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+            if module is not mod or probe._closed or (name == "forward" and node.wrapped is None):
+                # a copy (deepcopy rebinds this method), or unwrapped
+                return getattr(type(module), name)(module, *args, **kwargs)
+            probe._eval_depth += scope
+            try:
+                # looked up per call: an op recorder replaces them
                 start, call = probe._enter(node, args, kwargs)
                 try:
                     out = inner(*args, **kwargs)
@@ -570,10 +654,9 @@ class Probe(_ProbeBase):
                     raise
                 probe._exit(node, start, call, out)
                 return out
-
-        functools.update_wrapper(fwd, type(mod).forward if own is None else own)
-        node.own = own
-        node.wrapped = mod.forward = types.MethodType(fwd, mod)
+            finally:
+                probe._eval_depth -= scope
+        return fwd
 
     def _unwrap_all(self) -> None:
         """Gives every wrapped module its forward back, unless another tool
@@ -591,6 +674,12 @@ class Probe(_ProbeBase):
                 else:
                     del d["forward"]
             node.own = None
+        for mod, name, bound in self._root_methods:
+            if _hook is not None:
+                bound.__func__.release()
+            if mod.__dict__.get(name) is bound:
+                del mod.__dict__[name]
+        self._root_methods.clear()
 
     def _add_params(self, node: _Node) -> None:
         """Parameter nodes of a level >= 2 module (PARAM events)."""
@@ -600,6 +689,8 @@ class Probe(_ProbeBase):
             self._addresses.add(paddr)
             pid = self._register(paddr, "Parameter", None, 0, node.id, _lib.NODE_PARAM)
             self._params.append((pid, p, node))
+            self._watched.discard(id(p))     # a scaler's watch becomes an event's
+            self._watch(p, pid, node)
 
     def _ext_name(self, module: torch.nn.Module) -> str:
         name = f"ext.{type(module).__name__}"
@@ -617,14 +708,18 @@ class Probe(_ProbeBase):
         then it stays and passes calls through."""
         orig = torch.nn.Module.__call__
         ref = weakref.ref(self)
+        __call__: Any
+        if _hook is not None:
+            # no frame of the probe's in the user's tracebacks
+            __call__ = _hook.Discover(self, orig)
+        else:
+            def __call__(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+                p = ref()
+                if p is not None and not p._active and not p._closed:
+                    p._discover(module)
+                return orig(module, *args, **kwargs)
 
-        def __call__(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
-            p = ref()
-            if p is not None and not p._active and not p._closed:
-                p._discover(module)
-            return orig(module, *args, **kwargs)
-
-        functools.update_wrapper(__call__, orig)
+            functools.update_wrapper(__call__, orig)
         torch.nn.Module.__call__ = __call__
 
         def undo() -> None:
@@ -649,7 +744,17 @@ class Probe(_ProbeBase):
                 self._adopt(inner, self._root_name if self.model is None
                             else self._ext_name(inner))
             return
-        self._adopt(module, self._root_name if self.model is None else self._ext_name(module))
+        if self.model is None:
+            top = _user_model(module)
+            self._adopt(top, self._root_name)
+            if top is not module and not self._root_methods:
+                # its calls are the model's root calls when the model's own
+                # forward is not called (a container of net and loss); a
+                # LightningModule's are its step methods, from the next one
+                # (this call is inside one already)
+                self._nodes[id(module)].is_root = True
+            return
+        self._adopt(module, self._ext_name(module))
 
     # ------------------------------------------------------------ batches
 
@@ -897,16 +1002,21 @@ class Probe(_ProbeBase):
         """A call of node begins: its ENTER event.  Returns the call's start
         time and number, which its _exit takes."""
         t = _now() - self._t0
-        if node.is_root and not node.depth:
+        root = node.is_root and not self._root_depth
+        if root:
             self._root_enter()
-            if self.on_root_call is not None:
-                self.on_root_call(args, kwargs)
+        if node.is_root:
+            self._root_depth += 1
+        if root and self.on_root_call is not None:
+            self.on_root_call(args, kwargs)     # inside the call: annotates its step
         node.depth += 1
         step = self.step_count
         if node.epoch != step:
             node.epoch = step
             node.count = 0
         call = node.count = node.count + 1
+        if root:
+            self._micro = call
         self._active += 1
         if not node.observed:
             return t, call
@@ -953,9 +1063,9 @@ class Probe(_ProbeBase):
                             _lib.SLOT_OUT, level)
                 if level >= 2:
                     self._grad_hooks(node, call, tensors, _lib.SLOT_GRAD_OUT)
-        if node.is_root and not node.depth:
-            self._root_done += 1
-            if self._ops_want is not None and not self._closed:
+        if node.is_root:
+            self._root_depth -= 1
+            if not self._root_depth and self._ops_want is not None and not self._closed:
                 want, self._ops_want = self._ops_want, None
                 try:
                     self._apply_ops(want)
@@ -985,48 +1095,188 @@ class Probe(_ProbeBase):
                  grad: torch.Tensor) -> None:
         if self._closed:
             return
+        if self._scaler_watch:
+            self._grad_check(grad)
         t = _now() - self._t0
         self._event1(_EV_BWD, _BWD, node.id, call, t, t, t, grad, slot_kind, node.level, index)
 
+    # ------------------------------------------------------------ the loop
+
+    def _training(self) -> bool:
+        """Whether this process trains: an optimizer exists or has stepped."""
+        return self._opt_steps > 0 or len(self._optimizers) > 0
+
     def _root_enter(self) -> None:
-        """Without an optimizer, step counts completed root calls; it moves
-        when the next one starts, so that the backward of a forward stays in
-        that forward's step, and so that a training loop whose optimizer is
-        first seen after its first forward is not counted twice."""
-        if self._root_done and not self._have_optimizer and not self._manual_step:
+        """A root call begins: whether it begins a step (doc/manual.md,
+        "Steps").  It does after an optimizer step was attempted in the
+        current step, and next to an inference call (one made without
+        autograd, or with no optimizer in the process) outside an
+        evaluation scope; training calls before the optimizer steps are
+        micro-batches of one step.  The step moves when the next root call
+        starts, so that a backward, the optimizer and logging stay in the
+        step of their forward."""
+        if not self._fw_done:
+            self._fw_done = _loop.patch_frameworks(self)
+        if self._grad_queued:           # a backward that raised: its callbacks never ran
+            self._grads_done()
+        plain = not (_grad_enabled() and self._training())
+        if not self._manual_step and (self._pending() or (
+                self._step_calls and not self._eval_depth and plain)):
             self._advance()
-        self._root_done = 0
+        self._step_plain = plain and not self._eval_depth
+        self._step_calls += 1
+        if self._step_calls == 1:
+            self._step_begins()
 
-    def _opt_pre(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-        if not self._manual_step:
-            self._param_events()
+    def _pending(self) -> bool:
+        """Whether the next root call begins a step whatever it is: the
+        optimizer stepped, or the step was an inference call."""
+        return self._attempted or bool(self._step_calls and not self._eval_depth
+                                       and self._step_plain)
 
-    def _opt_post(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-        self._have_optimizer = True
-        if not self._manual_step:
-            self.step_count += 1
-            self._root_done = 0
-            self._submit()
-
-    def _param_events(self) -> None:
-        """PARAM events: data and grad stats of level-2 parameters, once a step."""
-        if not self._params or self._closed or self._params_step == self.step_count:
-            return
-        self._params_step = self.step_count
-        t = _now() - self._t0
-        for pid, p, node in self._params:
-            level = node.level
-            if level < 2:
-                continue
-            self._event1(_EV_PARAM, _BWD, pid, 1, t, t, t, p, _lib.SLOT_DATA, level, 0)
-            g = p.grad
-            if g is not None:
-                self._event1(_EV_PARAM, _BWD, pid, 1, t, t, t, g, _lib.SLOT_GRAD, level, 0)
+    def _step_begins(self) -> None:
+        """The first root call of a step: the loss scale it runs with."""
+        sc = self._scaler() if self._scaler is not None else None
+        if sc is not None and sc.is_enabled():
+            self._note_scale(sc)
 
     def _advance(self) -> None:
-        self._param_events()
         self.step_count += 1
+        self._step_calls = 0
+        self._attempted = False
+        self._step_plain = False
         self._submit()
+
+    def _opt_post(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        """optimizer.step returned: the iteration's optimizer step is done
+        (the step moves at the next root call) and the parameters it
+        changed have new values."""
+        self._opt_steps += 1
+        self._optimizers.add(opt)
+        self._attempted = True
+        if self._params and not self._closed:
+            self._param_values(opt, _BWD)
+
+    def _param_values(self, opt: torch.optim.Optimizer | None, phase: int) -> None:
+        """PARAM data events of level-2 parameters (those opt holds)."""
+        mine = None
+        if opt is not None:
+            mine = {id(p) for g in opt.param_groups for p in g["params"]}
+        t = _now() - self._t0
+        call = max(self._micro, 1)
+        for pid, p, node in self._params:
+            level = node.level
+            if level >= 2 and (mine is None or id(p) in mine):
+                self._event1(_EV_PARAM, phase, pid, call, t, t, t, p, _lib.SLOT_DATA, level, 0)
+
+    def _watch(self, p: torch.Tensor, pid: int | None, node: _Node | None) -> None:
+        """A gradient hook on parameter p: its PARAM grad event when the
+        gradient is accumulated (pid, node: its node), and the scaler's
+        check."""
+        if id(p) in self._watched or not isinstance(p, _Tensor) or not p.requires_grad \
+                or not p.is_leaf:
+            return
+        self._watched.add(id(p))
+        hook = _partial(self._on_param_grad, pid, node)
+        self._handles.append(p.register_post_accumulate_grad_hook(hook))
+
+    def _on_param_grad(self, pid: int | None, node: _Node | None, p: torch.Tensor) -> None:
+        """p.grad was accumulated (backward of the current micro-batch): a
+        PARAM grad event in the step and phase bwd it belongs to, whether or
+        not the optimizer then steps."""
+        if self._closed:
+            return
+        g = p.grad
+        if g is None:
+            return
+        if self._scaler_watch:
+            self._grad_check(g)
+        if node is not None and node.level >= 2 and pid is not None:
+            self._grad_pending[pid] = (node, p)
+            if not self._grad_queued:
+                # read when this backward ends: after DDP's averaging
+                try:
+                    _queue_callback(self._grads_queue_again)
+                    self._grad_queued = True
+                except RuntimeError:        # not inside autograd's engine
+                    self._grads_done()
+
+    def _grads_queue_again(self) -> None:
+        """Behind the callbacks queued since (DDP's reducer finishes the
+        averaged gradients in one): autograd runs those queued while its
+        callbacks run, in order."""
+        try:
+            _queue_callback(self._grads_done)
+        except RuntimeError:
+            self._grads_done()
+
+    def _grads_done(self) -> None:
+        """The backward of the current micro-batch ended: PARAM grad events
+        of the parameters it accumulated into, as the optimizer will read
+        them."""
+        self._grad_queued = False
+        pending, self._grad_pending = self._grad_pending, {}
+        if self._closed:
+            return
+        t = _now() - self._t0
+        call = max(self._micro, 1)
+        for pid, (node, p) in pending.items():
+            g = p.grad
+            if g is not None and node.level >= 2:
+                self._event1(_EV_PARAM, _BWD, pid, call, t, t, t, g, _lib.SLOT_GRAD,
+                             node.level, 0)
+
+    def _grad_check(self, g: torch.Tensor) -> None:
+        """A gradient of the backward while a GradScaler runs: one that is
+        not all finite means the scaler skips this step's optimizer step
+        (it checks the parameters' gradients, which follow from it), known
+        from here on, before this gradient's own event."""
+        if self._skip_noted != self.step_count and isinstance(g, _Tensor) and \
+                not bool(torch.isfinite(g).all()):
+            self._note_skipped()
+
+    def _scaler_seen(self, scaler: Any) -> None:
+        """GradScaler.scale or .step of an enabled scaler."""
+        if self._scaler is None or self._scaler() is not scaler:
+            self._scaler = weakref.ref(scaler)
+            self._scaler_watch = True
+            if self.model is not None:
+                for p in self.model.parameters():
+                    self._watch(p, None, None)
+        if self._scale_noted != self.step_count:
+            self._note_scale(scaler)
+
+    def _note_scale(self, scaler: Any) -> None:
+        self._scale_noted = self.step_count
+        try:
+            scale = float(scaler.get_scale())
+        except Exception:       # noqa: BLE001 -- a scaler we cannot read
+            return
+        self._annotate("scaler.scale", [f"{scale:.17g}"])
+
+    def _scaler_stepped(self, skipped: bool) -> None:
+        """GradScaler.step returned: an optimizer step attempted, which the
+        scaler skipped when optimizer.step did not run."""
+        self._attempted = True
+        if skipped:
+            self._note_skipped()
+
+    def _note_skipped(self) -> None:
+        if self._skip_noted != self.step_count:
+            self._skip_noted = self.step_count
+            self._annotate("scaler.skipped", ["true"])
+
+    @contextlib.contextmanager
+    def evaluation(self) -> Iterator[None]:
+        """Root calls inside are an evaluation within training: they join
+        the current step (as further calls, #N) rather than being steps of
+        their own.  HF Trainer.evaluate/predict and Lightning's evaluation
+        steps are such scopes by themselves."""
+        self._eval_depth += 1
+        try:
+            yield
+        finally:
+            self._eval_depth -= 1
 
     # ------------------------------------------------------------ API
 
@@ -1035,15 +1285,27 @@ class Probe(_ProbeBase):
         self._manual_step = True
         self._advance()
 
-    def annotate(self, key: str, values: Sequence[Any], count: int | None = None) -> list[str]:
-        """Annotates the current step: key "request" with the ids of the
-        requests a serving step runs (TQL `request`, doc/tql.md).  The
+    def annotate(self, key: str, values: Any, count: int | None = None) -> list[str]:
+        """Annotates the current step: TQL `annot.KEY` (doc/tql.md) tests
+        its values, e.g. annotate("phase_name", "warmup"); key "request" is
+        the ids of the requests a serving step runs (TQL `request`).  The
+        probe itself writes scaler.scale and scaler.skipped.  A condition
+        at an event sees the annotations made before it.  The
         record goes after the events before this call and before those
         after it; at most TM_ANNOT_MAX_VALUES values are kept, each as text
         cut to 255 bytes, and count (default len(values)) says how many
         there were.  Returns the values kept, as the trace has them."""
         if self._closed:
             return []
+        if not self._manual_step and not self._root_depth and self._pending():
+            self._advance()         # between iterations: about the next one
+        return self._annotate(key, values, count)
+
+    def _annotate(self, key: str, values: Any, count: int | None = None) -> list[str]:
+        if self._closed:
+            return []
+        if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+            values = [values]       # annotate("phase_name", "warmup")
         self._submit()
         # cut by bytes, then back to whole characters: a cut through a
         # UTF-8 sequence drops that character, not the id
@@ -1235,8 +1497,6 @@ class Probe(_ProbeBase):
         if self._flight is not None:
             self._flight.uninstall()
         try:
-            if self._root_done:
-                self._param_events()    # the last step ends here
             self._submit()
             if self._flight is not None and self._rec:
                 self._flight.closing(self)
@@ -1292,6 +1552,20 @@ def active() -> Probe | None:
     """The probe attached last in this process, if it is still open."""
     p = _active() if _active is not None else None
     return None if p is None or p._closed else p
+
+
+@contextlib.contextmanager
+def evaluation() -> Iterator[None]:
+    """`with tensormorph_probe.evaluation(): ...` around a hand-written
+    evaluation inside training: its root calls join the current step
+    (Probe.evaluation) instead of being steps of their own.  Without an
+    active probe it does nothing, so a script may keep it."""
+    p = active()
+    if p is None:
+        yield
+        return
+    with p.evaluation():
+        yield
 
 
 def _env_listen() -> tuple[str | None, float | None]:
