@@ -59,7 +59,7 @@ from typing import Any
 import torch
 import torch.optim.optimizer as torch_optimizer
 
-from . import _lib
+from . import _compiled, _lib
 from ._devstats import device_stats
 from ._flatten import FLATTEN_RULE, flatten, flatten_call
 
@@ -110,6 +110,8 @@ class ProbeError(RuntimeError):
 _hook = _lib.load_hook()
 if _hook is not None:
     _hook.setup(torch.Tensor, torch.strided, torch.is_grad_enabled)
+    # what dynamo traces in place of a Forward's C call (_compiled.py)
+    _hook.set_trace_call(_compiled.traced_call)
     _ProbeBase: Any = _hook.ProbeBase
     _NodeBase: Any = _hook.NodeBase
 else:
@@ -176,12 +178,18 @@ def rank_socket_path(path: str | os.PathLike[str], rank: int) -> str:
 
 
 def _unwrap(module: torch.nn.Module) -> torch.nn.Module:
-    """The module a data-parallel wrapper holds: its forward only scatters
-    or syncs and calls that module, whose tree is the user's model."""
+    """The module a data-parallel wrapper or torch.compile's OptimizedModule
+    holds: its forward only scatters, syncs or runs compiled code and calls
+    that module, whose tree is the user's model (`model.fc`, never
+    `model._orig_mod.fc`)."""
     par = torch.nn.parallel
-    while isinstance(module, (par.DistributedDataParallel, par.DataParallel)):
-        module = module.module
-    return module
+    while True:
+        inner = _compiled.unwrap_compiled(module)
+        if isinstance(inner, (par.DistributedDataParallel, par.DataParallel)):
+            inner = inner.module
+        if inner is module:
+            return module
+        module = inner
 
 
 def _forward_source(module: torch.nn.Module) -> tuple[str | None, int]:
@@ -318,6 +326,9 @@ class Probe(_ProbeBase):
         # id(tensor) -> (index, weak ref, version, address, shape, dtype, level, strides)
         self._seen: dict[int, tuple[Any, ...]] = {}
         self.reused = 0                 # tensor summaries copied, not recomputed
+        self._by_id: dict[int, _Node] = {}  # node id -> observed node (compiled regions)
+        self._discovering = model is None
+        self._cid = _compiled.register(self)
 
         self.step_count = 0
         # called with the root's (args, kwargs) as each root call starts, its
@@ -341,6 +352,9 @@ class Probe(_ProbeBase):
         self._handles.append(opt.register_optimizer_step_pre_hook(self._opt_pre))
         self._handles.append(opt.register_optimizer_step_post_hook(self._opt_post))
         self._wrappers: set[int] = set()  # data-parallel wrappers looked through
+        undo = _compiled.patch_optimized_module(self._is_wrapper)
+        if undo is not None:
+            self._undo.append(undo)
         if model is not None:
             self._adopt(_unwrap(model), root_name)
         else:
@@ -457,6 +471,7 @@ class Probe(_ProbeBase):
                 file, line = _forward_source(mod)
                 node.id = self._register(address, type(mod).__name__, file, line, parent,
                                          _lib.NODE_MODULE)
+                self._by_id[node.id] = node
                 ids[address] = node.id
                 if level >= 2:
                     self._add_params(node)
@@ -493,6 +508,13 @@ class Probe(_ProbeBase):
             enter, leave = self._enter, self._exit
 
             def fwd(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+                if torch.compiler.is_compiling():
+                    # traced by dynamo: as _hook.c's Forward (_compiled.py)
+                    if module is not mod or node.wrapped is None:
+                        return type(module).forward(module, *args, **kwargs)
+                    if self._closed or not node.observed:
+                        return inner(*args, **kwargs)
+                    return _compiled.region_call(self, node, inner, args, kwargs)
                 # as _hook.c's forward_call, every call through Python
                 if module is not mod or node.wrapped is None:
                     # a copy (deepcopy rebinds this method), or unwrapped
@@ -509,6 +531,12 @@ class Probe(_ProbeBase):
         functools.update_wrapper(fwd, type(mod).forward if own is None else own)
         node.own = own
         node.wrapped = mod.forward = types.MethodType(fwd, mod)
+
+    def _is_wrapper(self, fwd: Any) -> bool:
+        """Whether fwd is a forward this probe installed."""
+        mod = getattr(fwd, "__self__", None)
+        node = self._nodes.get(id(mod)) if mod is not None else None
+        return node is not None and node.wrapped is fwd
 
     def _unwrap_all(self) -> None:
         """Gives every wrapped module its forward back, unless another tool
@@ -554,6 +582,10 @@ class Probe(_ProbeBase):
         ref = weakref.ref(self)
 
         def __call__(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+            if torch.compiler.is_compiling():
+                # a compiled function calls the model: found at trace time
+                _compiled.discover_traced(module)
+                return orig(module, *args, **kwargs)
             p = ref()
             if p is not None and not p._active and not p._closed:
                 p._discover(module)
@@ -734,6 +766,32 @@ class Probe(_ProbeBase):
         self.reused += 1
         return True
 
+    def _pack_stats(self, idx: int, row: list[float], level: int) -> None:
+        """Stats reduced away from the hook (_devstats.py's vector), into
+        the summary at idx."""
+        off = idx * _lib.TENSOR_SIZE
+        hist = [int(h) for h in row[14:]]
+        _lib.TENSOR_STATS.pack_into(self._tbuf, off + _lib.TENSOR_STATS_OFF, *row[:14], *hist)
+        have = L2_MASK if level >= 2 else L1_MASK
+        finite = row[1] + row[2] < row[0]
+        if not finite:      # as in C: only the counts are known
+            have &= _COUNTS_MASK
+        ctypes.c_uint32.from_buffer(self._tbuf, off + _HAVE_OFF).value = have
+        ctypes.c_uint8.from_buffer(self._tbuf, off + _HAVE_HIST_OFF).value = \
+            1 if level >= 2 and finite else 0
+
+    def _put_capture(self, idx: int, h: torch.Tensor) -> None:
+        """A level-3 copy in host memory, kept until submitted."""
+        self._keep.append(h)
+        off = idx * _lib.TENSOR_SIZE
+        ctypes.c_uint64.from_buffer(self._tbuf, off).value = h.data_ptr()
+        ctypes.c_uint8.from_buffer(self._tbuf, off + _lib.OFF_CAPTURE).value = 1
+
+    def _compiled_flush(self, stats: torch.Tensor, table: list[int],
+                        captures: list[torch.Tensor]) -> None:
+        """A compiled region ran (_compiled.py's tensormorph::flush)."""
+        _compiled.run_flush(self, stats, table, captures)
+
     def _submit(self) -> None:
         """Hands the batch to libtensormorph: one host copy of the device
         stats, one call."""
@@ -741,24 +799,10 @@ class Probe(_ProbeBase):
             vecs = torch.stack([v.to("cpu", torch.float64) if v.device.type == "mps" else v
                                 for _, v, _ in self._dev_pending]).to("cpu", torch.float64)
             for (idx, _, level), row in zip(self._dev_pending, vecs.tolist(), strict=True):
-                off = idx * _lib.TENSOR_SIZE
-                hist = [int(h) for h in row[14:]]
-                _lib.TENSOR_STATS.pack_into(self._tbuf, off + _lib.TENSOR_STATS_OFF,
-                                            *row[:14], *hist)
-                have = L2_MASK if level >= 2 else L1_MASK
-                finite = row[1] + row[2] < row[0]
-                if not finite:      # as in C: only the counts are known
-                    have &= _COUNTS_MASK
-                ctypes.c_uint32.from_buffer(self._tbuf, off + _HAVE_OFF).value = have
-                ctypes.c_uint8.from_buffer(self._tbuf, off + _HAVE_HIST_OFF).value = \
-                    1 if level >= 2 and finite else 0
+                self._pack_stats(idx, row, level)
             self._dev_pending.clear()
         for idx, y in self._dev_capture:
-            h = y.to("cpu").contiguous()
-            self._keep.append(h)
-            off = idx * _lib.TENSOR_SIZE
-            ctypes.c_uint64.from_buffer(self._tbuf, off).value = h.data_ptr()
-            ctypes.c_uint8.from_buffer(self._tbuf, off + _lib.OFF_CAPTURE).value = 1
+            self._put_capture(idx, y.to("cpu").contiguous())
         self._dev_capture.clear()
         nev, self._nev = self._nev, 0
         self._bnev.value = 0
@@ -1073,6 +1117,7 @@ class Probe(_ProbeBase):
         if self._closed:
             return
         self._unhook()
+        _compiled.unregister(self._cid)
         try:
             if self._root_done:
                 self._param_events()    # the last step ends here
