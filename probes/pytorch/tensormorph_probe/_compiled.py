@@ -285,6 +285,21 @@ def patch_optimized_module(is_ours: Any) -> Any:
     return undo
 
 
+def skip_eager_path(cls: type) -> None:
+    """The probe's eager methods, which _hook.c calls from C while compiled
+    code runs (a graph break's eager part): dynamo would try to compile
+    each as a frame of its own, and fail on ctypes and struct.  They are
+    never compiled (the traced path is traced_call and region_call)."""
+    skip = getattr(getattr(torch, "_dynamo", None), "eval_frame", None)
+    skip = getattr(skip, "skip_code", None)
+    if skip is None:
+        return
+    for name, fn in vars(cls).items():
+        code = getattr(fn, "__code__", None)
+        if code is not None and name.startswith("_") and not name.startswith("__"):
+            skip(code)
+
+
 def unwrap_compiled(module: Any) -> Any:
     """The module torch.compile's OptimizedModule wraps (`_orig_mod`)."""
     opt = getattr(getattr(torch, "_dynamo", None), "eval_frame", None)

@@ -1144,6 +1144,9 @@ class Probe(_ProbeBase):
         self.close()
 
 
+_compiled.skip_eager_path(Probe)
+
+
 def _close_ref(ref: weakref.ref[Probe]) -> None:
     p = ref()
     if p is not None:
