@@ -281,6 +281,30 @@ static int info_event(struct tm_session *s, const char *args)
 	return 0;
 }
 
+/* A step the probe ran compiled (torch.compile) carries the annotation
+ * "compiled": the addresses of the regions' outermost modules.  Their
+ * events reach tmdb when the region ends, so a stop inside one holds the
+ * model there (`rerun` re-runs the step eagerly, doc/manual.md). */
+static void info_frame_compiled(struct tm_session *s, const struct tm_node *n)
+{
+	const struct tm_annot *a;
+	uint32_t i;
+
+	if (!n || !s->probe || !s->probe->ops->annotation)
+		return;
+	a = s->probe->ops->annotation(s->probe, &s->cur, "compiled");
+	for (i = 0; a && i < a->nvalues; i++) {
+		size_t len = strlen(a->values[i]);
+
+		if (!strncmp(n->address, a->values[i], len) &&
+		    (n->address[len] == '\0' || n->address[len] == '.')) {
+			tm_out(s, " compiled region %s: the model is paused at the region's end\n",
+			       a->values[i]);
+			return;
+		}
+	}
+}
+
 static int info_frame(struct tm_session *s, const char *args)
 {
 	const struct frame *f;
@@ -305,6 +329,7 @@ static int info_frame(struct tm_session *s, const char *args)
 	}
 	if (f->enter_seq != UINT64_MAX)
 		tm_out(s, " entered at seq %" PRIu64 "\n", f->enter_seq);
+	info_frame_compiled(s, n);
 	if (s->sel_frame + 1 < s->nframes)
 		tm_out(s, " called by frame at level %zu (%s)\n", s->sel_frame + 1,
 		       tm_node_name(s, s->frames[s->nframes - 2 - s->sel_frame].node));

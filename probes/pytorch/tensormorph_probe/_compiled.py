@@ -203,6 +203,10 @@ def run_flush(p: Any, stats: torch.Tensor, table: list[int],
             call = calls[nid].pop()
             node.depth -= 1
             start, tend = t, t
+        if p._compiled_step != p.step_count:
+            # tmdb's `info frame` tells a compiled region's stop by this
+            p._compiled_step = p.step_count
+            p.annotate("compiled", [node.address])
         if p._nev >= p._bev or p._nt + n > p._bt:
             p._submit()
         base = p._nt
@@ -238,7 +242,13 @@ def _discover_ctx(ctx: Any) -> None:
     for ref in list(_probes.values()):
         p = ref()
         if p is not None and not p._closed and not p._active and p._discovering:
+            known = len(p._nodes)
             p._discover(mod)
+            if len(p._nodes) != known:
+                # dynamo has read the forwards it guards on before this
+                # call: trace the frame again with the probe's
+                raise torch._dynamo.exc.RestartAnalysis(
+                    restart_reason="tensormorph probe: a model found")
 
 
 def discover_traced(module: Any) -> None:

@@ -328,6 +328,7 @@ class Probe(_ProbeBase):
         self.reused = 0                 # tensor summaries copied, not recomputed
         self._by_id: dict[int, _Node] = {}  # node id -> observed node (compiled regions)
         self._discovering = model is None
+        self._compiled_step = -1        # step annotated "compiled" (_compiled.py)
         self._cid = _compiled.register(self)
 
         self.step_count = 0
