@@ -3,9 +3,9 @@
 A compiled model records the same forward events as the same model run
 eagerly -- order, steps, call numbers, addresses (never `_orig_mod`), slots,
 shapes, stats -- and the probe adds no graph break: `fullgraph=True` works.
-Backward events (level 2's gradients) are not recorded inside compiled
-regions (doc/manual.md, "Compiled models"); the comparisons take the
-forward events.  Most tests compile with the aot_eager backend: dynamo and
+Level 2's gradient events come from hooks compiled into the backward graph:
+on the MLP the whole recording, backward included, is the eager one.  Most
+tests compile with the aot_eager backend: dynamo and
 AOTAutograd trace the probe's path exactly as for inductor, which two tests
 use (the unmodified script at level 1, reduce-overhead) because it compiles
 slowly on the CI's cores.
@@ -35,20 +35,24 @@ SCRIPT = HERE / "compiled_train.py"
 BACKEND = {0: "aot_eager", 1: "inductor", 2: "aot_eager"}
 
 
-def fwd_events(path):
-    """The forward events of a trace: (step, kind, node, call, level, slots)
-    and their tensors' stats."""
+def fwd_events(path, backward=False):
+    """The forward events of a trace (with backward: all of its events)."""
     _, events, gaps = read(path)
     assert not gaps
-    return [e for e in events if e.kind in ("enter", "exit")]
+    return [e for e in events if backward or e.kind in ("enter", "exit")]
 
 
-def assert_same(eager, compiled, rel=1e-4):
-    """compiled recorded what eager did (the seqs of forward events too
-    when there are no backward events between them)."""
-    key = [(e.step, e.kind, e.node, e.call, e.level,
+COUNTS = ("numel", "nan_count", "inf_count", "posinf_count", "neginf_count", "zero_count")
+
+
+def assert_same(eager, compiled, rel=1e-4, float_steps=None):
+    """compiled recorded what eager did.  float_steps: compare the float
+    stats only in steps below it (inductor computes in another order, and
+    once the training diverges the models' values part by more than
+    rounding); the counts always."""
+    key = [(e.seq, e.step, e.phase, e.kind, e.node, e.call, e.level,
             [(t.slot, t.shape, t.dtype) for t in e.tensors]) for e in eager]
-    ckey = [(e.step, e.kind, e.node, e.call, e.level,
+    ckey = [(e.seq, e.step, e.phase, e.kind, e.node, e.call, e.level,
              [(t.slot, t.shape, t.dtype) for t in e.tensors]) for e in compiled]
     assert ckey == key
     for a, b in zip(eager, compiled, strict=True):
@@ -57,6 +61,8 @@ def assert_same(eager, compiled, rel=1e-4):
             assert set(tb.stats) == set(ta.stats), (a.node, ta.slot)
             for k, v in ta.stats.items():
                 w = tb.stats[k]
+                if k not in COUNTS and float_steps is not None and a.step >= float_steps:
+                    continue
                 assert (math.isnan(v) and math.isnan(w)) or math.isclose(
                     v, w, rel_tol=rel, abs_tol=1e-5), (a.seq, a.node, ta.slot, k, v, w)
             assert (ta.hist is None) == (tb.hist is None)
@@ -96,7 +102,8 @@ def test_unmodified_script(script_runs, level):
     alone, probed, rec, ref = script_runs[level]
     assert "graph breaks: 0" in alone
     assert probed == alone
-    assert_same(fwd_events(ref), fwd_events(rec))
+    assert_same(fwd_events(ref, level == 2), fwd_events(rec, level == 2),
+                float_steps=2 if BACKEND[level] == "inductor" else None)
 
 
 @needs_tmdb
@@ -144,7 +151,7 @@ def test_reduce_overhead_cpu(tmp_path):
     r = _run([sys.executable, "-m", "tensormorph_probe", "record", "-o", ref, "--level", "1",
               "--", sys.executable, str(SCRIPT)], dict(env, TM_COMPILE="0"))
     assert r.returncode == 0, r.stderr
-    assert_same(fwd_events(ref), fwd_events(rec))
+    assert_same(fwd_events(ref), fwd_events(rec), float_steps=2)
 
 
 # ------------------------------------------------------------ in-process models
@@ -186,7 +193,7 @@ def train(model, run, steps=3):
         opt.zero_grad()
 
 
-def record_pair(tmp_path, model0, compile_fn, level=1, attach_model=False):
+def record_pair(tmp_path, model0, compile_fn, level=1, attach_model=False, backward=False):
     """The same training recorded eagerly and compiled; the compiled run's
     dynamo counters."""
     paths = []
@@ -202,7 +209,7 @@ def record_pair(tmp_path, model0, compile_fn, level=1, attach_model=False):
             probe.close()
         paths.append(path)
     stats = {k: dict(v) for k, v in counters.items()}
-    return fwd_events(paths[0]), fwd_events(paths[1]), stats
+    return fwd_events(paths[0], backward), fwd_events(paths[1], backward), stats
 
 
 def breaks(stats):
@@ -213,7 +220,10 @@ def breaks(stats):
 def test_mlp_fullgraph(tmp_path, level):
     torch.manual_seed(0)
     e, c, stats = record_pair(
-        tmp_path, MLP(), lambda m: torch.compile(m, fullgraph=True, backend="aot_eager"), level)
+        tmp_path, MLP(), lambda m: torch.compile(m, fullgraph=True, backend="aot_eager"), level,
+        backward=True)
+    if level >= 2:
+        assert any(ev.kind == "bwd" and ev.node == "model.blocks.1.fc2" for ev in c)
     assert_same(e, c)
     assert breaks(stats) == 0
     assert stats["stats"]["unique_graphs"] == 1
@@ -267,8 +277,10 @@ def test_graph_break_of_its_own(tmp_path):
 def test_gpt2_fullgraph(tmp_path):
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
+    # no dropout: compiled code draws other random numbers than eager
     cfg = transformers.GPT2Config(vocab_size=97, n_positions=32, n_embd=32, n_layer=2,
-                                  n_head=2, bos_token_id=0, eos_token_id=0)
+                                  n_head=2, bos_token_id=0, eos_token_id=0, resid_pdrop=0.0,
+                                  embd_pdrop=0.0, attn_pdrop=0.0)
     model0 = transformers.GPT2LMHeadModel(cfg)
     ids = torch.randint(0, 97, (2, 12), generator=torch.Generator().manual_seed(1))
     paths = []

@@ -30,15 +30,23 @@ on them: a level a debugger changes recompiles the region (doc/manual.md,
 "Compiled models").
 
 Level 3 passes each tensor's copy to the op, which copies it to the host.
-Backward events (level 2's gradients) are not recorded inside compiled
-regions; parameter events (once a step, at the optimizer) are.
+
+Level 2's gradients: the traced call registers a gradient hook where eager
+mode does (the inputs at ENTER, the outputs at EXIT); dynamo compiles it
+into the backward graph, where it computes the gradient's stats and calls
+tensormorph::grad, one host read per gradient event, in the order eager
+mode's hooks fire.  The event names its forward call through a token that
+tensormorph::begin hands the region when it starts (the flush maps it to
+the calls it numbered).  Parameter events (once a step, at the optimizer)
+are made outside compiled code as in eager mode.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 import weakref
-from typing import Any
+from typing import Any, Optional
 
 import torch
 
@@ -46,10 +54,12 @@ from . import _lib
 from ._devstats import VEC_LEN, device_stats
 from ._flatten import flatten, flatten_call
 
-_EV_ENTER, _EV_EXIT = _lib.EV_ENTER, _lib.EV_EXIT
+_EV_ENTER, _EV_EXIT, _EV_BWD = _lib.EV_ENTER, _lib.EV_EXIT, _lib.EV_BWD
 _MAX_RANK = _lib.TM_MAX_RANK
 _MAX_TENSORS = _lib.TM_MAX_TENSORS
 _SLOT_IN, _SLOT_OUT = _lib.SLOT_IN, _lib.SLOT_OUT
+_SLOT_GRAD_IN, _SLOT_GRAD_OUT = _lib.SLOT_GRAD_IN, _lib.SLOT_GRAD_OUT
+_KEEP_REGIONS = 256     # region runs whose calls a later backward may name
 _TENSOR_PACK = [p.pack_into for p in _lib.TENSOR_PACK]
 
 # the region being traced (see the module's docstring)
@@ -57,6 +67,9 @@ _open: list[int] = []
 _table: list[Any] = []
 _rows: list[torch.Tensor] = []
 _caps: list[torch.Tensor] = []
+_tok: list[torch.Tensor] = []          # the region's token, once a hook wants it
+_nev: list[int] = [0]                  # events tabled so far in the region
+_hooks: list[Any] = []                 # tensor, hook, ...: registered as the region ends
 
 # probe id -> probe, for the op (its arguments are tensors and ints)
 _probes: dict[int, weakref.ref[Any]] = {}
@@ -86,8 +99,34 @@ def unregister(pid: int) -> None:
     _probes.pop(pid, None)
 
 
+def _grad_traced(pid: int, tok: torch.Tensor, ordinal: int, slot_kind: int, index: int,
+                 g: torch.Tensor) -> None:
+    """A gradient hook of a traced call (compiled into the backward)."""
+    dev = g.device
+    shape = list(g.shape)
+    if len(shape) > _MAX_RANK:
+        shape = shape[:_MAX_RANK - 1] + [-1]
+    meta = [ordinal, slot_kind, index, _DTYPES.get(g.dtype, 0),
+            0 if dev.type == "cpu" else 1 if dev.type == "cuda" else 2,
+            dev.index if dev.index is not None else 0, g.numel(), len(shape)]
+    torch.ops.tensormorph.grad(device_stats(g.detach(), 2), tok, pid, meta + shape)
+
+
+def _grad_hooks(pid: int, ordinal: int, tensors: Any, slot_kind: int) -> None:
+    if not torch.is_grad_enabled():
+        return
+    for j in range(len(tensors)):
+        x = tensors[j]
+        if x.requires_grad:
+            if not _tok:
+                _tok.append(torch.ops.tensormorph.begin(pid))
+            _hooks.append(x)
+            _hooks.append(functools.partial(_grad_traced, pid, _tok[0], ordinal, slot_kind, j))
+
+
 def _put(kind: int, nid: int, level: int, tensors: Any, slot_kind: int) -> None:
     n = len(tensors)
+    _nev[0] += 1
     _table.extend((kind, nid, level, n))
     for j in range(n):
         x = tensors[j]
@@ -114,10 +153,19 @@ def _emit(pid: int) -> None:
         stats = torch.zeros((0, VEC_LEN), dtype=torch.float64)
     table = list(_table)
     caps = list(_caps)
+    tok = _tok[0] if _tok else None
+    # registered once the region's own code has run: a hook registered
+    # in its middle makes dynamo lose attribute stores of objects the
+    # region creates (transformers' DynamicCache layers)
+    for i in range(0, len(_hooks), 2):
+        _hooks[i].register_hook(_hooks[i + 1])
+    _hooks.clear()
     _table.clear()
     _rows.clear()
     _caps.clear()
-    torch.ops.tensormorph.flush(stats, table, pid, caps)
+    _tok.clear()
+    _nev[0] = 0
+    torch.ops.tensormorph.flush(stats, table, pid, caps, tok)
 
 
 def region_call(probe: Any, node: Any, inner: Any, args: Any, kwargs: Any) -> Any:
@@ -126,13 +174,19 @@ def region_call(probe: Any, node: Any, inner: Any, args: Any, kwargs: Any) -> An
     nid = node.id
     outer = not _open
     _open.append(nid)
+    pid = probe._cid
     ins = flatten_call(args, kwargs, _MAX_TENSORS) if level >= 2 else []
+    if level >= 2:
+        _grad_hooks(pid, _nev[0], ins, _SLOT_GRAD_IN)
     _put(_EV_ENTER, nid, level, ins, _SLOT_IN)
     out = inner(*args, **kwargs)
-    _put(_EV_EXIT, nid, level, flatten(out, _MAX_TENSORS), _SLOT_OUT)
+    outs = flatten(out, _MAX_TENSORS)
+    _put(_EV_EXIT, nid, level, outs, _SLOT_OUT)
+    if level >= 2:
+        _grad_hooks(pid, _nev[0] - 1, outs, _SLOT_GRAD_OUT)
     _open.pop()
     if outer:
-        _emit(probe._cid)
+        _emit(pid)
     return out
 
 
@@ -148,31 +202,90 @@ def traced_call(self: Any, *args: Any, **kwargs: Any) -> Any:
     return region_call(probe, node, self._tm_inner, args[1:], kwargs)
 
 
+def _probe(pid: int) -> Any:
+    ref = _probes.get(pid)
+    p = ref() if ref is not None else None
+    return p if p is not None and not p._closed else None
+
+
 @torch.library.custom_op("tensormorph::flush", mutates_args=())
 def flush(stats: torch.Tensor, table: list[int], probe: int,
-          captures: list[torch.Tensor]) -> None:
+          captures: list[torch.Tensor], token: Optional[torch.Tensor]) -> None:
     """A compiled region ran: its events to the probe (run time)."""
-    ref = _probes.get(probe)
-    p = ref() if ref is not None else None
-    if p is not None and not p._closed:
-        p._compiled_flush(stats, table, captures)
+    p = _probe(probe)
+    if p is not None:
+        p._compiled_flush(stats, table, captures, token)
 
 
 @flush.register_fake
 def _flush_fake(stats: torch.Tensor, table: list[int], probe: int,
-                captures: list[torch.Tensor]) -> None:
+                captures: list[torch.Tensor], token: Optional[torch.Tensor]) -> None:
+    return None
+
+
+_region_runs = [0]
+
+
+@torch.library.custom_op("tensormorph::begin", mutates_args=())
+def begin(probe: int) -> torch.Tensor:
+    """A compiled region whose gradients are wanted starts: its token."""
+    _region_runs[0] += 1
+    return torch.tensor(_region_runs[0], dtype=torch.int64)
+
+
+@begin.register_fake
+def _begin_fake(probe: int) -> torch.Tensor:
+    return torch.empty((), dtype=torch.int64)
+
+
+@torch.library.custom_op("tensormorph::grad", mutates_args=())
+def grad(stats: torch.Tensor, token: torch.Tensor, probe: int, meta: list[int]) -> None:
+    """A gradient a traced call wanted was computed (run time)."""
+    p = _probe(probe)
+    if p is not None:
+        run_grad(p, stats, int(token), meta)
+
+
+@grad.register_fake
+def _grad_fake(stats: torch.Tensor, token: torch.Tensor, probe: int, meta: list[int]) -> None:
     return None
 
 
 try:
     from torch._library.effects import EffectType
-    flush.register_effect(EffectType.ORDERED)
-except (ImportError, AttributeError):   # older torch: kept as an op without outputs
+    for _op in (flush, begin, grad):
+        _op.register_effect(EffectType.ORDERED)
+except (ImportError, AttributeError):   # older torch: kept as ops without outputs
     pass
 
 
+def run_grad(p: Any, stats: torch.Tensor, token: int, meta: list[int]) -> None:
+    """A BWD event, as Probe._on_grad makes it, for the forward call the
+    region run `token` numbered."""
+    calls = p._region_calls.get(token)
+    ordinal, slot_kind, index, dtype, devtype, devidx, numel, rank = meta[:8]
+    if calls is None or ordinal >= len(calls):
+        return      # a run older than _KEEP_REGIONS: nothing is made up
+    nid, call, level = calls[ordinal]
+    row = stats.to("cpu", torch.float64).tolist()
+    t = time.monotonic_ns() - p._t0
+    if p._nev >= p._bev or p._nt + 1 > p._bt:
+        p._submit()
+    idx = p._nt
+    _TENSOR_PACK[rank](p._tbuf, idx * _lib.TENSOR_SIZE, 0, numel, 0, index, devidx, slot_kind,
+                       dtype, rank, devtype, 0, 0, 0, 0, *meta[8:8 + rank])
+    p._pack_stats(idx, row, level)
+    _lib.EVENT_STRUCT.pack_into(p._evbuf, p._nev * 48, p.step_count, t, t, t, nid, call, 1,
+                                _EV_BWD, _lib.PHASE_BWD, level, 0)
+    p._nt = idx + 1
+    p._nev = nev = p._nev + 1
+    p._bnev.value = nev
+    if p._live is not None and p._live.value & 1:
+        p._submit_live()
+
+
 def run_flush(p: Any, stats: torch.Tensor, table: list[int],
-              captures: list[torch.Tensor]) -> None:
+              captures: list[torch.Tensor], token: Optional[torch.Tensor]) -> None:
     """The events of a region that ran, into p's batch as _enter and _exit
     would have packed them: calls numbered, the step moved by a root call,
     stats from the rows of `stats` (one host read), in table order."""
@@ -181,6 +294,7 @@ def run_flush(p: Any, stats: torch.Tensor, table: list[int],
     t = time.monotonic_ns() - p._t0
     nodes = p._by_id
     calls: dict[int, list[int]] = {}
+    ordinals: list[tuple[int, int, int]] = []       # (node, call, level) by event
     ev_pack, t_pack, tsize = _lib.EVENT_STRUCT.pack_into, _TENSOR_PACK, _lib.TENSOR_SIZE
     i = r = c = 0
     end = len(table)
@@ -203,6 +317,7 @@ def run_flush(p: Any, stats: torch.Tensor, table: list[int],
             call = calls[nid].pop()
             node.depth -= 1
             start, tend = t, t
+        ordinals.append((nid, call, level))
         if p._compiled_step != p.step_count:
             # tmdb's `info frame` tells a compiled region's stop by this
             p._compiled_step = p.step_count
@@ -232,6 +347,11 @@ def run_flush(p: Any, stats: torch.Tensor, table: list[int],
             p._root_done += 1
         if p._live is not None and p._live.value & 1:
             p._submit_live()
+    if token is not None:
+        runs = p._region_calls
+        runs[int(token)] = ordinals
+        while len(runs) > _KEEP_REGIONS:
+            del runs[next(iter(runs))]
 
 
 def _discover_ctx(ctx: Any) -> None:

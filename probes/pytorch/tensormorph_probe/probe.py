@@ -329,6 +329,8 @@ class Probe(_ProbeBase):
         self._by_id: dict[int, _Node] = {}  # node id -> observed node (compiled regions)
         self._discovering = model is None
         self._compiled_step = -1        # step annotated "compiled" (_compiled.py)
+        # region token -> (node, call, level) of its events, for its backward
+        self._region_calls: dict[int, list[tuple[int, int, int]]] = {}
         self._cid = _compiled.register(self)
 
         self.step_count = 0
@@ -789,9 +791,9 @@ class Probe(_ProbeBase):
         ctypes.c_uint8.from_buffer(self._tbuf, off + _lib.OFF_CAPTURE).value = 1
 
     def _compiled_flush(self, stats: torch.Tensor, table: list[int],
-                        captures: list[torch.Tensor]) -> None:
+                        captures: list[torch.Tensor], token: torch.Tensor | None) -> None:
         """A compiled region ran (_compiled.py's tensormorph::flush)."""
-        _compiled.run_flush(self, stats, table, captures)
+        _compiled.run_flush(self, stats, table, captures, token)
 
     def _submit(self) -> None:
         """Hands the batch to libtensormorph: one host copy of the device
