@@ -26,11 +26,13 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "tm-internal.h"
 #include "tm-recorder.h"
@@ -526,6 +528,24 @@ static void forward(tm_recorder *r, tm_server *srv, const struct tm_rec_event *e
 		tm_server_gap(srv, &g);
 }
 
+/*
+ * The debugger killed the program (wire KILL): the model thread, which
+ * was paused in this submit or has just sent an event, finishes the trace
+ * -- the ring written out, index and trailer -- and the process dies of
+ * SIGKILL as it would have without us, before any more of the model runs.
+ * r is left allocated: other threads may still hold it for an instant.
+ */
+static int finish(tm_recorder *r);
+
+static void die_killed(tm_recorder *r)
+{
+	tm_crash__forget(r);
+	finish(r);
+	fflush(NULL);
+	raise(SIGKILL);
+	_exit(128 + SIGKILL);
+}
+
 int tm_recorder_submit(tm_recorder *r, const struct tm_rec_event *ev,
 		       size_t nev, struct tm_rec_tensor *t, size_t nt,
 		       uint64_t *first_seq)
@@ -577,6 +597,8 @@ int tm_recorder_submit(tm_recorder *r, const struct tm_rec_event *ev,
 	}
 	r->cur_ev = NULL;
 	pthread_mutex_unlock(&r->flock);
+	if (srv && tm_server_killed(srv))
+		die_killed(r);
 	return TM_OK;
 }
 
@@ -1153,14 +1175,11 @@ int tm_recorder_crash_install(tm_recorder *r)
 	return tm_crash__install(r->w, r);
 }
 
-int tm_recorder_close(tm_recorder *r)
+/* Writes out everything and closes the file; r is not freed. */
+static int finish(tm_recorder *r)
 {
 	int err = TM_OK;
 
-	if (!r)
-		return TM_OK;
-	/* The handler must not look at r once it is freed. */
-	tm_crash__forget(r);
 	pthread_mutex_lock(&r->lock);
 	r->closed = 1;
 	pthread_cond_broadcast(&r->not_full);   /* lossless waiters drop now */
@@ -1186,6 +1205,18 @@ int tm_recorder_close(tm_recorder *r)
 		else
 			err = tm_writer_close(r->w);
 	}
+	return err;
+}
+
+int tm_recorder_close(tm_recorder *r)
+{
+	int err;
+
+	if (!r)
+		return TM_OK;
+	/* The handler must not look at r once it is freed. */
+	tm_crash__forget(r);
+	err = finish(r);
 	pthread_mutex_destroy(&r->flock);
 	pthread_mutex_destroy(&r->lock);
 	pthread_mutex_destroy(&r->wlock);

@@ -112,6 +112,7 @@ struct tm_server {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	atomic_int active;      /* a client has said HELLO */
+	atomic_int killed;      /* KILL: the model thread ends the process */
 	_Atomic uint32_t state; /* tm_server_state(): bit 0 subscribed, 1.. requests */
 	int stopping;
 	int inside;             /* threads in tm_server_event or tm_server_wait_client
@@ -944,6 +945,15 @@ static void handle(tm_server *srv, const struct tm_frame *f)
 	case TM_MSG_RESUME: do_resume(srv, m); break;
 	case TM_MSG_SET_LEVEL: do_set_level(srv, m); break;
 	case TM_MSG_DETACH: bye(srv, TM_OK, "detached", 0); break;
+	case TM_MSG_KILL:
+		/* The model thread, paused or at its next event, sees this,
+		 * and the recorder finishes the trace before the process
+		 * dies (tm_recorder_submit): a killed run leaves a whole
+		 * file, not what happened to be flushed. */
+		atomic_store(&srv->killed, 1);
+		send_result(srv, TM_MSG_RESULT, m->type, 0, TM_OK, NULL);
+		pthread_cond_broadcast(&srv->cond);
+		break;
 	case TM_MSG_INTERRUPT:
 		/* A step from wherever the model is; nothing to do if paused. */
 		if (!srv->stopped) {
@@ -1364,7 +1374,8 @@ static void wait_resumed(tm_server *srv)
 {
 	struct timespec ts;
 
-	while (srv->stopped && !srv->stopping && srv->cfd >= 0) {
+	while (srv->stopped && !srv->stopping && srv->cfd >= 0 &&
+	       !atomic_load(&srv->killed)) {
 		if (srv->o.pause_ms &&
 		    mono_ns() - srv->stop_ns >= (uint64_t)srv->o.pause_ms * 1000000ull) {
 			srv->st.timed_out++;
@@ -1481,6 +1492,13 @@ int tm_server_event(tm_server *srv, const struct tm_event *ev)
 	srv->inside++;
 	/* Another thread (backward) is paused: the whole model waits. */
 	wait_resumed(srv);
+	if (atomic_load(&srv->killed)) {
+		/* the process is ending: no more stops, no more sends */
+		if (--srv->inside == 0 && srv->stopping)
+			pthread_cond_broadcast(&srv->cond);
+		pthread_mutex_unlock(&srv->lock);
+		return TM_OK;
+	}
 	track_call(srv, ev);
 	if (srv->subscribed && ev->seq >= srv->from_seq) {
 		const struct tm_node *nd = tm_nodetab_get(srv->nodes, ev->node);
@@ -1524,6 +1542,11 @@ int tm_server_event(tm_server *srv, const struct tm_event *ev)
 		pthread_cond_broadcast(&srv->cond);
 	pthread_mutex_unlock(&srv->lock);
 	return TM_OK;
+}
+
+int tm_server_killed(tm_server *srv)
+{
+	return srv && atomic_load(&srv->killed);
 }
 
 int tm_server_gap(tm_server *srv, const struct tm_gap *g)

@@ -133,6 +133,13 @@ int tm_server_event(tm_server *srv, const struct tm_event *ev);
 /* A gap the probe recorded: forwarded like an event. */
 int tm_server_gap(tm_server *srv, const struct tm_gap *g);
 /*
+ * Whether the debugger sent KILL: the process is to end.  Once set,
+ * tm_server_event neither stops nor sends; the recorder feeding the
+ * server finishes its trace and the process dies of SIGKILL
+ * (tm_recorder_submit).
+ */
+int tm_server_killed(tm_server *srv);
+/*
  * An annotation of a step (tm_recorder_annotate calls it): forwarded like
  * an event, and kept, the latest of each key (at most 8 keys), for the
  * breakpoint conditions (TQL `request` holds at the events of its step)

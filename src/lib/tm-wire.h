@@ -74,6 +74,7 @@ enum tm_msg_type {
 	TM_MSG_SET_LEVEL = 70,    /* probe level for nodes matching a pattern */
 	TM_MSG_DETACH = 71,       /* the debugger leaves; the run goes on */
 	TM_MSG_INTERRUPT = 72,    /* stop at the next event (attach, Ctrl-C) */
+	TM_MSG_KILL = 73,         /* end the program: finish the recording, die */
 	/* probe -> debugger (records 1..63 travel as their own frames) */
 	TM_MSG_DESCRIBE = 96,     /* answer to HELLO: version, capabilities */
 	TM_MSG_STOP = 97,         /* the model thread is paused at seq */

@@ -34,6 +34,7 @@ const char *tm_msg_name(int type)
 	case TM_MSG_SET_LEVEL: return "set-level";
 	case TM_MSG_DETACH: return "detach";
 	case TM_MSG_INTERRUPT: return "interrupt";
+	case TM_MSG_KILL: return "kill";
 	case TM_MSG_DESCRIBE: return "describe";
 	case TM_MSG_STOP: return "stop";
 	case TM_MSG_RESULT: return "result";
@@ -142,6 +143,7 @@ int tm_msg_encode(struct tm_buf *b, const struct tm_msg *m)
 		break;
 	case TM_MSG_DETACH:
 	case TM_MSG_INTERRUPT:
+	case TM_MSG_KILL:
 		break;
 	case TM_MSG_STOP:
 		if (m->u.stop.reason >= TM_STOP__COUNT)
@@ -271,6 +273,7 @@ int tm_msg_decode(const struct tm_frame *f, struct tm_msg *m)
 		break;
 	case TM_MSG_DETACH:
 	case TM_MSG_INTERRUPT:
+	case TM_MSG_KILL:
 		break;
 	case TM_MSG_STOP:
 		m->u.stop.reason = tm_rd_u8(&r);

@@ -46,6 +46,8 @@ static const struct setting settings[] = {
 	{ "prompt", SET_STR, OFF(prompt), "Tmdb's prompt is \"%s\".", NULL },
 	{ "verbose", SET_BOOL, OFF(verbose), "Verbosity is %s.", NULL },
 	{ "style enabled", SET_BOOL, OFF(style), "CLI output styling is %s.", NULL },
+	{ "trace-commands", SET_BOOL, OFF(trace_commands),
+	  "State of GDB CLI command tracing is %s.", NULL },
 	{ "height", SET_IGNORE, 0, "Number of lines tmdb thinks are in a page is unlimited.",
 	  " 0 unlimited " },
 	{ "width", SET_IGNORE, 0, "Number of characters tmdb thinks are in a line is unlimited.",
@@ -216,7 +218,8 @@ const struct cmd_entry cmd_set_entry = {
 	.name = "set", .usage = "set SETTING VALUE | set $VAR = EXPR",
 	.help = "Change a setting, or set a convenience variable.\n"
 		"Settings: auto-load local-tmdbinit, confirm, history size, listsize,\n"
-		"max-gap-lines, pagination, progress, prompt, style enabled, verbose.",
+		"max-gap-lines, pagination, progress, prompt, style enabled, trace-commands,\n"
+		"verbose.",
 	.exec = cmd_set_exec, .klass = "support",
 };
 

@@ -828,8 +828,14 @@ static int cmd_finish_exec(struct tm_session *s, const char *args, int from_tty)
 	report(s, &st);
 	/* GDB's "Value returned": the call's output, into the history. */
 	if (st.why == STOP_STEP && !a.lost && tm_focus_tensor(s)) {
+		int trace = s->set.trace_commands, rc;
+
 		tm_out(s, "Value returned is ");
-		return tm_execute(s, "print tensor", 0) == 0 ? 0 : -1;
+		/* part of finish's own output: not a command to echo */
+		s->set.trace_commands = 0;
+		rc = tm_execute(s, "print tensor", 0);
+		s->set.trace_commands = trace;
+		return rc == 0 ? 0 : -1;
 	}
 	return 0;
 }

@@ -510,6 +510,24 @@ static int run_ucmd(struct tm_session *s, struct ucmd *u, const char *args)
 }
 
 /*
+ * `set trace-commands on`, as GDB prints it: the line after one '+' per
+ * level of nesting (a sourced file, a user command, a loop body), so that a
+ * transcript shows which command printed what.
+ */
+static void trace_command(struct tm_session *s, const char *line)
+{
+	size_t n = strlen(line);
+
+	while (n > 0 && (line[n - 1] == ' ' || line[n - 1] == '\t' || line[n - 1] == '\n'))
+		n--;
+	for (int i = 0; i <= s->depth; i++)
+		tm_out(s, "+");
+	tm_out(s, "%.*s\n", (int)n, line);
+	/* before a live program resumes and writes to the same terminal */
+	fflush(s->out);
+}
+
+/*
  * Executes one command line.  Returns 0 on success, -1 when the command
  * failed (its message already printed).
  */
@@ -524,6 +542,8 @@ int tm_execute(struct tm_session *s, const char *line, int from_tty)
 
 	if (!*p || *p == '#')
 		return 0;
+	if (s->set.trace_commands)
+		trace_command(s, p);
 	wl = word_len(p);
 	if (wl == 0 && (*p == '!' || *p == '|')) {
 		tm_error(s, "Shell commands are not supported.");

@@ -27,6 +27,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
+#include <glob.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -43,6 +44,7 @@
 
 #define START_TIMEOUT_MS 30000  /* the probe's socket must appear by then */
 #define KILL_TIMEOUT_MS 5000
+#define FINISH_TIMEOUT_MS 5000  /* a probe asked to end writes its trace out */
 #define POLL_US 10000
 
 struct tm_live *tm_live_get(struct tm_session *s)
@@ -231,22 +233,103 @@ static void kill_ranks(struct tm_session *s)
 		kill_rank(sub);
 }
 
+/* Whether a process that is not our child has gone (or is a zombie). */
+static int gone(pid_t pid)
+{
+	char path[64], buf[256], *p;
+	FILE *f;
+
+	if (kill(pid, 0) < 0 && errno == ESRCH)
+		return 1;
+	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+	if (!(f = fopen(path, "r")))
+		return 1;
+	p = fgets(buf, sizeof(buf), f);
+	fclose(f);
+	p = p ? strrchr(buf, ')') : NULL;
+	return p && p[1] == ' ' && p[2] == 'Z';
+}
+
+/*
+ * Asks the program's probes to end (wire KILL: each finishes its
+ * recording, index included, and dies of SIGKILL) and waits up to
+ * FINISH_TIMEOUT_MS for the child and every rank.  Returns 1 when the
+ * child has been reaped.  Killing by signal alone would leave the trace
+ * without the chunk still in memory and without its index.
+ */
+static int ask_to_end(struct tm_session *s, long pid, int *status)
+{
+	struct tm_live *lv = s->live;
+	struct tm_probe *sub;
+	size_t i;
+	int waited, reaped = 0;
+
+	if (!lv->probe || tm_probe_closed(lv->probe))
+		return 0;
+	tm_probe_kill(lv->probe);
+	for (waited = 0; waited < FINISH_TIMEOUT_MS; waited += POLL_US / 1000) {
+		int all = 1;
+
+		if (!reaped)
+			reaped = waitpid((pid_t)pid, status, WNOHANG) == (pid_t)pid;
+		for (i = 0; all && (sub = tm_probe_multi_sub(lv->probe, i, NULL)); i++)
+			if (tm_probe_pid(sub) > 1 && !gone((pid_t)tm_probe_pid(sub)))
+				all = 0;
+		if (i == 0 && !reaped)
+			all = 0;        /* one process: the child itself */
+		if (all)
+			break;
+		usleep(POLL_US);
+	}
+	return reaped;
+}
+
+/*
+ * The probe's socket files (one, or one per rank) once the program is
+ * gone: a probe killed by signal cannot remove them itself.
+ */
+static void remove_sockets(struct tm_live *lv)
+{
+	char pat[sizeof(lv->sock) + 16];
+	struct stat st;
+	glob_t g;
+	size_t i, l = strlen(lv->sock);
+
+	if (!l)
+		return;
+	if (!lstat(lv->sock, &st) && S_ISSOCK(st.st_mode))
+		unlink(lv->sock);
+	if (l > 5 && snprintf(pat, sizeof(pat), "%.*s.rank*.sock", (int)(l - 5),
+			      lv->sock) < (int)sizeof(pat) &&
+	    glob(pat, GLOB_NOSORT, NULL, &g) == 0) {
+		for (i = 0; i < g.gl_pathc; i++)
+			if (!lstat(g.gl_pathv[i], &st) && S_ISSOCK(st.st_mode))
+				unlink(g.gl_pathv[i]);
+		globfree(&g);
+	}
+}
+
 void tm_inferior_kill(struct tm_session *s, int verbose)
 {
 	struct tm_live *lv = s->live;
 	long pid;
-	int status;
+	int status, reaped;
 
 	if (!lv || !lv->pid)
 		return;
 	pid = lv->pid;
+	reaped = ask_to_end(s, pid, &status);
 	kill_ranks(s);
 	unload_ours(s);
+	/* what the probe did not end: the launcher, a child of the program */
 	kill(-(pid_t)pid, SIGKILL);
-	kill((pid_t)pid, SIGKILL);
-	if (!wait_child(pid, KILL_TIMEOUT_MS, &status) && verbose)
-		tm_error(s, "warning: process %ld did not die within %d seconds.",
-			 pid, KILL_TIMEOUT_MS / 1000);
+	if (!reaped) {
+		kill((pid_t)pid, SIGKILL);
+		if (!wait_child(pid, KILL_TIMEOUT_MS, &status) && verbose)
+			tm_error(s, "warning: process %ld did not die within %d seconds.",
+				 pid, KILL_TIMEOUT_MS / 1000);
+	}
+	remove_sockets(lv);
 	lv->pid = 0;
 	if (verbose)
 		tm_out(s, "[Process %ld killed]\n", pid);
@@ -269,6 +352,7 @@ void tm_inferior_reap(struct tm_session *s, int ms, int quiet)
 	}
 	say_status(s, lv->pid, status, 0);
 	notify(s, TM_INF_EXITED, lv->pid, status);
+	remove_sockets(lv);
 	lv->pid = 0;
 	/* The history stays browsable, as a replay: no process behind it. */
 	lv->probe = NULL;

@@ -31,6 +31,8 @@ uint32_t tm_probe_pid(struct tm_probe *p);
 int tm_probe_closed(struct tm_probe *p);
 const char *tm_probe_end_note(struct tm_probe *p);
 const char *tm_probe_process(struct tm_probe *p);
+/* Asks a live program to end with its recording whole (wire KILL). */
+void tm_probe_kill(struct tm_probe *p);
 const char *tm_probe_recording(struct tm_probe *p, uint64_t *events, const char **note);
 
 /* 1 for a live process or job (remote, or multi-rank over remotes). */

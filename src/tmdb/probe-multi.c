@@ -35,6 +35,7 @@
 #include <limits.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1041,7 +1042,32 @@ static const char *multi_recording(struct tm_probe *p, uint64_t *events,
 	return m->rec_path;
 }
 
+/*
+ * A paused rank finishes its recording and dies (wire KILL).  A rank that
+ * is running is most likely waiting in a collective for a paused one, sends
+ * no event that would let it see KILL, and would print the peer's death as
+ * a traceback: it dies of SIGKILL first, and its trace is one a reader
+ * scans.
+ */
+static void multi_kill(struct tm_probe *p)
+{
+	struct multi *m = impl(p);
+	size_t r;
+
+	for (r = 0; r < m->nr; r++) {
+		struct tm_probe *sub = m->r[r].p;
+		pid_t pid = (pid_t)tm_probe_pid(sub);
+
+		if (!tm_probe_closed(sub) && !tm_probe_remote_paused(sub) && pid > 1)
+			kill(pid, SIGKILL);
+	}
+	for (r = 0; r < m->nr; r++)
+		if (tm_probe_remote_paused(m->r[r].p))
+			tm_probe_kill(m->r[r].p);
+}
+
 static const struct tm_probe_process_ops multi_process_ops = {
+	.kill = multi_kill,
 	.pid = multi_pid,
 	.closed = multi_closed,
 	.end_note = multi_end_note,

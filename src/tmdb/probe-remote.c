@@ -1024,7 +1024,19 @@ static const char *remote_process(struct tm_probe *p)
 	return rp->describe_text;
 }
 
+static void remote_kill(struct tm_probe *p)
+{
+	struct remote *rp = impl(p);
+
+	if (rp->fd < 0 || rp->closed)
+		return;
+	memset(rp->msg, 0, sizeof(*rp->msg));
+	rp->msg->type = TM_MSG_KILL;
+	send_msg(rp, rp->msg);
+}
+
 static const struct tm_probe_process_ops remote_process_ops = {
+	.kill = remote_kill,
 	.pid = remote_pid,
 	.closed = remote_closed,
 	.end_note = remote_end_note,
@@ -1131,6 +1143,12 @@ int tm_probe_closed(struct tm_probe *p)
 const char *tm_probe_end_note(struct tm_probe *p)
 {
 	return tm_probe_is_live(p) ? p->ops->process->end_note(p) : NULL;
+}
+
+void tm_probe_kill(struct tm_probe *p)
+{
+	if (tm_probe_is_live(p) && !tm_probe_closed(p))
+		p->ops->process->kill(p);
 }
 
 const char *tm_probe_process(struct tm_probe *p)

@@ -66,6 +66,10 @@ struct tm_probe_process_ops {
 	 * why an earlier recording stopped on its own (NULL: it did not). */
 	const char *(*recording)(struct tm_probe *p, uint64_t *events,
 				 const char **note);
+	/* Asks the program to end (wire KILL): its probe finishes the
+	 * recording and the process dies of SIGKILL.  The caller waits for
+	 * that and kills by signal what does not die. */
+	void (*kill)(struct tm_probe *p);
 };
 
 struct tm_probe_ops {

@@ -180,6 +180,7 @@ struct settings {
 	int history_size;
 	int max_gap_lines;
 	int style;              /* colour where the output is a terminal */
+	int trace_commands;     /* echo each command, '+' per nesting level */
 	char *prompt;
 };
 

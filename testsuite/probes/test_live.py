@@ -285,3 +285,27 @@ def test_record_live_history(tmp_path):
         t.stats for e in ev_probe for t in e.tensors]
     replay = _tmdb(["-ex", "record foo.tmrun", str(saved)])
     assert "The trace is a recording already" in replay.stderr + replay.stdout
+
+
+@pytest.mark.parametrize("how", ["kill", "quit"])
+def test_ending_a_paused_run_leaves_a_whole_trace(tmp_path, how):
+    """`kill`, or `quit` with the program paused, asks the probe to finish its
+    recording before the process dies: the trace is indexed and holds every
+    event up to the stop, and no socket file is left behind."""
+    trace = tmp_path / "run.tmrun"
+    env = dict(os.environ, TENSORMORPH_RECORD=str(trace), TENSORMORPH_LEVEL="1",
+               XDG_RUNTIME_DIR=str(tmp_path))
+    live = _tmdb(["-ex", "break model.** if tensor.nan_count > 0", "-ex", "run",
+                  "-ex", "print $_seq",
+                  "-ex", how, "--args", sys.executable, str(MODELS), "diverge"], env=env)
+    assert "Breakpoint 1, model.layers.1.norm (out) at step 3" in live.stdout, live.stdout
+    seq = int(re.search(r"^\$1 = (\d+)$", live.stdout, re.M).group(1))
+    if how == "kill":
+        assert re.search(r"^\[Process \d+ killed\]$", live.stdout, re.M), live.stdout
+    assert not list((tmp_path / "tensormorph").iterdir()), "socket files left behind"
+    replay = _tmdb(["-ex", "info probe", str(trace)])
+    assert "indexed, complete" in replay.stdout, replay.stdout + replay.stderr
+    assert "warning" not in replay.stderr, replay.stderr
+    _, events, gaps = read(str(trace))
+    assert not gaps
+    assert [e.seq for e in events] == list(range(seq + 1))

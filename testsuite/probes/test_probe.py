@@ -4,6 +4,8 @@ a full ring gives gap records, and the command-line runner."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import os
 import subprocess
@@ -44,6 +46,7 @@ def test_library_not_found_names_every_place(monkeypatch, tmp_path):
     monkeypatch.setattr(_lib, "_repo_root", lambda: tmp_path)
     monkeypatch.setattr(_lib.ctypes.util, "find_library", lambda name: None)
     monkeypatch.setattr(_lib.sys, "prefix", str(tmp_path / "prefix"))
+    monkeypatch.setattr(_lib, "_PREFIXES", (str(tmp_path / "usr"),))
     with pytest.raises(tp.LibraryNotFound) as exc:
         _lib.load.__wrapped__()
     msg = str(exc.value)
@@ -116,6 +119,45 @@ def test_node_table_has_types_and_source(trace_path):
     assert fc1.parent == nodes["model"].id and fc1.depth == 1
     assert nodes["model"].file.endswith("conftest.py")
     assert {e.node for e in events} == set(nodes)
+
+
+def _keeps_kwarg(old, new):
+    """A decorator with arguments, as transformers' @deprecate_kwarg."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def inner(self, *args, **kwargs):
+            if old in kwargs:
+                kwargs[new] = kwargs.pop(old)
+            return fn(self, *args, **kwargs)
+        return inner
+    return wrap
+
+
+class Decorated(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    @_keeps_kwarg(
+        "inp",
+        "x",
+    )
+    def forward(self, x):
+        return self.fc(x)
+
+
+def test_decorated_forward_points_at_def(trace_path):
+    """bt and frame show the `def forward` line of a decorated forward, not
+    its first decorator's line (co_firstlineno)."""
+    model = Decorated()
+    with tp.attach(model, record=trace_path):
+        model(inp=torch.randn(2, 4))
+    nodes, _, _ = read(trace_path)
+    src, _ = inspect.getsourcelines(Decorated.forward)
+    deco = Decorated.forward.__wrapped__.__code__.co_firstlineno
+    line = deco + next(i for i, ln in enumerate(src) if ln.lstrip().startswith("def "))
+    assert nodes["model"].line == line
+    assert nodes["model"].line != deco
 
 
 def _ref_stats(x):
@@ -293,8 +335,8 @@ def test_wrapped_forward_is_invisible_to_the_user(trace_path):
     fc1 = [(e.step, e.kind, e.call, len(e.tensors)) for e in events if e.node == "model.fc1"]
     # model(x), fc1 alone (its unpickled copy is not observed), the call
     # that raised (no outputs), then model(x), which starts step 1
-    assert fc1 == [(0, "enter", 1, 0), (0, "exit", 1, 1), (0, "enter", 2, 0), (0, "exit", 2, 1),
-                   (0, "enter", 3, 0), (0, "exit", 3, 0), (1, "enter", 1, 0), (1, "exit", 1, 1)]
+    assert fc1 == [(0, "enter", 1, 1), (0, "exit", 1, 1), (0, "enter", 2, 1), (0, "exit", 2, 1),
+                   (0, "enter", 3, 1), (0, "exit", 3, 0), (1, "enter", 1, 1), (1, "exit", 1, 1)]
     # fc2 is seen after the user's pre-hook (its input is zeros): its output
     # is its bias; the user's forward hook still runs (twice here, once in
     # the copy, which deepcopy gave the same hook)

@@ -521,6 +521,37 @@ static void test_interrupt(void)
 }
 
 /*
+ * KILL while the model is paused: the paused thread is let go, the server
+ * says so (tm_server_killed, which the recorder acts on) and neither stops
+ * nor sends any more.
+ */
+static void test_kill(void)
+{
+	tm_server *srv = start();
+	struct client *c = cl_connect(tm_server_path(srv));
+	struct tm_server_stats st;
+	struct model m;
+
+	cl_hello(c);
+	CU_ASSERT_EQUAL(cl_break(c, 1, "model.fc2:out", ""), TM_OK);
+	CU_ASSERT_EQUAL(cl_subscribe(c, ""), TM_OK);
+	model_start(&m, srv);
+	CU_ASSERT(cl_stop(c, TM_STOP_BREAKPOINT, 1) != UINT64_MAX);
+	CU_ASSERT_FALSE(tm_server_killed(srv));
+	memset(&c->m, 0, sizeof(c->m));
+	c->m.type = TM_MSG_KILL;
+	cl_send(c, &c->m);
+	CU_ASSERT_EQUAL(cl_result(c, TM_MSG_KILL), TM_OK);
+	CU_ASSERT(model_finishes(&m, 3000));
+	pthread_join(m.th, NULL);
+	CU_ASSERT(tm_server_killed(srv));
+	tm_server_get_stats(srv, &st);
+	CU_ASSERT_EQUAL(st.stops, 1);
+	cl_close(c);
+	tm_server_stop(srv);
+}
+
+/*
  * Record and notify (a server that must keep answering): the breakpoint's
  * STOP arrives, the model does not wait for the debugger, every event is
  * sent, and a late RESUME is answered OK.  TM_CAP_PAUSE is not offered.
@@ -1456,6 +1487,7 @@ int main(void)
 		TM_TEST(test_version_and_order),
 		TM_TEST(test_break_and_resume),
 		TM_TEST(test_interrupt),
+		TM_TEST(test_kill),
 		TM_TEST(test_notify_only),
 		TM_TEST(test_pause_timeout),
 		TM_TEST(test_debugger_dies),

@@ -130,6 +130,9 @@ static void test_requests(void)
 	m->type = TM_MSG_INTERRUPT;
 	CU_ASSERT_EQUAL(roundtrip(m, o), TM_OK);
 	CU_ASSERT_EQUAL(o->type, TM_MSG_INTERRUPT);
+	m->type = TM_MSG_KILL;
+	CU_ASSERT_EQUAL(roundtrip(m, o), TM_OK);
+	CU_ASSERT_EQUAL(o->type, TM_MSG_KILL);
 	free(m);
 	free(o);
 }

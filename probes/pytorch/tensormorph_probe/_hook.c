@@ -738,8 +738,9 @@ probe_grad_hook(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 
 /*
  * The ENTER of a non-root node, as Probe._enter does it: without tensors
- * below level 2, else with x (the call's one positional argument, a
- * tensor) and its gradient hook.  Returns the call's start and number.
+ * at level 0, else with x (the call's one positional argument, a tensor),
+ * and its gradient hook from level 2.  Returns the call's start and
+ * number.
  */
 static int
 c_enter(ProbeBase *p, NodeBase *n, PyObject *x, long long *start, unsigned long long *call)
@@ -755,7 +756,7 @@ c_enter(ProbeBase *p, NodeBase *n, PyObject *x, long long *start, unsigned long 
 	*call = ++n->count;
 	*start = t;
 	p->active++;
-	if (level < 2) {
+	if (level < 1) {
 		if (room(p, 0) < 0)
 			goto fail;
 		put_event(p, EV_ENTER, PHASE_FWD, n->id, *call, t, t, 0, level, 0);
@@ -764,7 +765,8 @@ c_enter(ProbeBase *p, NodeBase *n, PyObject *x, long long *start, unsigned long 
 	} else {
 		struct ev1 e = { EV_ENTER, PHASE_FWD, SLOT_IN, level, 0, n->id, *call, t, t, 0 };
 
-		if (add_grad_hook(p, x, n, *call, SLOT_GRAD_IN, 0) < 0 || emit1(p, &e, x) < 0)
+		if ((level >= 2 && add_grad_hook(p, x, n, *call, SLOT_GRAD_IN, 0) < 0) ||
+		    emit1(p, &e, x) < 0)
 			goto fail;
 	}
 	return 0;
@@ -884,10 +886,10 @@ forward_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwn
 	Py_INCREF(n);
 	inner = f->inner;
 	Py_INCREF(inner);
-	/* the common call in C: a node below level 2, or one whose only
+	/* the common call in C: a node at level 0, or one whose only
 	 * argument is a tensor; roots and the rest go to Python */
 	fast = n->observed && !n->is_root && !p->closed && p->evaddr &&
-	       (n->level < 2 || (nargs == 2 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0) &&
+	       (n->level < 1 || (nargs == 2 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0) &&
 				 Py_IS_TYPE(args[1], (PyTypeObject *)tensor_type)));
 	if (fast) {
 		if (c_enter(p, n, nargs == 2 ? args[1] : NULL, &start, &call) < 0) {

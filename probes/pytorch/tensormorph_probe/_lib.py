@@ -357,6 +357,8 @@ class Summary(ctypes.Structure):
 # ------------------------------------------------------------ loading
 
 _SONAMES = ("libtensormorph.so", "libtensormorph.so.0")
+# where `make install` puts the library (./setup installs it under /usr/local)
+_PREFIXES = ("/usr/local", "/usr")
 
 
 def _repo_root() -> Path:
@@ -381,7 +383,7 @@ def candidates() -> list[tuple[str, str]]:
         out.extend(("build tree", p) for p in builds)
     else:
         out.append(("build tree", str(root / "_build*" / "src/lib/.libs" / _SONAMES[0])))
-    for prefix in dict.fromkeys((sys.prefix, "/usr/local", "/usr")):
+    for prefix in dict.fromkeys((sys.prefix, *_PREFIXES)):
         for libdir in ("lib", "lib64"):
             out.append(("install prefix", os.path.join(prefix, libdir, _SONAMES[0])))
     found = ctypes.util.find_library("tensormorph")

@@ -1,10 +1,10 @@
 """The PyTorch probe: module calls in, batches of events out to libtensormorph.
 
 Each observed module's forward is wrapped (Probe._wrap says why not torch's
-module hooks); a call gives an ENTER event (inputs, stats at level >= 2) and
-an EXIT event (outputs: shapes and dtypes at level 0, stats from level 1).
+module hooks); a call gives an ENTER event (inputs: none at level 0, stats from
+level 1) and an EXIT event (outputs: shapes and dtypes at level 0, stats from level 1).
 The wrapper is _hook.c's Forward, a C function that records the common call
-by itself -- a node below level 2, or one whose only argument is a tensor;
+by itself -- a node at level 0, or one whose only argument is a tensor;
 host tensors; gradient hooks -- and hands everything else (roots,
 containers, kwargs, device tensors) to _enter and _exit here; without the
 extension a Python function calls those for every call.
@@ -46,6 +46,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import functools
+import linecache
 import os
 import socket
 import struct
@@ -203,7 +204,21 @@ def _forward_source(module: torch.nn.Module) -> tuple[str | None, int]:
     code = getattr(fn, "__code__", None)
     if code is None:
         return None, 0
-    return os.path.abspath(code.co_filename), code.co_firstlineno
+    return os.path.abspath(code.co_filename), _def_line(code)
+
+
+def _def_line(code: types.CodeType) -> int:
+    """The `def` line of a function: a decorated one's co_firstlineno is
+    its first decorator's line (`@deprecate_kwarg(...)` in transformers),
+    which is not where `bt` and `frame` should point."""
+    line = code.co_firstlineno
+    for i in range(line, line + 64):
+        text = linecache.getline(code.co_filename, i)
+        if not text:
+            break                       # past the end of the file
+        if text.lstrip().startswith(("def ", "async def ")):
+            return i
+    return line
 
 
 class Probe(_ProbeBase):
@@ -878,8 +893,8 @@ class Probe(_ProbeBase):
         if not node.observed:
             return t, call
         level = node.level
-        if level < 2:
-            # the common case: an ENTER without tensors, packed right here
+        if level < 1:
+            # level 0: an ENTER without tensors, packed right here
             if self._nev >= self._bev:
                 self._submit()
             _EVENT_PACK(self._evbuf, self._nev * 48, step, t, t, 0, node.id, call, 0,
@@ -891,11 +906,13 @@ class Probe(_ProbeBase):
             return t, call
         if not kwargs and len(args) == 1 and type(args[0]) is _Tensor:
             x = args[0]         # one positional tensor: no flattening
-            self._grad_hook(x, node, call, _lib.SLOT_GRAD_IN, 0)
+            if level >= 2:
+                self._grad_hook(x, node, call, _lib.SLOT_GRAD_IN, 0)
             self._event1(_EV_ENTER, _FWD, node.id, call, t, t, 0, x, _lib.SLOT_IN, level, 0)
             return t, call
         tensors = flatten_call(args, kwargs, _MAX_TENSORS)
-        self._grad_hooks(node, call, tensors, _lib.SLOT_GRAD_IN)
+        if level >= 2:
+            self._grad_hooks(node, call, tensors, _lib.SLOT_GRAD_IN)
         self._event(_EV_ENTER, _FWD, node.id, call, t, t, 0, tensors, _lib.SLOT_IN, level)
         return t, call
 
