@@ -283,14 +283,16 @@ static int info_event(struct tm_session *s, const char *args)
 
 /* A step the probe ran compiled (torch.compile) carries the annotation
  * "compiled": the addresses of the regions' outermost modules.  Their
- * events reach tmdb when the region ends, so a stop inside one holds the
- * model there (`rerun` re-runs the step eagerly, doc/manual.md). */
+ * forward events reach tmdb when the region ends, so a stop at one holds
+ * the model there; a gradient's event comes from the compiled backward as
+ * the gradient is made (doc/manual.md, "Compiled models"). */
 static void info_frame_compiled(struct tm_session *s, const struct tm_node *n)
 {
 	const struct tm_annot *a;
 	uint32_t i;
 
-	if (!n || !s->probe || !s->probe->ops->annotation)
+	/* parameter events are made at the optimizer, outside compiled code */
+	if (!n || !s->probe || !s->probe->ops->annotation || s->cur.kind == TM_EV_PARAM)
 		return;
 	a = s->probe->ops->annotation(s->probe, &s->cur, "compiled");
 	for (i = 0; a && i < a->nvalues; i++) {
@@ -298,8 +300,12 @@ static void info_frame_compiled(struct tm_session *s, const struct tm_node *n)
 
 		if (!strncmp(n->address, a->values[i], len) &&
 		    (n->address[len] == '\0' || n->address[len] == '.')) {
-			tm_out(s, " compiled region %s: the model is paused at the region's end\n",
-			       a->values[i]);
+			if (s->cur.kind == TM_EV_BWD)
+				tm_out(s, " compiled region %s, backward: the model is paused in its "
+				       "compiled backward, after this gradient\n", a->values[i]);
+			else
+				tm_out(s, " compiled region %s: the model is paused at the region's "
+				       "end\n", a->values[i]);
 			return;
 		}
 	}

@@ -175,7 +175,7 @@ def region_call(probe: Any, node: Any, inner: Any, args: Any, kwargs: Any) -> An
     outer = not _open
     _open.append(nid)
     pid = probe._cid
-    ins = flatten_call(args, kwargs, _MAX_TENSORS) if level >= 2 else []
+    ins = flatten_call(args, kwargs, _MAX_TENSORS) if level >= 1 else []
     if level >= 2:
         _grad_hooks(pid, _nev[0], ins, _SLOT_GRAD_IN)
     _put(_EV_ENTER, nid, level, ins, _SLOT_IN)
@@ -202,13 +202,20 @@ def traced_call(self: Any, *args: Any, **kwargs: Any) -> Any:
     return region_call(probe, node, self._tm_inner, args[1:], kwargs)
 
 
+# Host code (a host read, the recorder): inductor's graph partitioning runs
+# them between CUDA graphs (mode="reduce-overhead") instead of giving up on
+# capturing the graph; the stats they read are the captured partition's
+# static outputs, filled on each replay.
+_TAGS = (torch.Tag.cudagraph_unsafe,) if hasattr(torch.Tag, "cudagraph_unsafe") else ()
+
+
 def _probe(pid: int) -> Any:
     ref = _probes.get(pid)
     p = ref() if ref is not None else None
     return p if p is not None and not p._closed else None
 
 
-@torch.library.custom_op("tensormorph::flush", mutates_args=())
+@torch.library.custom_op("tensormorph::flush", mutates_args=(), tags=_TAGS)
 def flush(stats: torch.Tensor, table: list[int], probe: int,
           captures: list[torch.Tensor], token: Optional[torch.Tensor]) -> None:
     """A compiled region ran: its events to the probe (run time)."""
@@ -226,7 +233,7 @@ def _flush_fake(stats: torch.Tensor, table: list[int], probe: int,
 _region_runs = [0]
 
 
-@torch.library.custom_op("tensormorph::begin", mutates_args=())
+@torch.library.custom_op("tensormorph::begin", mutates_args=(), tags=_TAGS)
 def begin(probe: int) -> torch.Tensor:
     """A compiled region whose gradients are wanted starts: its token."""
     _region_runs[0] += 1
@@ -238,7 +245,7 @@ def _begin_fake(probe: int) -> torch.Tensor:
     return torch.empty((), dtype=torch.int64)
 
 
-@torch.library.custom_op("tensormorph::grad", mutates_args=())
+@torch.library.custom_op("tensormorph::grad", mutates_args=(), tags=_TAGS)
 def grad(stats: torch.Tensor, token: torch.Tensor, probe: int, meta: list[int]) -> None:
     """A gradient a traced call wanted was computed (run time)."""
     p = _probe(probe)
