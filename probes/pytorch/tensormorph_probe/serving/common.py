@@ -315,9 +315,10 @@ def start(worker: Worker, env: Mapping[str, str] | None = None, *,
 
         if worker.not_eager:
             msg = (f"WARNING: {who}: the model does not run eagerly ("
-                   + "; ".join(worker.not_eager) + "): forward hooks do not fire inside "
-                   "torch.compile'd code or CUDA graph replays, so breakpoints and traces "
-                   "would see nothing.  Restart in eager mode (doc/serving.md).")
+                   + "; ".join(worker.not_eager) + "): the probe records inside "
+                   "torch.compile'd code but not inside CUDA graph replays, so breakpoints "
+                   "and traces would see nothing.  Restart without CUDA graphs "
+                   "(doc/serving.md).")
             if env.get(ENV_STRICT, "0") not in ("", "0"):
                 raise ProbeError(msg.replace("WARNING: ", "") + f" ({ENV_STRICT} is set)")
             _say(msg)

@@ -46,15 +46,15 @@ def _graph_off(sa: Any, phase: str) -> bool:
 
 
 def not_eager(server_args: Any) -> list[str]:
-    """Why SGLang's server arguments do not run the model eagerly."""
+    """What in SGLang's server arguments the probe cannot see into: CUDA
+    graph replays (--enable-torch-compile alone is fine: the probe records
+    inside compiled graphs)."""
     if server_args is None:
         return ["no server_args to check"]
     why = [f"{phase} CUDA graphs on (--disable-cuda-graph not given)"
            for phase in ("decode", "prefill") if not _graph_off(server_args, phase)]
     if len(why) == 2:
         why = ["CUDA graphs on (--disable-cuda-graph not given)"]
-    if getattr(server_args, "enable_torch_compile", False):
-        why.append("--enable-torch-compile")
     if getattr(server_args, "enable_piecewise_cuda_graph", False):
         why.append("--enable-piecewise-cuda-graph")
     return why

@@ -77,24 +77,20 @@ def _enum_name(v: Any) -> str:
 
 
 def not_eager(vllm_config: Any) -> list[str]:
-    """Why a vLLM config does not run the model eagerly (empty: eager).
-    CompilationConfig.mode (formerly level) must be NONE (0) and
-    cudagraph_mode NONE; --enforce-eager gives both in current vLLM."""
+    """What in a vLLM config the probe cannot see into (empty: nothing).
+    torch.compile is fine: the probe records inside compiled graphs
+    (_compiled.py).  CUDA graph replays are not: cudagraph_mode must be
+    NONE (--enforce-eager, or -O.cudagraph_mode=NONE with compilation on)."""
     why = []
     comp = getattr(vllm_config, "compilation_config", None)
     mc = getattr(vllm_config, "model_config", None)
     eager_flag = bool(getattr(mc, "enforce_eager", False))
     if comp is not None:
-        mode = getattr(comp, "mode", None)
-        if mode is None:
-            mode = getattr(comp, "level", None)
-        if mode is not None and int(mode) != 0:
-            why.append(f"compilation mode {_enum_name(mode)} (torch.compile)")
-        elif mode is None and not eager_flag:
-            why.append("compilation mode unset (vLLM then compiles)")
         cg = getattr(comp, "cudagraph_mode", None)
         if cg is not None and _enum_name(cg) != "NONE":
             why.append(f"cudagraph_mode {_enum_name(cg)}")
+        elif cg is None and not eager_flag:
+            why.append("cudagraph_mode unset (vLLM then captures CUDA graphs)")
     elif not eager_flag:
         why.append("enforce_eager is off")
     return why
