@@ -26,6 +26,29 @@ struct info_sub {
 
 /* ------------------------------------------------------------- probe */
 
+/* The compiled region of the playhead's step (torch.compile, annotated by
+ * the probe: "compiled" its outermost module, "compiled-levels" the levels
+ * its calls are observed at). */
+static void info_probe_compiled(struct tm_session *s)
+{
+	const struct tm_annot *a;
+	char *addr;
+
+	if (!s->have_cur || !s->probe->ops->annotation)
+		return;
+	a = s->probe->ops->annotation(s->probe, &s->cur, "compiled");
+	if (!a || !a->nvalues)
+		return;
+	/* valid until the next call */
+	if (!(addr = strdup(a->values[0])))
+		return;
+	a = s->probe->ops->annotation(s->probe, &s->cur, "compiled-levels");
+	tm_out(s, "Compiled: step %" PRIu64 " ran region %s compiled (torch.compile), observed "
+	       "at level %s; its forward events come when the region ends\n", s->cur.step, addr,
+	       a && a->nvalues ? a->values[0] : "?");
+	free(addr);
+}
+
 static int info_probe(struct tm_session *s, const char *args)
 {
 	struct tm_probe_info pi;
@@ -77,6 +100,7 @@ static int info_probe(struct tm_session *s, const char *args)
 	tm_out(s, "Capabilities: reverse %s, pause %s, capture %s\n",
 	       pi.can_reverse ? "yes" : "no", pi.can_pause ? "yes" : "no",
 	       pi.can_capture ? "yes" : "no");
+	info_probe_compiled(s);
 	if (s->have_cur)
 		tm_out(s, "Playhead: seq %" PRIu64 ", step %" PRIu64 ", %s\n",
 		       s->cur.seq, s->cur.step, tm_phase_name(s->cur.phase));

@@ -117,6 +117,11 @@ def test_find_first_nan(script_runs):
         assert r.returncode == 0, r.stderr
         found.append([ln for ln in r.stdout.splitlines() if " at step " in ln])
     assert found[0] == found[1] == ["model.layers.1.norm (out) at step 3, fwd"]
+    r = _tmdb(["-ex", "goto step 2", "-ex", "info probe", rec])
+    assert ("Compiled: step 2 ran region model compiled (torch.compile), observed at level 1; "
+            "its forward events come when the region ends") in r.stdout, r.stdout
+    r = _tmdb(["-ex", "goto step 2", "-ex", "info probe", ref])
+    assert "Compiled:" not in r.stdout, r.stdout
 
 
 @needs_tmdb

@@ -291,6 +291,19 @@ def run_grad(p: Any, stats: torch.Tensor, token: int, meta: list[int]) -> None:
         p._submit_live()
 
 
+def _levels(table: list[int]) -> list[int]:
+    """The levels a region's table observes its calls at."""
+    seen = set()
+    i, end = 0, len(table)
+    while i < end:
+        seen.add(table[i + 2])
+        n = table[i + 3]
+        i += 4
+        for _ in range(n):
+            i += 8 + table[i + 7]
+    return sorted(seen)
+
+
 def run_flush(p: Any, stats: torch.Tensor, table: list[int],
               captures: list[torch.Tensor], token: Optional[torch.Tensor]) -> None:
     """The events of a region that ran, into p's batch as _enter and _exit
@@ -329,6 +342,7 @@ def run_flush(p: Any, stats: torch.Tensor, table: list[int],
             # tmdb's `info frame` tells a compiled region's stop by this
             p._compiled_step = p.step_count
             p.annotate("compiled", [node.address])
+            p.annotate("compiled-levels", [",".join(str(lv) for lv in _levels(table))])
         if p._nev >= p._bev or p._nt + n > p._bt:
             p._submit()
         base = p._nt
