@@ -325,6 +325,10 @@ def run_flush(p: Any, stats: torch.Tensor, table: list[int],
         if kind == _EV_ENTER:
             if node.is_root and not node.depth:
                 p._root_enter()
+                if p.on_root_call is not None:
+                    # the call's arguments stayed in the compiled code: a
+                    # serving probe reads its batch from the worker
+                    p.on_root_call((), None)
             node.depth += 1
             step = p.step_count
             if node.epoch != step:
