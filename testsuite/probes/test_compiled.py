@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import TMDB, comparable, needs_tmdb, read
+from conftest import comparable, needs_tmdb, read
 from conftest import run_tmdb as _tmdb
 
 import tensormorph_probe as tp
@@ -104,6 +104,19 @@ def test_unmodified_script(script_runs, level):
     assert probed == alone
     assert_same(fwd_events(ref, level == 2), fwd_events(rec, level == 2),
                 float_steps=2 if BACKEND[level] == "inductor" else None)
+
+
+def test_python_path(script_runs, tmp_path):
+    """Without the C extension (TENSORMORPH_NO_HOOK=1) the probe's Python
+    wrapper takes the same traced path."""
+    _, _, _, ref = script_runs[1]
+    rec = str(tmp_path / "nohook.tmrun")
+    env = dict(os.environ, TM_BACKEND="aot_eager", TENSORMORPH_NO_HOOK="1")
+    r = _run([sys.executable, "-m", "tensormorph_probe", "record", "-o", rec, "--level", "1",
+              "--", sys.executable, str(SCRIPT)], env)
+    assert r.returncode == 0, r.stderr
+    assert "graph breaks: 0" in r.stdout
+    assert_same(fwd_events(ref), fwd_events(rec))
 
 
 @needs_tmdb

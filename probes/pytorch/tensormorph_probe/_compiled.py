@@ -46,7 +46,7 @@ from __future__ import annotations
 import functools
 import time
 import weakref
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
@@ -217,7 +217,7 @@ def _probe(pid: int) -> Any:
 
 @torch.library.custom_op("tensormorph::flush", mutates_args=(), tags=_TAGS)
 def flush(stats: torch.Tensor, table: list[int], probe: int,
-          captures: list[torch.Tensor], token: Optional[torch.Tensor]) -> None:
+          captures: list[torch.Tensor], token: torch.Tensor | None) -> None:
     """A compiled region ran: its events to the probe (run time)."""
     p = _probe(probe)
     if p is not None:
@@ -226,7 +226,7 @@ def flush(stats: torch.Tensor, table: list[int], probe: int,
 
 @flush.register_fake
 def _flush_fake(stats: torch.Tensor, table: list[int], probe: int,
-                captures: list[torch.Tensor], token: Optional[torch.Tensor]) -> None:
+                captures: list[torch.Tensor], token: torch.Tensor | None) -> None:
     return None
 
 
@@ -305,7 +305,7 @@ def _levels(table: list[int]) -> list[int]:
 
 
 def run_flush(p: Any, stats: torch.Tensor, table: list[int],
-              captures: list[torch.Tensor], token: Optional[torch.Tensor]) -> None:
+              captures: list[torch.Tensor], token: torch.Tensor | None) -> None:
     """The events of a region that ran, into p's batch as _enter and _exit
     would have packed them: calls numbered, the step moved by a root call,
     stats from the rows of `stats` (one host read), in table order."""
