@@ -21,6 +21,13 @@ GIL released), because the tensor may change in place afterwards; device
 tensors are reduced on their device and copied to the host once per batch.
 Whether a node is observed, and at what level, is decided once per node.
 
+Under torch.compile dynamo cannot trace that wrapper; it traces
+_compiled.py's path instead (_hook.c shows it dynamo as Forward.__call__),
+which computes the stats inside the graph and hands each compiled region's
+events over when the region ends, numbered as _enter and _exit number them.
+torch.compile's OptimizedModule is looked through as a data-parallel
+wrapper is.
+
 Hooks run on the thread that runs the model (autograd's CPU backward too);
 a probe is not meant to be fed from several Python threads at once.
 
