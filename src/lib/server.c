@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "tm-internal.h"
+#include "tm-breakpoint.h"
 #include "tm-server.h"
 #include "tm-tql.h"
 #include "tm-wire.h"
@@ -62,17 +63,12 @@
 /* At shutdown a debugger that takes nothing for this long is given up. */
 #define DRAIN_MS 2000
 
-/* A debugger's breakpoint, bound to the node table like tmdb's (cmd-break.c). */
+/* A debugger's breakpoint: its wire id and the library's matcher
+ * (tm-breakpoint.h), which tmdb's breakpoints use as well. */
 struct sbp {
 	struct sbp *next;
 	uint32_t id;
-	tm_address *addr;
-	tm_tql_prog *cond;
-	int has_slot, any_index;
-	struct tm_slot slot;
-	uint32_t call;
-	uint8_t *kinds;         /* per node id: bit (1 << event kind) */
-	uint32_t nkinds;
+	struct tm_breakpoint bp;
 };
 
 struct lvl {
@@ -413,28 +409,11 @@ static void note_gap(tm_server *srv, const struct tm_event *ev, uint32_t reason)
 
 /* ------------------------------------------------------------- breakpoints */
 
-/* The node bitmap of a breakpoint, by tmdb's rules (tm_address_bind).
- * Returns the number of nodes matched. */
-static uint32_t sbp_bind(tm_server *srv, struct sbp *b)
-{
-	uint32_t hits;
-	uint8_t *k;
-
-	if (tm_address_bind(b->addr, srv->nodes, &k, &hits) != TM_OK)
-		return 0;
-	free(b->kinds);
-	b->kinds = k;
-	b->nkinds = tm_nodetab_count(srv->nodes);
-	return hits;
-}
-
 static void sbp_free(struct sbp *b)
 {
 	if (!b)
 		return;
-	tm_address_free(b->addr);
-	tm_tql_free(b->cond);
-	free(b->kinds);
+	tm_breakpoint_clear(&b->bp);
 	free(b);
 }
 
@@ -453,52 +432,18 @@ static void bps_clear(tm_server *srv, uint32_t id)
 	}
 }
 
-static int tensor_wanted(const struct sbp *b, const struct tm_tensor *t)
-{
-	if (!b->has_slot)
-		return 1;
-	if (t->slot.kind != b->slot.kind)
-		return 0;
-	return b->any_index || t->slot.index == b->slot.index;
-}
-
 /* Does b fire at ev?  *focus: the tensor that made it fire. */
 static int sbp_match(tm_server *srv, struct sbp *b, const struct tm_event *ev,
 		     uint32_t *focus)
 {
 	struct tm_tql_ctx ctx;
-	uint32_t i, cand = 0;
 
-	*focus = UINT32_MAX;
-	/* Nodes registered since the last bind: bound here, once per batch of
-	 * new nodes, rather than per node in tm_server_node (a model
-	 * registering thousands of modules would make that quadratic). */
-	if (b->nkinds != tm_nodetab_count(srv->nodes))
-		sbp_bind(srv, b);
-	if (ev->node >= b->nkinds || !(b->kinds[ev->node] & (1u << ev->kind)))
-		return 0;
-	if (b->call && ev->call != b->call)
-		return 0;
 	memset(&ctx, 0, sizeof(ctx));
 	ctx.event = ev;
 	ctx.nodes = srv->nodes;
 	ctx.rank = srv->rank;
 	ctx.env = &srv->env;
-	for (i = 0; i < ev->ntensors; i++) {
-		if (!tensor_wanted(b, &ev->tensors[i]))
-			continue;
-		cand++;
-		ctx.tensor = &ev->tensors[i];
-		if (!b->cond || tm_tql_test(b->cond, &ctx) > 0) {
-			*focus = i;
-			return 1;
-		}
-	}
-	if (!cand && !(ev->ntensors && b->has_slot)) {
-		ctx.tensor = NULL;
-		return !b->cond || tm_tql_test(b->cond, &ctx) > 0;
-	}
-	return 0;
+	return tm_breakpoint_match(&b->bp, &ctx, focus) > 0;
 }
 
 /*
@@ -532,32 +477,33 @@ static void do_break_set(tm_server *srv, const struct tm_msg *m)
 		return;
 	}
 	b->id = m->u.brk.id;
-	if (tm_address_parse(m->u.brk.where, &b->addr, &col, &emsg)) {
+	if (tm_breakpoint_init(&b->bp, m->u.brk.where, &col, &emsg)) {
 		snprintf(srv->detail, sizeof(srv->detail),
 			 "malformed address \"%.160s\": %s at column %d", m->u.brk.where,
 			 emsg ? emsg : "syntax error", col + 1);
 		err = TM_ERR_ADDRESS;
 		goto fail;
 	}
-	b->has_slot = tm_address_has_slot(b->addr);
-	b->slot = tm_address_slot(b->addr, &b->any_index);
-	b->call = tm_address_call(b->addr);
-	pending = !sbp_bind(srv, b);
+	pending = tm_breakpoint_bind(&b->bp, srv->nodes) != TM_OK || !b->bp.nmatch;
 	if (m->u.brk.cond[0]) {
+		tm_tql_prog *cond = NULL;
+		const char *why;
+
 		memset(&co, 0, sizeof(co));
 		co.nodes = srv->nodes;
 		co.want_bool = 1;
-		err = tm_tql_compile(m->u.brk.cond, &co, &b->cond, &errs);
+		err = tm_tql_compile(m->u.brk.cond, &co, &cond, &errs);
 		if (err) {
 			snprintf(srv->detail, sizeof(srv->detail), "%s",
 				 errs ? errs : tm_strerror(err));
 			free(errs);
 			goto fail;
 		}
-		/* The probe keeps no history to answer other nodes' values. */
-		if (tm_tql_uses_lookup(b->cond)) {
-			snprintf(srv->detail, sizeof(srv->detail),
-				 "addressed terms are evaluated by the debugger");
+		tm_breakpoint_set_cond(&b->bp, cond);
+		/* The probe keeps no history of other nodes' values and has
+		 * none of the debugger's $variables. */
+		if (!tm_breakpoint_cond_portable(cond, &why)) {
+			snprintf(srv->detail, sizeof(srv->detail), "%s", why);
 			err = TM_ERR_UNSUPPORTED;
 			goto fail;
 		}
@@ -1342,7 +1288,7 @@ int tm_server_node(tm_server *srv, const struct tm_node *n)
 	pthread_mutex_lock(&srv->lock);
 	err = tm_nodetab_put(srv->nodes, n);
 	/* Breakpoints that may match the new node rebind at the next event
-	 * (sbp_match). */
+	 * (tm_breakpoint_covers). */
 	if (!err) {
 		if (srv->subscribed) {
 			srv->scratch.len = 0;

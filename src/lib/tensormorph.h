@@ -15,6 +15,7 @@
 #include "tm-stats.h"
 #include "tm-tql.h"
 #include "tm-recorder.h"
+#include "tm-breakpoint.h"
 #include "tm-server.h"
 #include "tm-manifest.h"
 

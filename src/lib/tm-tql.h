@@ -162,6 +162,8 @@ int tm_tql_disassemble(const tm_tql_prog *p, FILE *out);
 /* Does the program read addressed terms (needs env->lookup, or
  * env->lookup_step for max/min/spread over "@*:")? */
 int tm_tql_uses_lookup(const tm_tql_prog *p);
+/* Does it read $variables or value history (needs env->variable)? */
+int tm_tql_uses_variables(const tm_tql_prog *p);
 
 /* Extension functions through libffi (trusted code: it runs native code). */
 tm_tql_funcs *tm_tql_funcs_new(void);

@@ -214,6 +214,15 @@ struct tm_event {
 	struct tm_tensor *tensors;
 };
 
+/* The tensor of ev in slot, NULL when ev holds none. */
+const struct tm_tensor *tm_event_tensor(const struct tm_event *ev,
+					struct tm_slot slot);
+/* Whether ev carries a tensor for slot (NULL: always). */
+int tm_event_holds_slot(const struct tm_event *ev, const struct tm_slot *slot);
+/* The slot an event of this kind stands for when nothing narrowed it:
+ * in (ENTER), out (EXIT), grad_out (BWD), data (PARAM).  Returns 0. */
+int tm_event_slot(const struct tm_event *ev, struct tm_slot *slot);
+
 /* ---------------------------------------------------------------- gaps */
 
 /*
@@ -367,6 +376,20 @@ struct tm_record {
 };
 
 const char *tm_version_string(void);   /* "tensormorph 0.1.0" */
+
+/*
+ * What bindings that mirror this library's structs check at load: one
+ * item per struct size ("tm_rec_tensor.sizeof"), field offset and size
+ * ("tm_rec_tensor.have.offset", "tm_rec_tensor.have.sizeof") and constant
+ * ("TM_MAX_RANK", "TM_ERR_AGAIN", "TM_EV_PARAM"), filled by the compiler
+ * from these headers (layout.c).  The Python probe refuses to load on any
+ * difference from its mirrors and names it (tensormorph_probe/_lib.py).
+ */
+struct tm_layout_item {
+	const char *name;
+	int64_t value;
+};
+const struct tm_layout_item *tm_layout(size_t *n);
 
 #ifdef __cplusplus
 }

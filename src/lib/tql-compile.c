@@ -1656,6 +1656,16 @@ int tm_tql_uses_lookup(const tm_tql_prog *p)
 	return p ? p->uses_lookup : 0;
 }
 
+int tm_tql_uses_variables(const tm_tql_prog *p)
+{
+	uint32_t i;
+
+	for (i = 0; p && i < p->ncode; i++)
+		if (p->code[i].op == OP_VAR)
+			return 1;
+	return 0;
+}
+
 void tm_tql_reset(tm_tql_prog *p)
 {
 	uint32_t i;

@@ -47,6 +47,35 @@ int tm_slot_event_kind(int slot_kind)
 	}
 }
 
+const struct tm_tensor *tm_event_tensor(const struct tm_event *ev,
+					struct tm_slot slot)
+{
+	uint32_t i;
+
+	for (i = 0; i < ev->ntensors; i++)
+		if (ev->tensors[i].slot.kind == slot.kind &&
+		    ev->tensors[i].slot.index == slot.index)
+			return &ev->tensors[i];
+	return NULL;
+}
+
+int tm_event_holds_slot(const struct tm_event *ev, const struct tm_slot *slot)
+{
+	return !slot || tm_event_tensor(ev, *slot) != NULL;
+}
+
+int tm_event_slot(const struct tm_event *ev, struct tm_slot *slot)
+{
+	slot->index = 0;
+	switch (ev->kind) {
+	case TM_EV_ENTER: slot->kind = TM_SLOT_IN; break;
+	case TM_EV_EXIT: slot->kind = TM_SLOT_OUT; break;
+	case TM_EV_BWD: slot->kind = TM_SLOT_GRAD_OUT; break;
+	default: slot->kind = TM_SLOT_DATA; break;
+	}
+	return 0;
+}
+
 int tm_slot_format(struct tm_slot s, char *buf, size_t len)
 {
 	int n;

@@ -18,34 +18,6 @@
 #include <string.h>
 
 #include "tmdb.h"
-#include "live.h"
-
-void tm_bp_free(struct bp *b)
-{
-	if (!b)
-		return;
-	free(b->where);
-	free(b->cond_src);
-	tm_tql_free(b->cond);
-	if (b->wexpr) {
-		tm_expr_free(b->wexpr);
-		free(b->wexpr);
-	}
-	free(b->kinds);
-	tm_lines_free(b->cmds, b->ncmds);
-	tm_val_clear(&b->old);
-	free(b);
-}
-
-void tm_bp_free_all(struct tm_session *s)
-{
-	struct bp *b;
-
-	while ((b = s->bps)) {
-		s->bps = b->next;
-		tm_bp_free(b);
-	}
-}
 
 struct bp *tm_bp_find(struct tm_session *s, int num)
 {
@@ -58,141 +30,86 @@ struct bp *tm_bp_find(struct tm_session *s, int num)
 }
 
 /*
- * Compiles an address or pattern against the node table into b->kinds.
+ * Binds an address or pattern to the node table (the library's
+ * tm_breakpoint: a byte of event kinds per node); the condition stays.
  * quiet: no message (rebinding after "file").
  */
 int tm_bp_bind(struct tm_session *s, struct bp *b, const char *where, int quiet)
 {
-	tm_address *a = NULL;
+	struct tm_breakpoint *c = &b->core;
 	const char *msg = NULL;
-	char canon[TM_ADDRESS_MAX + 32];
-	int col = 0, any = 0;
+	int col = 0;
 
-	if (tm_address_parse(where, &a, &col, &msg) != TM_OK) {
+	if (tm_breakpoint_set_where(c, where, &col, &msg) != TM_OK) {
 		if (!quiet)
 			tm_error(s, "Malformed address \"%s\": %s at column %d.",
 				 where, msg ? msg : "syntax error", col + 1);
 		return -1;
 	}
-	free(b->kinds);
-	if (tm_address_bind(a, s->nodes, &b->kinds, &b->nmatch) != TM_OK) {
-		b->nkinds = 0;
-		tm_address_free(a);
+	free(b->where);
+	b->where = strdup(c->where);
+	if (tm_breakpoint_bind(c, s->nodes) != TM_OK)
 		return -1;
-	}
-	b->nkinds = tm_nodetab_count(s->nodes);
-	b->has_slot = tm_address_has_slot(a);
-	b->slot = tm_address_slot(a, &any);
-	b->any_index = any;
-	b->call = tm_address_call(a);
-	if (tm_address_format(a, canon, sizeof(canon)) == TM_OK) {
-		free(b->where);
-		b->where = strdup(canon);
-	}
-	if (b->nmatch == 0) {
+	if (c->nmatch == 0) {
 		if (!quiet) {
-			if (tm_address_is_pattern(a))
+			if (tm_address_is_pattern(c->addr))
 				tm_error(s, "No node matches \"%s\".", where);
-			else if (b->has_slot && tm_session_node(s, a))
+			else if (c->has_slot && tm_session_node(s, c->addr))
 				tm_error(s, "Node \"%s\" has no %s slot.",
-					 tm_address_path(a),
-					 tm_slot_kind_name(b->slot.kind));
+					 tm_address_path(c->addr),
+					 tm_slot_kind_name(c->slot.kind));
 			else
-				tm_address_error(s, tm_address_path(a));
+				tm_address_error(s, tm_address_path(c->addr));
 		}
-		tm_address_free(a);
 		return -1;
 	}
-	tm_address_free(a);
 	return 0;
 }
 
 /*
- * A live process announced nodes after b was bound (ev names one b has no
- * byte for): bind again, so that patterns cover the new nodes and a pending
- * breakpoint resolves (its condition compiles then, against the nodes it
- * may name).  Returns 1 if node is covered now.
+ * A pending breakpoint (no node matched when it was set) and a live
+ * process announced nodes since: bind again, and when it resolves, compile
+ * its condition then, against the nodes it may name.  0 when b cannot
+ * fire (its condition does not compile: it is disabled).
  */
-static int bp_grow(struct tm_session *s, struct bp *b, uint32_t node)
+static int bp_resolve(struct tm_session *s, struct bp *b)
 {
-	if (tm_nodetab_count(s->nodes) <= b->nkinds)
-		return 0;
-	if (!tm_bp_bind(s, b, b->where, 1) && b->pending) {
-		b->pending = 0;
-		if (b->cond_src && !b->cond && tm_compile(s, b->cond_src, 1, &b->cond)) {
+	tm_tql_prog *cond = NULL;
+
+	if (tm_bp_bind(s, b, b->where, 1))
+		return 1;
+	b->pending = 0;
+	if (b->cond_src && !b->core.cond) {
+		if (tm_compile(s, b->cond_src, 1, &cond)) {
 			tm_error(s, "warning: breakpoint %d's condition does not "
 				 "compile; disabled.", b->num);
 			b->enabled = 0;
 			return 0;
 		}
+		tm_breakpoint_set_cond(&b->core, cond);
 	}
-	return node < b->nkinds;
-}
-
-static int tensor_wanted(const struct bp *b, const struct tm_tensor *t)
-{
-	if (!b->has_slot)
-		return 1;
-	if (t->slot.kind != b->slot.kind)
-		return 0;
-	return b->any_index || t->slot.index == b->slot.index;
+	return 1;
 }
 
 /*
- * Does b fire at ev?  The node/kind test first (the hot path of every
- * continue), then the condition over each candidate tensor until one is
- * true.  An event where every evaluation was unknown counts as unknown.
- * *focus gets the index of the tensor that fired.
+ * Does b fire at ev?  The library decides (tm_breakpoint_covers, then the
+ * condition over each candidate tensor with this session's lookups and
+ * variables); an event where every evaluation was unknown counts as
+ * unknown.  *focus gets the index of the tensor that fired.
  */
 int tm_bp_match(struct tm_session *s, struct bp *b, const struct tm_event *ev,
 		uint32_t *focus)
 {
 	struct tm_tql_ctx ctx;
-	uint32_t i, cand = 0;
-	int unknown = 0, r;
 
 	*focus = UINT32_MAX;
-	if (!b->all_nodes) {
-		if (ev->node >= b->nkinds && !bp_grow(s, b, ev->node))
-			return 0;
-		if (!(b->kinds[ev->node] & (1u << ev->kind)))
-			return 0;
-		if (b->call && ev->call != b->call)
-			return 0;
-	}
-	for (i = 0; i < ev->ntensors; i++) {
-		if (!tensor_wanted(b, &ev->tensors[i]))
-			continue;
-		cand++;
-		if (!b->cond) {
-			*focus = i;
-			return 1;
-		}
-		tm_tql_ctx_init(s, &ctx, ev, &ev->tensors[i]);
-		r = tm_tql_test(b->cond, &ctx);
-		if (r > 0) {
-			*focus = i;
-			return 1;
-		}
-		if (r < 0)
-			unknown++;
-	}
-	if (!cand) {
-		/* A level-0 event without tensors (or a slot the event lacks). */
-		if (ev->ntensors && b->has_slot)
-			return 0;
-		if (!b->cond)
-			return 1;
-		tm_tql_ctx_init(s, &ctx, ev, NULL);
-		r = tm_tql_test(b->cond, &ctx);
-		if (r > 0)
-			return 1;
-		if (r < 0)
-			unknown++;
-	}
-	if (unknown)
-		b->unknown++;
-	return 0;
+	if (b->pending && ev->node >= b->core.nkinds &&
+	    tm_nodetab_count(s->nodes) > b->core.nkinds && !bp_resolve(s, b))
+		return 0;
+	if (!tm_breakpoint_covers(&b->core, s->nodes, ev))
+		return 0;
+	tm_tql_ctx_init(s, &ctx, ev, NULL);
+	return tm_breakpoint_test(&b->core, &ctx, focus) > 0;
 }
 
 int tm_bp_rebind_all(struct tm_session *s)
@@ -215,11 +132,10 @@ int tm_bp_rebind_all(struct tm_session *s)
 			b->watch_node_only = b->wexpr->simple;
 			b->watch_node = b->wexpr->node;
 		} else if (tm_bp_bind(s, b, b->where, 1)) {
-			if (tm_live_can_pend(s)) {
+			if (tm_session_can_pend(s)) {
 				/* The process may announce the node later. */
 				b->pending = 1;
-				tm_tql_free(b->cond);
-				b->cond = NULL;
+				tm_breakpoint_set_cond(&b->core, NULL);
 				continue;
 			}
 			tm_error(s, "warning: breakpoint %d (%s) matches no node "
@@ -229,10 +145,12 @@ int tm_bp_rebind_all(struct tm_session *s)
 			b->pending = 0;
 		}
 		if (b->cond_src) {
-			tm_tql_free(b->cond);
-			b->cond = NULL;
-			if (tm_compile(s, b->cond_src, 1, &b->cond))
+			tm_tql_prog *cond = NULL;
+
+			tm_breakpoint_set_cond(&b->core, NULL);
+			if (tm_compile(s, b->cond_src, 1, &cond))
 				b->enabled = 0;
+			tm_breakpoint_set_cond(&b->core, cond);
 		}
 	}
 	return 0;
@@ -283,12 +201,12 @@ static void bp_what(struct tm_session *s, const struct bp *b, char *buf, size_t 
 		snprintf(buf, len, "<PENDING>  %s", b->where);
 		return;
 	}
-	if (b->has_slot || b->type == BP_WATCH) {
+	if (b->core.has_slot || b->type == BP_WATCH) {
 		snprintf(buf, len, "%s", b->where);
 		return;
 	}
-	for (i = 0; i < b->nkinds && b->nmatch == 1; i++)
-		if (b->kinds[i]) {
+	for (i = 0; i < b->core.nkinds && b->core.nmatch == 1; i++)
+		if (b->core.kinds[i]) {
 			n = tm_nodetab_get(s->nodes, i);
 			break;
 		}
@@ -309,39 +227,78 @@ static int address_ok(const char *addr)
 	return 1;
 }
 
-static int do_break(struct tm_session *s, const char *args, int disp)
+void tm_bp_spec_init(struct tm_bp_spec *spec)
 {
-	const char *cond = NULL, *junk = NULL;
-	char what[TM_ADDRESS_MAX + 64];
-	char *addr;
-	struct bp *b;
+	memset(spec, 0, sizeof(*spec));
+	spec->disp = BP_KEEP;
+	spec->enabled = 1;
+	spec->rank = -1;
+}
 
-	if (!*args) {
+/* spec's location as text: the playhead's node when none, "@R:" added for
+ * a rank.  NULL after an error message. */
+static char *spec_location(struct tm_session *s, const struct tm_bp_spec *spec)
+{
+	const char *loc = spec->location;
+	char *out;
+	size_t l;
+
+	if (!loc || !*loc) {
 		if (!s->have_cur) {
 			tm_error(s, "No default breakpoint address now.");
-			return -1;
+			return NULL;
 		}
-		args = tm_node_name(s, s->cur.node);
+		loc = tm_node_name(s, s->cur.node);
 	}
-	addr = split_if(args, &cond, &junk);
+	if (spec->rank < 0 || loc[0] == '@')
+		return strdup(loc);
+	/* One process's nodes carry no "@R:": its own rank is every node. */
+	if (s->probe && !s->probe->ops->nranks) {
+		struct tm_probe_info pi;
+		int rank;
+
+		s->probe->ops->describe(s->probe, &pi);
+		rank = pi.meta && pi.meta->rank >= 0 ? pi.meta->rank : 0;
+		if (spec->rank == rank)
+			return strdup(loc);
+		tm_error(s, "No rank %d: the program is one process (rank %d).",
+			 spec->rank, rank);
+		return NULL;
+	}
+	l = strlen(loc) + 16;
+	out = malloc(l);
+	if (out)
+		snprintf(out, l, "@%d:%s", spec->rank, loc);
+	return out;
+}
+
+int tm_bp_create(struct tm_session *s, const struct tm_bp_spec *spec,
+		 struct bp **out)
+{
+	char *addr;
+	struct bp *b;
+	int pend;
+
+	if (out)
+		*out = NULL;
+	if (!s->probe && !tm_session_can_pend(s))
+		return tm_need_trace(s);
+	addr = spec_location(s, spec);
 	if (!addr)
 		return -1;
-	if (junk) {
-		tm_error(s, "Junk at end of arguments: \"%s\".", junk);
-		free(addr);
-		return -1;
-	}
 	b = calloc(1, sizeof(*b));
 	if (!b) {
 		free(addr);
 		return -1;
 	}
 	b->type = BP_BREAK;
-	b->disp = disp;
-	b->enabled = 1;
+	b->disp = spec->disp;
+	b->enabled = spec->enabled;
+	b->ignore = spec->ignore;
 	b->where = strdup(addr);
-	if (tm_bp_bind(s, b, addr, tm_live_can_pend(s) && address_ok(addr))) {
-		if (!tm_live_can_pend(s) || !address_ok(addr)) {
+	pend = tm_session_can_pend(s) && address_ok(addr);
+	if (tm_bp_bind(s, b, addr, pend)) {
+		if (!pend) {
 			tm_bp_free(b);
 			free(addr);
 			return -1;
@@ -350,48 +307,131 @@ static int do_break(struct tm_session *s, const char *args, int disp)
 		b->pending = 1;
 	}
 	free(addr);
-	if (cond && *cond) {
+	if (spec->cond && *spec->cond) {
 		/* A pending breakpoint's condition compiles when it binds. */
-		if (!b->pending && tm_compile(s, cond, 1, &b->cond)) {
+		if (!b->pending && tm_compile(s, spec->cond, 1, &b->core.cond)) {
 			tm_bp_free(b);
 			return -1;
 		}
-		b->cond_src = strdup(cond);
+		b->cond_src = strdup(spec->cond);
 	}
 	b->num = s->next_bpnum++;
 	bp_append(s, b);
-	if (s->probe)
-		s->probe->ops->set_breakpoint(s->probe, b->num, b->where, b->cond_src);
+	if (out)
+		*out = b;
+	return 0;
+}
+
+int tm_bp_change(struct tm_session *s, struct bp *b, const struct tm_bp_spec *spec,
+		 unsigned what)
+{
+	tm_tql_prog *prog = NULL;
+	char *src = NULL, *addr = NULL;
+	struct bp tmp;
+
+	memset(&tmp, 0, sizeof(tmp));
+	if ((what & TM_BP_SET_LOCATION) && b->type == BP_BREAK) {
+		addr = spec_location(s, spec);
+		if (!addr || tm_bp_bind(s, &tmp, addr, 0)) {
+			tm_breakpoint_clear(&tmp.core);
+			free(tmp.where);
+			free(addr);
+			return -1;
+		}
+		free(addr);
+	}
+	if ((what & TM_BP_SET_COND) && spec->cond && *spec->cond) {
+		if (tm_compile(s, spec->cond, 1, &prog)) {
+			tm_breakpoint_clear(&tmp.core);
+			free(tmp.where);
+			return -1;
+		}
+		src = strdup(spec->cond);
+	}
+	if ((what & TM_BP_SET_LOCATION) && b->type == BP_BREAK) {
+		/* the new location keeps the condition and its counts */
+		tmp.core.cond = b->core.cond;
+		tmp.core.unknown = b->core.unknown;
+		b->core.cond = NULL;
+		tm_breakpoint_clear(&b->core);
+		b->core = tmp.core;
+		free(b->where);
+		b->where = tmp.where;
+		b->pending = 0;
+	}
+	if (what & TM_BP_SET_COND) {
+		tm_breakpoint_set_cond(&b->core, prog);
+		free(b->cond_src);
+		b->cond_src = src;
+	}
+	if (what & TM_BP_SET_IGNORE)
+		b->ignore = spec->ignore;
+	if (what & TM_BP_SET_ENABLED)
+		b->enabled = spec->enabled;
+	if (what & TM_BP_SET_DISP)
+		b->disp = spec->disp;
+	tm_bp_notify(s, TM_BP_MODIFIED, b);
+	return 0;
+}
+
+/* "Breakpoint 3 at model.fc1 (out): file model.py, line 12." */
+static void bp_announce(struct tm_session *s, const struct bp *b)
+{
+	const char *kind = b->disp == BP_DEL ? "Temporary breakpoint" : "Breakpoint";
+	char what[TM_ADDRESS_MAX + 64];
+
 	if (b->pending) {
-		tm_out(s, "%s %d (%s) pending.\n",
-		       disp == BP_DEL ? "Temporary breakpoint" : "Breakpoint",
-		       b->num, b->where);
-		return 0;
+		tm_out(s, "%s %d (%s) pending.\n", kind, b->num, b->where);
+		return;
 	}
 	bp_what(s, b, what, sizeof(what));
-	if (b->nmatch == 1) {
+	if (b->core.nmatch == 1) {
 		const struct tm_node *n = NULL;
 		uint32_t i;
 
-		for (i = 0; i < b->nkinds; i++)
-			if (b->kinds[i]) {
+		for (i = 0; i < b->core.nkinds; i++)
+			if (b->core.kinds[i]) {
 				n = tm_nodetab_get(s->nodes, i);
 				break;
 			}
 		if (n && n->file && n->line)
 			tm_out(s, "%s %d at %s: file %s, line %u.\n",
-			       disp == BP_DEL ? "Temporary breakpoint" : "Breakpoint",
-			       b->num, what, n->file, n->line);
+			       kind, b->num, what, n->file, n->line);
 		else
-			tm_out(s, "%s %d at %s.\n",
-			       disp == BP_DEL ? "Temporary breakpoint" : "Breakpoint",
-			       b->num, what);
+			tm_out(s, "%s %d at %s.\n", kind, b->num, what);
 	} else {
-		tm_out(s, "%s %d at %s: %u nodes.\n",
-		       disp == BP_DEL ? "Temporary breakpoint" : "Breakpoint",
-		       b->num, what, b->nmatch);
+		tm_out(s, "%s %d at %s: %u nodes.\n", kind, b->num, what,
+		       b->core.nmatch);
 	}
-	return 0;
+}
+
+/* break/tbreak [ADDRESS] [if COND] */
+static int do_break(struct tm_session *s, const char *args, int disp)
+{
+	const char *junk = NULL;
+	struct tm_bp_spec spec;
+	char *addr = NULL;
+	struct bp *b;
+	int rc;
+
+	tm_bp_spec_init(&spec);
+	spec.disp = disp;
+	if (*args) {
+		addr = split_if(args, &spec.cond, &junk);
+		if (!addr)
+			return -1;
+		if (junk) {
+			tm_error(s, "Junk at end of arguments: \"%s\".", junk);
+			free(addr);
+			return -1;
+		}
+		spec.location = addr;
+	}
+	rc = tm_bp_create(s, &spec, &b);
+	free(addr);
+	if (rc == 0 && b)
+		bp_announce(s, b);
+	return rc;
 }
 
 static int cmd_break_exec(struct tm_session *s, const char *args, int from_tty)
@@ -409,7 +449,8 @@ const struct cmd_entry cmd_break_entry = {
 		"(one segment) and ** (any depth): break model.layers.*.mlp.\n"
 		"CONDITION is TQL and sees the slot's tensor as `tensor`:\n"
 		"  break model.** if tensor.nan_count > 0",
-	.exec = cmd_break_exec, .flags = CMD_NEEDS_TRACE, .klass = "breakpoints",
+	.exec = cmd_break_exec, .flags = CMD_NEEDS_TRACE | CMD_PROGRAM,
+	.klass = "breakpoints",
 };
 
 static int cmd_tbreak_exec(struct tm_session *s, const char *args, int from_tty)
@@ -420,7 +461,8 @@ static int cmd_tbreak_exec(struct tm_session *s, const char *args, int from_tty)
 const struct cmd_entry cmd_tbreak_entry = {
 	.name = "tbreak", .usage = "tbreak [ADDRESS] [if CONDITION]",
 	.help = "Set a temporary breakpoint: deleted when it is hit.",
-	.exec = cmd_tbreak_exec, .flags = CMD_NEEDS_TRACE, .klass = "breakpoints",
+	.exec = cmd_tbreak_exec, .flags = CMD_NEEDS_TRACE | CMD_PROGRAM,
+	.klass = "breakpoints",
 };
 
 /* ------------------------------------------------------------- watch */
@@ -481,7 +523,7 @@ static int cmd_watch_exec(struct tm_session *s, const char *args, int from_tty)
 	}
 	*b->wexpr = e;
 	if (cond && *tm_skip_ws(cond)) {
-		if (tm_compile(s, tm_skip_ws(cond), 1, &b->cond)) {
+		if (tm_compile(s, tm_skip_ws(cond), 1, &b->core.cond)) {
 			tm_bp_free(b);
 			free(expr);
 			return -1;
@@ -543,33 +585,18 @@ static int parse_bpnum(struct tm_session *s, const char **pp, struct bp **out)
 
 static int cmd_condition_exec(struct tm_session *s, const char *args, int from_tty)
 {
-	tm_tql_prog *prog = NULL;
+	struct tm_bp_spec spec;
 	struct bp *b;
 	const char *p = args;
 
-	if (!*p) {
-		tm_error(s, "Argument required (breakpoint number).");
-		return -1;
-	}
 	if (parse_bpnum(s, &p, &b))
 		return -1;
-	p = tm_skip_ws(p);
-	if (!*p) {
-		tm_tql_free(b->cond);
-		free(b->cond_src);
-		b->cond = NULL;
-		b->cond_src = NULL;
-		tm_out(s, "Breakpoint %d now unconditional.\n", b->num);
-		tm_bp_notify(s, TM_BP_MODIFIED, b);
-		return 0;
-	}
-	if (tm_compile(s, p, 1, &prog))
+	tm_bp_spec_init(&spec);
+	spec.cond = tm_skip_ws(p);
+	if (tm_bp_change(s, b, &spec, TM_BP_SET_COND))
 		return -1;
-	tm_tql_free(b->cond);
-	free(b->cond_src);
-	b->cond = prog;
-	b->cond_src = strdup(p);
-	tm_bp_notify(s, TM_BP_MODIFIED, b);
+	if (!*spec.cond)
+		tm_out(s, "Breakpoint %d now unconditional.\n", b->num);
 	return 0;
 }
 
@@ -577,26 +604,26 @@ const struct cmd_entry cmd_condition_entry = {
 	.name = "condition", .usage = "condition N [CONDITION]",
 	.help = "Set (or with no CONDITION, remove) the condition of breakpoint N.",
 	.exec = cmd_condition_exec, .klass = "breakpoints",
+	.arg_required = "breakpoint number",
 };
 
 static int cmd_ignore_exec(struct tm_session *s, const char *args, int from_tty)
 {
+	struct tm_bp_spec spec;
 	const char *p = args;
 	uint64_t count;
 	struct bp *b;
 
-	if (!*p) {
-		tm_error(s, "Argument required (a breakpoint number).");
-		return -1;
-	}
 	if (parse_bpnum(s, &p, &b))
 		return -1;
 	if (tm_parse_uint(p, &count)) {
 		tm_error(s, "Second argument (specified ignore-count) is missing.");
 		return -1;
 	}
-	b->ignore = count;
-	tm_bp_notify(s, TM_BP_MODIFIED, b);
+	tm_bp_spec_init(&spec);
+	spec.ignore = count;
+	if (tm_bp_change(s, b, &spec, TM_BP_SET_IGNORE))
+		return -1;
 	if (count == 0)
 		tm_out(s, "Will stop next time breakpoint %d is reached.\n", b->num);
 	else if (count == 1)
@@ -611,6 +638,7 @@ const struct cmd_entry cmd_ignore_entry = {
 	.name = "ignore", .usage = "ignore N COUNT",
 	.help = "Ignore the next COUNT times breakpoint N would stop.",
 	.exec = cmd_ignore_exec, .klass = "breakpoints",
+	.arg_required = "a breakpoint number",
 };
 
 /* ------------------------------------------------------------- delete, disable, enable */
@@ -687,8 +715,6 @@ static void bp_delete(struct tm_session *s, struct bp *b, int arg)
 	for (pp = &s->bps; *pp; pp = &(*pp)->next) {
 		if (*pp == b) {
 			*pp = b->next;
-			if (s->probe)
-				s->probe->ops->clear_breakpoint(s->probe, b->num);
 			tm_bp_notify(s, TM_BP_DELETED, b);
 			tm_bp_free(b);
 			return;
@@ -696,20 +722,16 @@ static void bp_delete(struct tm_session *s, struct bp *b, int arg)
 	}
 }
 
+/* how: -1 disable, else enable with disposition how (enum bp_disp) */
 static void bp_enable(struct tm_session *s, struct bp *b, int how)
 {
-	(void)s;
-	if (how < 0) {
-		b->enabled = 0;
-		tm_bp_notify(s, TM_BP_MODIFIED, b);
-		return;
-	}
-	b->enabled = 1;
-	if (how == BP_DIS || how == BP_DEL)
-		b->disp = how;
-	else if (how == BP_KEEP + 100)
-		b->disp = BP_KEEP;
-	tm_bp_notify(s, TM_BP_MODIFIED, b);
+	struct tm_bp_spec spec;
+
+	tm_bp_spec_init(&spec);
+	spec.enabled = how >= 0;
+	spec.disp = how;
+	(void)tm_bp_change(s, b, &spec,
+			   TM_BP_SET_ENABLED | (how >= 0 ? TM_BP_SET_DISP : 0));
 }
 
 /* "display N..." as the sub-command of delete/disable/enable. */
@@ -805,7 +827,7 @@ static int cmd_enable_exec(struct tm_session *s, const char *args, int from_tty)
 		return for_each_bp(s, rest, bp_enable, BP_DIS);
 	if ((rest = sub_word(args, "delete", 1)))
 		return for_each_bp(s, rest, bp_enable, BP_DEL);
-	return for_each_bp(s, args, bp_enable, BP_KEEP + 100);
+	return for_each_bp(s, args, bp_enable, BP_KEEP);
 }
 
 const struct cmd_entry cmd_enable_entry = {
@@ -879,10 +901,10 @@ int tm_bp_info(struct tm_session *s, const char *args, int watch_only)
 			tm_out(s, "Num     Type           Disp Enb What\n");
 		any = 1;
 		bp_what(s, b, what, sizeof(what));
-		if (b->type == BP_BREAK && b->nmatch != 1 && !b->pending) {
+		if (b->type == BP_BREAK && b->core.nmatch != 1 && !b->pending) {
 			size_t l = strlen(what);
 
-			snprintf(what + l, sizeof(what) - l, ", %u nodes", b->nmatch);
+			snprintf(what + l, sizeof(what) - l, ", %u nodes", b->core.nmatch);
 		}
 		tm_out(s, "%-7d %-14s %-4s %-3s %s\n", b->num,
 		       b->type == BP_WATCH ? "watchpoint" : "breakpoint",
@@ -893,9 +915,9 @@ int tm_bp_info(struct tm_session *s, const char *args, int watch_only)
 		if (b->hits)
 			tm_out(s, "\tbreakpoint already hit %" PRIu64 " time%s\n",
 			       b->hits, b->hits == 1 ? "" : "s");
-		if (b->unknown)
+		if (b->core.unknown)
 			tm_out(s, "\tcondition was unknown at %" PRIu64 " event%s\n",
-			       b->unknown, b->unknown == 1 ? "" : "s");
+			       b->core.unknown, b->core.unknown == 1 ? "" : "s");
 		if (b->ignore)
 			tm_out(s, "\tWill ignore next %" PRIu64 " crossings of breakpoint.\n",
 			       b->ignore);

@@ -1,7 +1,9 @@
 /*
  * cmd-lang.c -- the command language: set, show, define, document, if,
- * while, source, quit, and the commands that only make sense with a live
- * probe (capture).
+ * while, end, source, quit; file, which opens a trace (or sets the program
+ * `run` starts); and what only a live probe answers: capture (a full
+ * tensor at its next occurrence), record (save what it sent as a .tmrun)
+ * and level (its probe level per node pattern).
  *
  * Settings are a table (name, kind, where the value lives, the sentence
  * `show` answers with) so that set, show and completion agree.
@@ -769,8 +771,8 @@ static int cmd_file_exec(struct tm_session *s, const char *args, int from_tty)
 			memmove(path, path + 1, l - 1);
 		}
 	}
-	if (!tm_live_file(s, path, &rc))
-		rc = tm_session_load(s, path);
+	if (!tm_live_file(s, path, &rc) && (rc = tm_session_load(s, path)) == 0)
+		tm_bp_rebind_all(s);    /* the breakpoints, on the new nodes */
 	free(path);
 	return rc;
 }

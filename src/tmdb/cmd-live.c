@@ -41,10 +41,6 @@ static int cmd_attach_exec(struct tm_session *s, const char *args, int from_tty)
 	int err;
 
 	(void)from_tty;
-	if (!*args) {
-		tm_error(s, "Argument required (process id or socket path to attach).");
-		return -1;
-	}
 	target = strdup(args);
 	if (!target)
 		return -1;
@@ -89,6 +85,7 @@ const struct cmd_entry cmd_attach_entry = {
 		"and the events received so far can be browsed backwards.",
 	.exec = cmd_attach_exec,
 	.klass = "running",
+	.arg_required = "process id or socket path to attach",
 };
 
 static int cmd_detach_exec(struct tm_session *s, const char *args, int from_tty)
@@ -256,20 +253,6 @@ static int have_program(const struct tm_session *s)
 	return s->live && s->live->prog;
 }
 
-int tm_live_need_trace(struct tm_session *s, const struct cmd_entry *c)
-{
-	if (!have_program(s))
-		return tm_need_trace(s);
-	if (c == &cmd_run_entry || c == &cmd_break_entry || c == &cmd_tbreak_entry)
-		return 0;
-	tm_error(s, "The program is not being run.");
-	return -1;
-}
-
-int tm_live_can_pend(const struct tm_session *s)
-{
-	return is_live(s) || (!s->probe && have_program(s));
-}
 
 int tm_live_run(struct tm_session *s, const char *args, int from_tty, int *rc)
 {
@@ -335,8 +318,14 @@ void tm_live_flow(struct tm_session *s, int ahead)
 		}
 		bps[n].num = b->num;
 		bps[n].where = b->where;
-		/* The probe has none of tmdb's $variables: tmdb decides. */
-		bps[n].cond = b->cond_src && !strchr(b->cond_src, '$') ? b->cond_src : NULL;
+		/* A condition the probe cannot answer (tmdb's $variables, other
+		 * nodes' values) is mirrored without it: the probe pauses at
+		 * every candidate and tmdb's own evaluation decides.  One not
+		 * compiled yet (pending) goes as it is; the probe refuses it
+		 * for the same reasons (tm_breakpoint_cond_portable). */
+		bps[n].cond = b->cond_src && (!b->core.cond ||
+			      tm_breakpoint_cond_portable(b->core.cond, NULL)) ?
+			      b->cond_src : NULL;
 		n++;
 	}
 	tm_probe_multi_set_non_stop(s->probe, s->live && s->live->non_stop);

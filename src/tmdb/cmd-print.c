@@ -19,367 +19,6 @@
 #include "tmdb.h"
 #include "view.h"
 
-/* ------------------------------------------------------------- values */
-
-void tm_val_clear(struct tm_val *v)
-{
-	free(v->str);
-	memset(v, 0, sizeof(*v));
-}
-
-int tm_val_set_scalar(struct tm_val *v, const struct tm_tql_value *src)
-{
-	tm_val_clear(v);
-	v->kind = VAL_SCALAR;
-	v->v = *src;
-	if (src->type == TM_TQL_STR) {
-		v->str = malloc(src->v.str.len + 1);
-		if (!v->str) {
-			v->v.type = TM_TQL_UNKNOWN;
-			return -1;
-		}
-		memcpy(v->str, src->v.str.s, src->v.str.len);
-		v->str[src->v.str.len] = 0;
-		v->v.v.str.s = v->str;
-	} else if (src->type == TM_TQL_LIST) {
-		/* one block: the item pointers, then the strings they point to */
-		size_t need = src->v.list.n * sizeof(char *), off;
-		const char **items;
-		uint32_t i;
-
-		for (i = 0; i < src->v.list.n; i++)
-			need += strlen(src->v.list.items[i]) + 1;
-		v->str = malloc(need ? need : 1);
-		if (!v->str) {
-			v->v.type = TM_TQL_UNKNOWN;
-			return -1;
-		}
-		items = (const char **)(void *)v->str;
-		off = src->v.list.n * sizeof(char *);
-		for (i = 0; i < src->v.list.n; i++) {
-			size_t l = strlen(src->v.list.items[i]) + 1;
-
-			memcpy(v->str + off, src->v.list.items[i], l);
-			items[i] = v->str + off;
-			off += l;
-		}
-		v->v.v.list.items = items;
-	} else if (src->type == TM_TQL_SHAPE) {
-		uint8_t r = src->v.shape.rank > TM_MAX_RANK ? TM_MAX_RANK :
-							      src->v.shape.rank;
-
-		if (r)
-			memcpy(v->dims, src->v.shape.dims, r * sizeof(int64_t));
-		v->v.v.shape.dims = v->dims;
-		v->v.v.shape.rank = r;
-	}
-	return 0;
-}
-
-void tm_val_set_tensor(struct tm_val *v, const struct tm_tensor *t)
-{
-	tm_val_clear(v);
-	v->kind = VAL_TENSOR;
-	v->t = *t;
-	v->t.payload = NULL;
-	v->t.payload_len = 0;
-}
-
-int tm_val_copy(struct tm_val *dst, const struct tm_val *src)
-{
-	if (src->kind == VAL_TENSOR) {
-		tm_val_set_tensor(dst, &src->t);
-		return 0;
-	}
-	return tm_val_set_scalar(dst, &src->v);
-}
-
-/* The shortest text that reads back as the same double. */
-static void fmt_double(double d, char *buf, size_t len)
-{
-	int prec;
-
-	if (isnan(d)) {
-		snprintf(buf, len, "nan");
-		return;
-	}
-	if (isinf(d)) {
-		snprintf(buf, len, d < 0 ? "-inf" : "inf");
-		return;
-	}
-	/* Enough digits for the integer part, so 20 prints as 20, not 2e+01. */
-	prec = 1;
-	if (fabs(d) >= 1 && fabs(d) < 1e16)
-		prec = (int)floor(log10(fabs(d))) + 1;
-	for (; prec <= 17; prec++) {
-		snprintf(buf, len, "%.*g", prec, d);
-		if (strtod(buf, NULL) == d)
-			return;
-	}
-}
-
-static void fmt_unknown(uint32_t reason, char *buf, size_t len)
-{
-	char why[96];
-
-	if (tm_tql_reason_format(reason, why, sizeof(why)) == TM_OK)
-		snprintf(buf, len, "<unknown: %s>", why);
-	else
-		snprintf(buf, len, "<unknown: not recorded>");
-}
-
-void tm_tql_format(const struct tm_tql_value *v, char *buf, size_t len)
-{
-	size_t off;
-	unsigned i;
-
-	switch (v->type) {
-	case TM_TQL_BOOL:
-		snprintf(buf, len, "%s", v->v.b ? "true" : "false");
-		break;
-	case TM_TQL_INT:
-		snprintf(buf, len, "%" PRId64, v->v.i);
-		break;
-	case TM_TQL_NUM:
-		fmt_double(v->v.d, buf, len);
-		break;
-	case TM_TQL_STR:
-		snprintf(buf, len, "\"%.*s\"", (int)v->v.str.len, v->v.str.s);
-		break;
-	case TM_TQL_SHAPE:
-		off = (size_t)snprintf(buf, len, "[");
-		for (i = 0; i < v->v.shape.rank && off < len; i++)
-			off += (size_t)snprintf(buf + off, len - off, "%s%" PRId64,
-						i ? ", " : "", v->v.shape.dims[i]);
-		if (off < len)
-			snprintf(buf + off, len - off, "]");
-		break;
-	case TM_TQL_LIST:
-		/* the library's text: a long batch is cut at len, as a long
-		 * string would be */
-		if (tm_tql_value_format(v, buf, len) && len > 4)
-			snprintf(buf + len - 5, 5, "...]");
-		break;
-	default:
-		fmt_unknown(v->unknown_reason, buf, len);
-		break;
-	}
-}
-
-/* GDB prints structures as {a = 1, b = 2}; a tensor summary is one. */
-void tm_tensor_format(const struct tm_tensor *t, char *buf, size_t len)
-{
-	char num[64];
-	size_t off;
-	unsigned i;
-
-#define APP(...) do { if (off < len) off += (size_t)snprintf(buf + off, len - off, __VA_ARGS__); } while (0)
-	off = 0;
-	APP("{dtype = %s, shape = [", tm_dtype_name(t->dtype));
-	for (i = 0; i < t->rank && i < TM_MAX_RANK; i++)
-		APP("%s%" PRId64, i ? ", " : "", t->shape[i]);
-	APP("]");
-	for (i = 0; i < TM_STAT__COUNT; i++) {
-		if (!(t->have & TM_STAT_BIT(i)))
-			continue;
-		if (tm_stat_table[i].integer)
-			snprintf(num, sizeof(num), "%.0f", t->stat[i]);
-		else
-			fmt_double(t->stat[i], num, sizeof(num));
-		APP(", %s = %s", tm_stat_table[i].name, num);
-	}
-	if (t->payload_len)
-		APP(", payload = <%" PRIu64 " bytes>", t->payload_len);
-	APP("}");
-#undef APP
-}
-
-void tm_val_format(const struct tm_val *v, char *buf, size_t len)
-{
-	if (v->kind == VAL_TENSOR)
-		tm_tensor_format(&v->t, buf, len);
-	else
-		tm_tql_format(&v->v, buf, len);
-}
-
-int tm_val_equal(const struct tm_val *a, const struct tm_val *b)
-{
-	if (a->kind != b->kind)
-		return 0;
-	if (a->kind == VAL_TENSOR)
-		return !memcmp(a->t.stat, b->t.stat, sizeof(a->t.stat)) &&
-		       a->t.have == b->t.have;
-	if (a->v.type != b->v.type)
-		return 0;
-	switch (a->v.type) {
-	case TM_TQL_BOOL: return !a->v.v.b == !b->v.v.b;
-	case TM_TQL_INT: return a->v.v.i == b->v.v.i;
-	case TM_TQL_NUM:
-		return a->v.v.d == b->v.v.d || (isnan(a->v.v.d) && isnan(b->v.v.d));
-	case TM_TQL_STR:
-		return a->v.v.str.len == b->v.v.str.len &&
-		       !memcmp(a->v.v.str.s, b->v.v.str.s, a->v.v.str.len);
-	case TM_TQL_SHAPE:
-		return a->v.v.shape.rank == b->v.v.shape.rank &&
-		       !memcmp(a->v.v.shape.dims, b->v.v.shape.dims,
-			       a->v.v.shape.rank * sizeof(int64_t));
-	case TM_TQL_LIST: {
-		uint32_t i;
-
-		if (a->v.v.list.n != b->v.v.list.n || a->v.v.list.count != b->v.v.list.count)
-			return 0;
-		for (i = 0; i < a->v.v.list.n; i++)
-			if (strcmp(a->v.v.list.items[i], b->v.v.list.items[i]))
-				return 0;
-		return 1;
-	}
-	default: return 1;
-	}
-}
-
-/* if/while: true, a non-zero number, a non-empty string.  Unknown is false. */
-int tm_val_truth(const struct tm_val *v)
-{
-	if (v->kind == VAL_TENSOR)
-		return 1;
-	switch (v->v.type) {
-	case TM_TQL_BOOL: return v->v.v.b != 0;
-	case TM_TQL_INT: return v->v.v.i != 0;
-	case TM_TQL_NUM: return v->v.v.d != 0;
-	case TM_TQL_STR: return v->v.v.str.len != 0;
-	case TM_TQL_SHAPE: return 1;
-	case TM_TQL_LIST: return v->v.v.list.count != 0;
-	default: return 0;
-	}
-}
-
-/* ------------------------------------------------------------- history and variables */
-
-static int history_add(struct tm_session *s, const struct tm_val *v)
-{
-	struct tm_val **grown, *c;
-
-	c = calloc(1, sizeof(*c));
-	if (!c)
-		return -1;
-	grown = realloc(s->hist, (s->nhist + 1) * sizeof(*s->hist));
-	if (!grown) {
-		free(c);
-		return -1;
-	}
-	s->hist = grown;
-	tm_val_copy(c, v);
-	s->hist[s->nhist++] = c;
-	return (int)s->nhist;
-}
-
-/*
- * $N (name "N"), $ (""), $$ ("$"), $$N ("$N"): GDB's value history
- * references.  Returns the entry or NULL.
- */
-static const struct tm_val *history_ref(struct tm_session *s, const char *name)
-{
-	uint64_t k;
-
-	if (!*name)
-		return s->nhist ? s->hist[s->nhist - 1] : NULL;
-	if (name[0] == '$') {
-		k = 1;
-		if (name[1] && tm_parse_uint(name + 1, &k))
-			return NULL;
-		return k < s->nhist ? s->hist[s->nhist - 1 - k] : NULL;
-	}
-	if (isdigit((unsigned char)name[0])) {
-		if (tm_parse_uint(name, &k) || k == 0 || k > s->nhist)
-			return NULL;
-		return s->hist[k - 1];
-	}
-	return NULL;
-}
-
-/* Whether name (after the first '$') is a history reference: "", "$", N, $N. */
-static int is_history_name(const char *name)
-{
-	if (*name == '$')
-		name++;
-	while (isdigit((unsigned char)*name))
-		name++;
-	return !*name;
-}
-
-struct conv *tm_conv_find(struct tm_session *s, const char *name)
-{
-	struct conv *c;
-
-	for (c = s->convs; c; c = c->next)
-		if (!strcmp(c->name, name))
-			return c;
-	return NULL;
-}
-
-int tm_conv_set(struct tm_session *s, const char *name, const struct tm_val *v)
-{
-	struct conv *c = tm_conv_find(s, name);
-
-	if (!c) {
-		c = calloc(1, sizeof(*c));
-		if (!c)
-			return -1;
-		c->name = strdup(name);
-		if (!c->name) {
-			free(c);
-			return -1;
-		}
-		c->next = s->convs;
-		s->convs = c;
-	}
-	return tm_val_copy(&c->val, v);
-}
-
-void tm_conv_set_int(struct tm_session *s, const char *name, int64_t i)
-{
-	struct tm_val v;
-
-	memset(&v, 0, sizeof(v));
-	v.v.type = i < 0 ? TM_TQL_UNKNOWN : TM_TQL_INT;
-	v.v.v.i = i;
-	tm_conv_set(s, name, &v);
-}
-
-void tm_conv_set_str(struct tm_session *s, const char *name, const char *str)
-{
-	struct tm_val v;
-
-	memset(&v, 0, sizeof(v));
-	v.v.type = TM_TQL_STR;
-	v.v.v.str.s = str;
-	v.v.v.str.len = strlen(str);
-	tm_conv_set(s, name, &v);
-}
-
-/* The tm_tql_env variable() callback: history first, then variables. */
-int tm_session_variable(void *user, const char *name, struct tm_tql_value *out)
-{
-	struct tm_session *s = user;
-	const struct tm_val *v = history_ref(s, name);
-	struct conv *c;
-
-	if (!v && (c = tm_conv_find(s, name)))
-		v = &c->val;
-	if (!v) {
-		/* GDB: an unset convenience variable is void, not an error. */
-		memset(out, 0, sizeof(*out));
-		return isdigit((unsigned char)name[0]) || name[0] == '$' ||
-		       !name[0] ? TM_ERR_NOT_FOUND : TM_OK;
-	}
-	if (v->kind == VAL_TENSOR) {
-		memset(out, 0, sizeof(*out));
-		return TM_OK;
-	}
-	*out = v->v;
-	return TM_OK;
-}
-
 /* ------------------------------------------------------------- expressions */
 
 static int slot_name_ok(const char *p, size_t l)
@@ -438,8 +77,8 @@ static int simple_term(struct tm_session *s, const char *src, struct tm_expr *e)
 		e->field = field;
 		return 1;
 	}
-	if (src[0] == '$' && is_history_name(src + 1) &&
-	    !history_ref(s, src + 1)) {
+	if (src[0] == '$' && tm_history_is_name(src + 1) &&
+	    !tm_history_ref(s, src + 1)) {
 		/* GDB: "print $" on an empty history is an error, not a value. */
 		if (!s->nhist)
 			tm_error(s, "History is empty.");
@@ -448,7 +87,7 @@ static int simple_term(struct tm_session *s, const char *src, struct tm_expr *e)
 		return -1;
 	}
 	if (src[0] == '$' && s->nhist) {
-		const struct tm_val *v = history_ref(s, src + 1);
+		const struct tm_val *v = tm_history_ref(s, src + 1);
 
 		if (v && v->kind == VAL_TENSOR) {
 			e->history = 1;
@@ -539,13 +178,6 @@ int tm_expr_compile(struct tm_session *s, const char *src, int want_bool,
 	return 0;
 }
 
-void tm_expr_free(struct tm_expr *e)
-{
-	free(e->src);
-	tm_tql_free(e->prog);
-	memset(e, 0, sizeof(*e));
-}
-
 /* Reads one field of a tensor of ev (or its whole summary) into a value. */
 static void tensor_field(const struct tm_event *ev, const struct tm_tensor *t,
 			 int field, struct tm_val *out)
@@ -601,7 +233,7 @@ int tm_expr_eval(struct tm_session *s, struct tm_expr *e, struct tm_val *out)
 
 	memset(&v, 0, sizeof(v));
 	if (e->simple && e->history) {
-		const struct tm_val *h = history_ref(s, e->src + 1);
+		const struct tm_val *h = tm_history_ref(s, e->src + 1);
 
 		if (!h) {
 			tm_error(s, "History has not yet reached %s.", e->src);
@@ -675,7 +307,7 @@ static int cmd_print_exec(struct tm_session *s, const char *args, int from_tty)
 		return -1;
 	}
 	tm_val_format(&v, buf, sizeof(buf));
-	n = history_add(s, &v);
+	n = tm_history_add(s, &v);
 	tm_out(s, "$%d = %s\n", n, buf);
 	tm_val_clear(&v);
 	return 0;
@@ -944,7 +576,7 @@ static void display_one(struct tm_session *s, struct display *d)
 
 	memset(&v, 0, sizeof(v));
 	if (tm_view_is_display(d->expr)) {
-		/* a view kind ("display info graph", cmd-view.c): its own errors */
+		/* a view kind ("display info graph", view.c): its own errors */
 		tm_view_display(s, d->num, d->expr);
 		return;
 	}

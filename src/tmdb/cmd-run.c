@@ -116,9 +116,9 @@ static int watch_check(struct tm_session *s, struct bp *b,
 		tm_val_clear(&v);
 		return 0;
 	}
-	if (b->cond) {
+	if (b->core.cond) {
 		tm_tql_ctx_init(s, &ctx, ev, NULL);
-		if (tm_tql_test(b->cond, &ctx) <= 0) {
+		if (tm_tql_test(b->core.cond, &ctx) <= 0) {
 			tm_val_clear(&b->old);
 			b->old = v;
 			b->have_old = 1;
@@ -525,7 +525,7 @@ const struct cmd_entry cmd_run_entry = {
 		"With a program (tmdb --args PROG ARGS..., file PROG), start it (ARGS\n"
 		"replace \"set args\"; a running one is killed first), attach to its\n"
 		"probe and run until a breakpoint or until it exits.",
-	.exec = cmd_run_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.exec = cmd_run_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES | CMD_PROGRAM,
 	.klass = "running",
 };
 
@@ -896,7 +896,7 @@ static int cmd_until_exec(struct tm_session *s, const char *args, int from_tty)
 		return cmd_next_entry.exec(s, "", from_tty);
 	memset(&tmp, 0, sizeof(tmp));
 	if (tm_bp_bind(s, &tmp, args, 0)) {
-		free(tmp.kinds);
+		tm_breakpoint_clear(&tmp.core);
 		free(tmp.where);
 		return -1;
 	}
@@ -905,7 +905,7 @@ static int cmd_until_exec(struct tm_session *s, const char *args, int from_tty)
 	} else {
 		rc = run_to_stop(s, TM_DIR_FWD, pred_bp, &tmp, 1);
 	}
-	free(tmp.kinds);
+	tm_breakpoint_clear(&tmp.core);
 	free(tmp.where);
 	return rc;
 }
@@ -1140,19 +1140,16 @@ static int cmd_find_exec(struct tm_session *s, const char *args, int from_tty)
 	in = find_in(cond);
 	if (in) {
 		cond[in - cond] = 0;
+		/* Without a slot, find looks at every event kind of the nodes. */
+		tmp.core.every_kind = 1;
 		if (tm_bp_bind(s, &tmp, tm_skip_ws(in + 4), 0)) {
 			rc = -1;
 			goto out;
 		}
-		/* Without a slot, find looks at every event kind of the nodes. */
-		if (!tmp.has_slot)
-			for (i = 0; i < tmp.nkinds; i++)
-				if (tmp.kinds[i])
-					tmp.kinds[i] = 0xf;
 	} else {
-		tmp.all_nodes = 1;
+		tm_breakpoint_init_every(&tmp.core);
 	}
-	if (tm_compile(s, tm_strip(cond), 1, &tmp.cond)) {
+	if (tm_compile(s, tm_strip(cond), 1, &tmp.core.cond)) {
 		rc = -1;
 		goto out;
 	}
@@ -1206,8 +1203,7 @@ static int cmd_find_exec(struct tm_session *s, const char *args, int from_tty)
 	else
 		start_over(s);
 out:
-	tm_tql_free(tmp.cond);
-	free(tmp.kinds);
+	tm_breakpoint_clear(&tmp.core);
 	free(tmp.where);
 	free(cond);
 	return rc;

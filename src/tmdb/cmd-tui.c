@@ -2,7 +2,7 @@
  * cmd-tui.c -- the full-screen layout, as GDB's TUI: `tui enable` or
  * `layout [views|graph|heatmap|scalar]`.
  *
- * Panes show the views of cmd-view.c (architecture, heatmap, scalar: info
+ * Panes show the views (view.c; architecture, heatmap, scalar: info
  * stats or a plot) above a log of command output and a command line.  After
  * every playhead move each pane runs its view command again, so scrubbing
  * with single keys animates them.  Pane contents are the views' plain text,

@@ -86,73 +86,6 @@ const size_t tm_cmd_count = sizeof(tm_cmd_table) / sizeof(tm_cmd_table[0]);
  * script, shallow enough for the stack (sanitizer builds included). */
 #define MAX_DEPTH 256
 
-/* ------------------------------------------------------------- small parsing helpers */
-
-const char *tm_skip_ws(const char *p)
-{
-	while (*p && isspace((unsigned char)*p))
-		p++;
-	return p;
-}
-
-/* Trims both ends in place; returns the start. */
-char *tm_strip(char *p)
-{
-	size_t n;
-
-	while (*p && isspace((unsigned char)*p))
-		p++;
-	n = strlen(p);
-	while (n && isspace((unsigned char)p[n - 1]))
-		p[--n] = 0;
-	return p;
-}
-
-int tm_parse_uint(const char *p, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	p = tm_skip_ws(p);
-	if (!isdigit((unsigned char)*p))
-		return -1;
-	errno = 0;
-	v = strtoull(p, &end, 0);
-	if (errno || *tm_skip_ws(end))
-		return -1;
-	*out = v;
-	return 0;
-}
-
-int tm_parse_bool(const char *p, int *out)
-{
-	p = tm_skip_ws(p);
-	if (!*p || !strcmp(p, "on") || !strcmp(p, "1") || !strcmp(p, "yes") ||
-	    !strcmp(p, "enable"))
-		*out = 1;
-	else if (!strcmp(p, "off") || !strcmp(p, "0") || !strcmp(p, "no") ||
-		 !strcmp(p, "disable"))
-		*out = 0;
-	else
-		return -1;
-	return 0;
-}
-
-/* Is word[0..len) an abbreviation (at least minlen chars) of full? */
-int tm_word_is(const char *word, size_t len, const char *full, size_t minlen)
-{
-	return len >= minlen && len <= strlen(full) && !strncmp(word, full, len);
-}
-
-void tm_lines_free(char **lines, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		free(lines[i]);
-	free(lines);
-}
-
 static int lines_push(char ***lines, size_t *n, const char *line)
 {
 	char **grown = realloc(*lines, (*n + 1) * sizeof(**lines));
@@ -305,7 +238,7 @@ char *tm_read_line(struct tm_session *s, const char *prompt)
 		return strdup(in->lines[in->pos++]);
 	}
 	if (in->readline)
-		return tm_cli_readline(s, prompt);
+		return in->readline(s, prompt);
 	if (!in->fp)
 		return NULL;
 	if (s->interactive && in->fp == stdin && prompt) {
@@ -583,8 +516,10 @@ int tm_execute(struct tm_session *s, const char *line, int from_tty)
 	s->depth++;
 	if (u) {
 		rc = run_ucmd(s, u, args);
-	} else if ((c->flags & CMD_NEEDS_TRACE) && !s->probe &&
-		   tm_live_need_trace(s, c)) {
+	} else if (tm_command_needs_trace(s, c)) {
+		rc = -1;
+	} else if (c->arg_required && !*args) {
+		tm_error(s, "Argument required (%s).", c->arg_required);
 		rc = -1;
 	} else {
 		rc = c->exec(s, args, from_tty);
@@ -655,25 +590,26 @@ int tm_source_file(struct tm_session *s, const char *path, int must_exist)
 }
 
 /* Pushes the interactive source (readline or a non-terminal stdin). */
-int tm_run_interactive(struct tm_session *s, int use_readline)
+int tm_run_interactive(struct tm_session *s,
+		       char *(*readline)(struct tm_session *s, const char *prompt))
 {
 	struct tm_input in;
 	char *line, *last = NULL;
 
 	memset(&in, 0, sizeof(in));
-	in.readline = use_readline;
-	in.fp = use_readline ? NULL : stdin;
+	in.readline = readline;
+	in.fp = readline ? NULL : stdin;
 	in.name = "stdin";
 	input_push(s, &in);
 	while (!s->quit) {
 		line = tm_read_line(s, s->set.prompt);
 		if (!line) {
-			if (use_readline)
+			if (readline)
 				tm_out(s, "quit\n");
 			break;
 		}
 		/* An empty line repeats the last moving or listing command. */
-		if (!*tm_skip_ws(line) && last && use_readline) {
+		if (!*tm_skip_ws(line) && last && readline) {
 			free(line);
 			line = strdup(last);
 			if (!line)

@@ -102,14 +102,6 @@ void tm_live_free(struct tm_session *s);
 int tm_live_file(struct tm_session *s, const char *path, int *rc);
 /* set/show args, lockstep, probe-level; returns 1 if handled. */
 int tm_live_setting(struct tm_session *s, const char *args, int show, int *rc);
-/*
- * A command that needs a trace, without one: 0 lets it run (run and break
- * with a program set), else -1 after the error message.
- */
-int tm_live_need_trace(struct tm_session *s, const struct cmd_entry *c);
-/* 1 where a breakpoint matching no node is made pending (a program or a
- * live process: nodes may come later). */
-int tm_live_can_pend(const struct tm_session *s);
 /* `run` with a program set: (re)starts it; 1 if handled. */
 int tm_live_run(struct tm_session *s, const char *args, int from_tty, int *rc);
 /* Before (ahead 1) and after (ahead 0) a forward scan: tm_probe_ops.flow. */

@@ -368,8 +368,8 @@ int main(int argc, char **argv)
 	 * a name ending in .tmrun is a trace all the same. */
 	if (trace && !s->quit && tm_live_is_program(trace))
 		s->last_failed = tm_live_set_program(s, trace, prog_args) != 0;
-	else if (trace && !s->quit)
-		s->last_failed = tm_session_load(s, trace) != 0;
+	else if (trace && !s->quit && !(s->last_failed = tm_session_load(s, trace) != 0))
+		tm_bp_rebind_all(s);
 	free(prog_args);
 	if (!nx && !s->quit)
 		local_init(s, home_init);
@@ -388,7 +388,7 @@ int main(int argc, char **argv)
 	} else if (!batch && !s->quit) {
 		if (s->interactive)
 			tm_cli_init(s);
-		tm_run_interactive(s, s->interactive);
+		tm_run_interactive(s, s->interactive ? tm_cli_readline : NULL);
 		if (s->interactive)
 			tm_cli_done(s);
 		rc = s->quit ? s->exit_code : 0;

@@ -1,11 +1,12 @@
 /*
  * mi-cmds.c -- the GDB/MI commands (doc/mi.md lists them with examples).
  *
- * Every command that changes something runs the CLI command that does the
- * same (mi_cli): breakpoints, movement, evaluation, loading a trace are one
- * piece of code for both front ends.  What MI adds here is argument
- * translation (-break-insert -t -c COND -i N LOC is "tbreak LOC if COND"
- * plus "ignore") and result records built from the session's structures.
+ * Every command that changes something runs the code the CLI command
+ * runs: breakpoints are created with the typed call the CLI's break uses
+ * (tm_bp_create, GDB's create_breakpoint); movement, evaluation and loading
+ * a trace run the CLI command itself (mi_cli).  What MI adds here is
+ * argument translation and result records built from the session's
+ * structures.
  * GDB settings that mean nothing to a trace (mi-async, width, print pretty)
  * are accepted and remembered, so that front ends' start-up scripts pass.
  */
@@ -620,13 +621,13 @@ static int resolve_location(struct mi *m, const char *loc, char *out, size_t len
 static int mi_break_insert(struct mi *m, struct mi_parse *c)
 {
 	struct tm_session *s = m->s;
-	struct mi_buf sink = { 0 };
 	const char *cond = NULL, *ignore = NULL, *func = NULL, *src = NULL,
 		*line = NULL, *loc = NULL;
 	char where[TM_ADDRESS_MAX + PATH_MAX + 32], spec[TM_ADDRESS_MAX + 16];
-	int temp = 0, disabled = 0, rc, before = s->next_bpnum;
+	struct tm_bp_spec bs;
+	int temp = 0, disabled = 0, rc;
 	size_t i;
-	struct bp *b;
+	struct bp *b = NULL;
 
 	for (i = 0; i < c->argc; i++) {
 		const char *a = c->argv[i];
@@ -684,16 +685,16 @@ static int mi_break_insert(struct mi *m, struct mi_parse *c)
 	spec[0] = 0;
 	if (loc && resolve_location(m, loc, spec, sizeof(spec)))
 		return -1;
+	tm_bp_spec_init(&bs);
+	bs.location = spec;
+	bs.cond = cond;
+	bs.disp = temp ? BP_DEL : BP_KEEP;
+	bs.enabled = !disabled;
+	if (ignore && tm_parse_uint(ignore, &bs.ignore))
+		return mi_error(m, "Second argument (specified ignore-count) is missing.");
 	m->quiet_bp = 1;
-	rc = mi_cli(m, &sink, "%s %s%s%s", temp ? "tbreak" : "break", spec,
-		    cond ? " if " : "", cond ? cond : "");
-	b = rc == 0 && s->next_bpnum > before ? tm_bp_find(s, s->next_bpnum - 1) : NULL;
-	if (b && disabled)
-		rc = mi_cli(m, &sink, "disable %d", b->num);
-	if (b && ignore && rc == 0)
-		rc = mi_cli(m, &sink, "ignore %d %s", b->num, ignore);
+	rc = tm_bp_create(s, &bs, &b);
 	m->quiet_bp = 0;
-	mi_buf_free(&sink);
 	if (rc)
 		return -1;
 	if (!b)

@@ -521,8 +521,8 @@ static int same_source(struct mi *m, const struct bp *bp, uint32_t first)
 
 	if (!a)
 		return 0;
-	for (i = first + 1; i < bp->nkinds; i++) {
-		if (!bp->kinds[i])
+	for (i = first + 1; i < bp->core.nkinds; i++) {
+		if (!bp->core.kinds[i])
 			continue;
 		n = tm_source_node(m->s, i);
 		if (!n || n->line != a->line || strcmp(n->file, a->file))
@@ -548,10 +548,10 @@ static void bkpt_groups(struct mi *m, struct mi_buf *b, const struct bp *bp)
 	if (!p || !tm_probe_multi_sub(p, 0, NULL))
 		mi_val(b, "i1");
 	for (i = 0; p && tm_probe_multi_sub(p, i, &rank); i++) {
-		int on = bp->type == BP_WATCH || bp->pending || !bp->kinds;
+		int on = bp->type == BP_WATCH || bp->pending || !bp->core.kinds;
 
-		for (k = 0; !on && k < bp->nkinds && nodes; k++) {
-			const struct tm_node *n = bp->kinds[k] ? tm_nodetab_get(nodes, k) : NULL;
+		for (k = 0; !on && k < bp->core.nkinds && nodes; k++) {
+			const struct tm_node *n = bp->core.kinds[k] ? tm_nodetab_get(nodes, k) : NULL;
 
 			on = n && tm_address_node_rank(n->address, NULL) == rank;
 		}
@@ -586,18 +586,18 @@ void mi_bkpt(struct mi *m, struct mi_buf *b, const char *key, struct bp *bp)
 		mi_kv(b, "addr", "<PENDING>");
 		mi_kv(b, "pending", bp->where);
 	} else {
-		for (i = 0; i < bp->nkinds; i++) {
-			if (bp->kinds && bp->kinds[i]) {
+		for (i = 0; i < bp->core.nkinds; i++) {
+			if (bp->core.kinds && bp->core.kinds[i]) {
 				one = i;
 				break;
 			}
 		}
-		if (bp->nmatch != 1)
+		if (bp->core.nmatch != 1)
 			mi_kv(b, "addr", "<MULTIPLE>");
 		mi_kv(b, "func", bp->where);
 		if (one != TM_NODE_NONE && same_source(m, bp, one))
 			source_keys(m, b, one);
-		mi_kvf(b, "nodes", "%u", bp->nmatch);
+		mi_kvf(b, "nodes", "%u", bp->core.nmatch);
 	}
 	bkpt_groups(m, b, bp);
 	if (bp->cond_src)

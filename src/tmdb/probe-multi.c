@@ -717,23 +717,6 @@ static int multi_capture(struct tm_probe *p, uint32_t node, struct tm_slot slot)
 	return rk->p->ops->capture(rk->p, local, slot);
 }
 
-static int multi_set_bp(struct tm_probe *p, int num, const char *where,
-			const char *cond)
-{
-	(void)p;
-	(void)num;
-	(void)where;
-	(void)cond;
-	return TM_OK;   /* the session judges every event; flow() mirrors */
-}
-
-static int multi_clear_bp(struct tm_probe *p, int num)
-{
-	(void)p;
-	(void)num;
-	return TM_OK;
-}
-
 static const char *multi_detail(struct tm_probe *p)
 {
 	return impl(p)->detail;
@@ -1085,8 +1068,6 @@ static const struct tm_probe_process_ops multi_process_ops = {
 	.seek = multi_seek, \
 	.latest = multi_latest, \
 	.capture = multi_capture, \
-	.set_breakpoint = multi_set_bp, \
-	.clear_breakpoint = multi_clear_bp, \
 	.detail = multi_detail, \
 	.detach = multi_detach, \
 	.nranks = multi_nranks, \

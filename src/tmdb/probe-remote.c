@@ -14,8 +14,8 @@
  *
  * One round trip per event is slow (a few ten thousand events a second),
  * so `continue` lets the model run ahead (flow()): tmdb's breakpoints are
- * mirrored to the probe, which evaluates them with the same TQL VM and
- * pauses the model at every event where one of them could fire, and the
+ * mirrored to the probe, which evaluates them with the same matcher
+ * (tm-breakpoint.h) and pauses the model at every event where one of them could fire, and the
  * model is resumed with RESUME continue.  tmdb still reads and judges every
  * event; when it stops where the probe did not (Ctrl-C), it interrupts the
  * model, which pauses at its next event.
@@ -762,28 +762,6 @@ static int remote_capture(struct tm_probe *p, uint32_t node, struct tm_slot slot
 	return request(rp, m, CONNECT_TIMEOUT_MS);
 }
 
-/*
- * Breakpoints are evaluated by the session on the events it reads, as over a
- * replay (the model pauses after every event tmdb reads past the newest),
- * so the probe need not know them.
- */
-static int remote_set_bp(struct tm_probe *p, int num, const char *where,
-			 const char *cond)
-{
-	(void)p;
-	(void)num;
-	(void)where;
-	(void)cond;
-	return TM_OK;
-}
-
-static int remote_clear_bp(struct tm_probe *p, int num)
-{
-	(void)p;
-	(void)num;
-	return TM_OK;
-}
-
 static const char *remote_detail(struct tm_probe *p)
 {
 	return impl(p)->detail;
@@ -1053,8 +1031,6 @@ static const struct tm_probe_ops remote_ops = {
 	.seek = remote_seek,
 	.latest = remote_latest,
 	.capture = remote_capture,
-	.set_breakpoint = remote_set_bp,
-	.clear_breakpoint = remote_clear_bp,
 	.detail = remote_detail,
 	.detach = remote_detach,
 	.flow = remote_flow,

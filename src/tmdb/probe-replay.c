@@ -158,23 +158,6 @@ static int replay_capture(struct tm_probe *p, uint32_t node, struct tm_slot slot
 	return TM_ERR_UNSUPPORTED;
 }
 
-static int replay_set_bp(struct tm_probe *p, int num, const char *where,
-			 const char *cond)
-{
-	(void)p;
-	(void)num;
-	(void)where;
-	(void)cond;
-	return TM_OK;   /* the session filters the replayed events itself */
-}
-
-static int replay_clear_bp(struct tm_probe *p, int num)
-{
-	(void)p;
-	(void)num;
-	return TM_OK;
-}
-
 static const char *replay_detail(struct tm_probe *p)
 {
 	return impl(p)->detail;
@@ -210,8 +193,6 @@ static const struct tm_probe_ops replay_ops = {
 	.seek = replay_seek,
 	.latest = replay_latest,
 	.capture = replay_capture,
-	.set_breakpoint = replay_set_bp,
-	.clear_breakpoint = replay_clear_bp,
 	.detail = replay_detail,
 	.detach = replay_detach,
 	.annotation = replay_annotation,

@@ -1,13 +1,20 @@
 /*
  * probe.h -- the RuntimeProbe interface (ARCHITECTURE 2) as tmdb sees it.
  *
- * A probe is where events come from: a recorded .tmrun (probe-replay.c) or,
- * later, a live process over the wire.  Every tmdb command talks to this
- * vtable only, never to tm_reader, so that the live probe plugs in without
- * touching the commands.  The interface is deliberately narrow and
- * event-oriented: a cursor that sits between records and moves one record at
- * a time in either direction, seeks, and a "latest event of this node before
- * that seq" query that addressed TQL terms need.
+ * A probe is where events come from: a recorded .tmrun (probe-replay.c),
+ * a live process over the wire (probe-remote.c), or the ranks of a
+ * distributed job as one (probe-multi.c).  Every tmdb command talks to this
+ * vtable only, never to tm_reader, so that the three are interchangeable.
+ * The interface is deliberately narrow and event-oriented: a cursor that
+ * sits between records and moves one record at a time in either direction,
+ * seeks, and a "latest event of this node before that seq" query that
+ * addressed TQL terms need.
+ *
+ * Breakpoints are not a probe operation: the session judges every event it
+ * reads with the library's matcher (tm-breakpoint.h), live or replayed, so
+ * that a command file stops in the same places both ways.  A live probe is
+ * told them only through flow(), so that the model can run ahead between
+ * them; the probe then pauses it where one of them could fire.
  */
 #ifndef TMDB_PROBE_H
 #define TMDB_PROBE_H
@@ -46,9 +53,6 @@ struct tm_probe_bp {
 	const char *where;              /* canonical address or pattern */
 	const char *cond;               /* TQL, NULL: none */
 };
-
-/* Whether ev carries a tensor for slot (NULL: always), for latest(). */
-int tm_event_holds_slot(const struct tm_event *ev, const struct tm_slot *slot);
 
 /*
  * What only a live process or job answers (probe-remote.c, and a live
@@ -100,10 +104,6 @@ struct tm_probe_ops {
 		      uint64_t at_seq, struct tm_event *out, uint32_t *reason);
 	/* Full tensor of a node slot at its next occurrence (live only). */
 	int (*capture)(struct tm_probe *p, uint32_t node, struct tm_slot slot);
-	/* Live probes answer conditions on the device side; replay ignores. */
-	int (*set_breakpoint)(struct tm_probe *p, int num, const char *where,
-			      const char *cond);
-	int (*clear_breakpoint)(struct tm_probe *p, int num);
 	/* Last error text, never NULL. */
 	const char *(*detail)(struct tm_probe *p);
 	void (*detach)(struct tm_probe *p);

@@ -1,5 +1,5 @@
 /*
- * render.h -- text and picture rendering for tmdb's views (cmd-view.c).
+ * render.h -- text and picture rendering for tmdb's views (view*.c, cmd-heatmap.c, ...).
  *
  * The views build a grid of cells (a value in [0, 1] on the colour scale, or
  * NaN, +Inf, -Inf, a gap, or nothing) and hand it to one of three renderers:

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "tmdb.h"
+#include "live.h"
 
 volatile sig_atomic_t tm_interrupted;
 
@@ -90,6 +91,33 @@ void tm_error(struct tm_session *s, const char *fmt, ...)
 }
 
 /* ------------------------------------------------------------- lifetime */
+
+/* The session owns its breakpoints (cmd-break.c makes them). */
+void tm_bp_free(struct bp *b)
+{
+	if (!b)
+		return;
+	free(b->where);
+	free(b->cond_src);
+	tm_breakpoint_clear(&b->core);
+	if (b->wexpr) {
+		tm_expr_free(b->wexpr);
+		free(b->wexpr);
+	}
+	tm_lines_free(b->cmds, b->ncmds);
+	tm_val_clear(&b->old);
+	free(b);
+}
+
+void tm_bp_free_all(struct tm_session *s)
+{
+	struct bp *b;
+
+	while ((b = s->bps)) {
+		s->bps = b->next;
+		tm_bp_free(b);
+	}
+}
 
 static const struct tm_tensor *session_lookup(void *user, uint32_t node,
 					      struct tm_slot slot, uint32_t call,
@@ -189,11 +217,28 @@ void tm_bp_notify(struct tm_session *s, int what, struct bp *b)
 		s->on_bp_event(s, what, b);
 }
 
+int tm_session_can_pend(const struct tm_session *s)
+{
+	return tm_probe_is_live(s->probe) || (!s->probe && s->live && s->live->prog);
+}
+
 int tm_need_trace(struct tm_session *s)
 {
 	if (s->probe)
 		return 0;
 	tm_error(s, "No trace loaded.  Use the \"file\" command.");
+	return -1;
+}
+
+int tm_command_needs_trace(struct tm_session *s, const struct cmd_entry *c)
+{
+	if (s->probe || !(c->flags & CMD_NEEDS_TRACE))
+		return 0;
+	if (!s->live || !s->live->prog)
+		return tm_need_trace(s);
+	if (c->flags & CMD_PROGRAM)
+		return 0;
+	tm_error(s, "The program is not being run.");
 	return -1;
 }
 
@@ -206,7 +251,7 @@ void tm_session_unload(struct tm_session *s)
 	/* what a condition remembers (prev(), answers about request lists)
 	 * was about the trace going away */
 	for (b = s->bps; b; b = b->next)
-		tm_tql_reset(b->cond);
+		tm_tql_reset(b->core.cond);
 	if (s->probe)
 		s->probe->ops->detach(s->probe);
 	s->probe = NULL;
@@ -294,7 +339,6 @@ int tm_session_load(struct tm_session *s, const char *path)
 		       tm_nodetab_count(s->nodes), sum->ngaps,
 		       sum->ngaps == 1 ? "" : "s");
 	}
-	tm_bp_rebind_all(s);
 	return 0;
 }
 
@@ -414,19 +458,6 @@ const char *tm_node_name(const struct tm_session *s, uint32_t id)
 	const struct tm_node *n = s->nodes ? tm_nodetab_get(s->nodes, id) : NULL;
 
 	return n ? n->address : "?";
-}
-
-/* The slot an event stands for when no breakpoint narrowed it. */
-int tm_event_slot(const struct tm_event *ev, struct tm_slot *slot)
-{
-	slot->index = 0;
-	switch (ev->kind) {
-	case TM_EV_ENTER: slot->kind = TM_SLOT_IN; break;
-	case TM_EV_EXIT: slot->kind = TM_SLOT_OUT; break;
-	case TM_EV_BWD: slot->kind = TM_SLOT_GRAD_OUT; break;
-	default: slot->kind = TM_SLOT_DATA; break;
-	}
-	return 0;
 }
 
 /* "NODE (SLOT) at step S, PHASE", the contract line of ARCHITECTURE 9. */
@@ -617,23 +648,6 @@ int tm_address_error(struct tm_session *s, const char *text)
 
 /* ------------------------------------------------------------- lookups */
 
-static const struct tm_tensor *event_tensor(const struct tm_event *ev,
-					    struct tm_slot slot)
-{
-	uint32_t i;
-
-	for (i = 0; i < ev->ntensors; i++)
-		if (ev->tensors[i].slot.kind == slot.kind &&
-		    ev->tensors[i].slot.index == slot.index)
-			return &ev->tensors[i];
-	return NULL;
-}
-
-int tm_event_holds_slot(const struct tm_event *ev, const struct tm_slot *slot)
-{
-	return !slot || event_tensor(ev, *slot) != NULL;
-}
-
 /*
  * Keeps the cache right while the playhead moves forward one record at a
  * time: an event refreshes the entries of its node whose slot it holds, a
@@ -661,7 +675,7 @@ void tm_lookup_advance(struct tm_session *s, const struct tm_record *rec)
 			continue;
 		if (e->call && rec->u.event.call != e->call)
 			continue;
-		if (!event_tensor(&rec->u.event, e->slot))
+		if (!tm_event_tensor(&rec->u.event, e->slot))
 			continue;
 		if (e->have)
 			tm_event_release(&e->ev);
@@ -691,10 +705,10 @@ static const struct tm_tensor *session_lookup(void *user, uint32_t node,
 	/* The playhead's own event, unless it lacks the slot (a PARAM event
 	 * with only the grad): then the latest event holding it answers. */
 	if (now->node == node && now->kind == kind &&
-	    (!call || now->call == call) && event_tensor(now, slot)) {
+	    (!call || now->call == call) && tm_event_tensor(now, slot)) {
 		if (event)
 			*event = now;
-		return event_tensor(now, slot);
+		return tm_event_tensor(now, slot);
 	}
 	for (i = 0; i < s->nlk; i++) {
 		e = &s->lk[i];
@@ -724,7 +738,7 @@ found:
 	}
 	if (event)
 		*event = &e->ev;
-	return event_tensor(&e->ev, slot);
+	return tm_event_tensor(&e->ev, slot);
 }
 
 /*
@@ -798,7 +812,7 @@ found:
 		return NULL;
 	if (event)
 		*event = &e->e.ev;
-	return event_tensor(&e->e.ev, slot);
+	return tm_event_tensor(&e->e.ev, slot);
 }
 
 /* TQL `request`: the probe's annotation of the event's step. */

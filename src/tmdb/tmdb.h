@@ -53,26 +53,23 @@ enum bp_disp {
 	BP_DIS          /* enable once */
 };
 
+/*
+ * A breakpoint or watchpoint as the front end keeps it: its number,
+ * counts, commands and disposition.  What makes it stop is the library's
+ * (tm-breakpoint.h): the location bound to nodes, and the condition.
+ */
 struct bp {
 	struct bp *next;
 	int num;
 	int type;
 	int disp;
 	int enabled;
-	char *where;            /* as the user wrote it (canonical) */
+	char *where;            /* the location (canonical) or watch expression */
 	char *cond_src;         /* NULL: unconditional */
-	tm_tql_prog *cond;
-	int all_nodes;          /* find without "in": every node, every kind */
-	int has_slot;           /* the address named a slot */
-	struct tm_slot slot;
-	int any_index;          /* :out.* */
-	uint32_t call;          /* #N, 0: any */
-	uint8_t *kinds;         /* per node id: bit (1 << event kind) */
-	uint32_t nkinds;        /* nodes covered */
-	uint32_t nmatch;        /* nodes matched */
+	struct tm_breakpoint core;      /* location and condition (BP_BREAK);
+					 * only the condition for BP_WATCH */
 	int pending;            /* matches no node yet (live): binds as nodes come */
 	uint64_t hits;
-	uint64_t unknown;       /* evaluations that were unknown */
 	uint64_t ignore;
 	char **cmds;
 	size_t ncmds;
@@ -136,13 +133,16 @@ struct step_ent {
 	uint64_t final_from;    /* from this seq on it cannot change */
 };
 
+struct tm_session;
+
 /* A source of command lines: a file, readline, or stored lines. */
 struct tm_input {
 	struct tm_input *prev;
 	FILE *fp;               /* NULL: lines[] or readline */
 	const char *name;
 	unsigned line;
-	int readline;           /* interactive prompt */
+	/* interactive prompt: the front end's line editor (cli.c) */
+	char *(*readline)(struct tm_session *s, const char *prompt);
 	char **lines;
 	size_t nlines, pos;
 };
@@ -155,6 +155,7 @@ enum cmd_flags {
 	CMD_RESUMES = 1u << 1,       /* moves the playhead */
 	CMD_BLOCK = 1u << 2,         /* reads a body up to "end" */
 	CMD_FORMAT = 1u << 3,        /* takes /FMT itself (x/8f) */
+	CMD_PROGRAM = 1u << 4,       /* runs with a program set and no trace yet */
 };
 
 struct cmd_entry {
@@ -167,6 +168,9 @@ struct cmd_entry {
 	const char *klass;           /* help class: "running", "breakpoints", ... */
 	/* "help NAME" prints this after help: a list kept in one table. */
 	void (*help_more)(struct tm_session *s);
+	/* What the command cannot do without (tm_execute says "Argument
+	 * required (WHAT)." when the arguments are empty); NULL: optional. */
+	const char *arg_required;
 };
 
 /* Settings that `set`/`show` know. */
@@ -276,14 +280,23 @@ void tm_error(struct tm_session *s, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 void tm_vout(struct tm_session *s, int is_err, const char *fmt, va_list ap);
 int tm_need_trace(struct tm_session *s);
+/* A CMD_NEEDS_TRACE command without a trace: 0 lets it run (CMD_PROGRAM:
+ * run and break with a program set), else -1 after the error message. */
+int tm_command_needs_trace(struct tm_session *s, const struct cmd_entry *c);
+/* 1 where a breakpoint matching no node is made pending: nodes may still
+ * come (a live process, or a program `run` will start). */
+int tm_session_can_pend(const struct tm_session *s);
+/* Opens a trace as the session's probe.  Whoever gives the session a new
+ * probe rebinds the breakpoints to its nodes (tm_bp_rebind_all). */
 int tm_session_load(struct tm_session *s, const char *path);
 void tm_session_unload(struct tm_session *s);
+void tm_bp_free(struct bp *b);
+void tm_bp_free_all(struct tm_session *s);
 void tm_playhead_clear(struct tm_session *s);
 void tm_playhead_set(struct tm_session *s, const struct tm_event *ev);
 uint64_t tm_playhead_seq(const struct tm_session *s);
 void tm_cursor_restore(struct tm_session *s);
 const struct tm_tensor *tm_focus_tensor(const struct tm_session *s);
-int tm_event_slot(const struct tm_event *ev, struct tm_slot *slot);
 const char *tm_node_name(const struct tm_session *s, uint32_t id);
 /* "SIGSEGV" (and *meaning "Segmentation fault") for the signals a training
  * process dies of; NULL for others. */
@@ -308,7 +321,9 @@ int tm_session_rank(struct tm_session *s);
 const struct tm_node *tm_session_node(struct tm_session *s, const tm_address *a);
 const struct tm_node *tm_session_node_text(struct tm_session *s, const char *text);
 
-/* expressions (cmd-print.c): simple terms are answered directly, the rest by TQL */
+/* ------------------------------------------------------------- cmd-print.c */
+/* expressions: simple terms are answered directly, the rest by TQL
+ * (tm_expr_free is value.c's: the session frees watch expressions) */
 enum term_field {
 	TF_WHOLE = -1,          /* the tensor summary itself */
 	TF_DTYPE = -2,
@@ -331,9 +346,15 @@ int tm_expr_compile(struct tm_session *s, const char *src, int want_bool,
 int tm_expr_eval(struct tm_session *s, struct tm_expr *e, struct tm_val *out);
 void tm_expr_free(struct tm_expr *e);
 int tm_val_truth(const struct tm_val *v);
-int tm_run_interactive(struct tm_session *s, int use_readline);
+/* Reads commands from readline (the CLI's line editor, tm_cli_readline),
+ * or from stdin when it is NULL, until quit or the end of input. */
+int tm_run_interactive(struct tm_session *s,
+		       char *(*readline)(struct tm_session *s, const char *prompt));
 
-/* values (cmd-print.c) */
+int tm_evaluate(struct tm_session *s, const char *expr, struct tm_val *out);
+void tm_displays_show(struct tm_session *s);
+
+/* ------------------------------------------------------------- value.c */
 void tm_val_clear(struct tm_val *v);
 int tm_val_set_scalar(struct tm_val *v, const struct tm_tql_value *src);
 void tm_val_set_tensor(struct tm_val *v, const struct tm_tensor *t);
@@ -342,13 +363,24 @@ void tm_val_format(const struct tm_val *v, char *buf, size_t len);
 void tm_tql_format(const struct tm_tql_value *v, char *buf, size_t len);
 void tm_tensor_format(const struct tm_tensor *t, char *buf, size_t len);
 int tm_val_equal(const struct tm_val *a, const struct tm_val *b);
-int tm_evaluate(struct tm_session *s, const char *expr, struct tm_val *out);
+/* The value history: appends a copy (returns its number N, for $N, or -1);
+ * $N / $ / $$ / $$N by the name after the '$' ("3", "", "$", "$2"). */
+int tm_history_add(struct tm_session *s, const struct tm_val *v);
+const struct tm_val *tm_history_ref(struct tm_session *s, const char *name);
+int tm_history_is_name(const char *name);
 int tm_session_variable(void *user, const char *name, struct tm_tql_value *out);
 struct conv *tm_conv_find(struct tm_session *s, const char *name);
 int tm_conv_set(struct tm_session *s, const char *name, const struct tm_val *v);
 void tm_conv_set_int(struct tm_session *s, const char *name, int64_t i);
 void tm_conv_set_str(struct tm_session *s, const char *name, const char *str);
-void tm_displays_show(struct tm_session *s);
+
+/* ------------------------------------------------------------- util.c */
+void tm_lines_free(char **lines, size_t n);
+char *tm_strip(char *p);
+const char *tm_skip_ws(const char *p);
+int tm_parse_uint(const char *p, uint64_t *out);
+int tm_parse_bool(const char *p, int *out);
+int tm_word_is(const char *word, size_t len, const char *full, size_t minlen);
 
 /* ------------------------------------------------------------- cmd.c */
 int tm_execute(struct tm_session *s, const char *line, int from_tty);
@@ -361,20 +393,64 @@ const struct cmd_entry *tm_cmd_lookup(struct tm_session *s, const char *word,
 				      int quiet, struct ucmd **ucmd);
 extern const struct cmd_entry *const tm_cmd_table[];
 extern const size_t tm_cmd_count;
-void tm_lines_free(char **lines, size_t n);
-char *tm_strip(char *p);
-const char *tm_skip_ws(const char *p);
-int tm_parse_uint(const char *p, uint64_t *out);
-int tm_parse_bool(const char *p, int *out);
-int tm_word_is(const char *word, size_t len, const char *full, size_t minlen);
 
 /* ------------------------------------------------------------- cmd-break.c */
+
+/*
+ * Creating and changing a breakpoint: the one typed call every front end
+ * uses (GDB's create_breakpoint).  The CLI's break, tbreak, condition,
+ * ignore, enable and disable parse their text into a spec and call these;
+ * MI's -break-insert fills one from its options; DAP's setBreakpoints will
+ * do the same.  Neither prints anything but errors (tm_error): what to say
+ * about a new or changed breakpoint is the front end's business.
+ */
+struct tm_bp_spec {
+	/* An address or pattern (doc/manual.md "Addresses"); NULL or "": the
+	 * node at the playhead, as `break` with no argument. */
+	const char *location;
+	/* TQL condition, NULL or "": none (tm_bp_change: remove it). */
+	const char *cond;
+	int disp;               /* enum bp_disp: BP_KEEP, BP_DEL (temporary:
+				 * deleted when hit), BP_DIS (disabled when hit) */
+	uint64_t ignore;        /* crossings to ignore before it stops */
+	int enabled;
+	/* Only this rank of a distributed job (the location gets "@R:" when
+	 * it has no rank of its own); in a one-process program only its own
+	 * rank is accepted (any other is an error); -1: every rank. */
+	int rank;
+};
+/* A spec with its defaults: enabled, kept, every rank, nothing else. */
+void tm_bp_spec_init(struct tm_bp_spec *spec);
+/*
+ * Creates a breakpoint from spec and appends it (numbered, $bpnum set,
+ * on_bp_event told TM_BP_CREATED).  Where no node matches, a live process
+ * or a program to run makes it pending (its condition compiles when it
+ * binds), else it is an error.  Returns 0 with *out set (may be NULL), or
+ * -1 after an error message, having created nothing.
+ */
+int tm_bp_create(struct tm_session *s, const struct tm_bp_spec *spec,
+		 struct bp **out);
+/* What tm_bp_change takes from the spec. */
+enum tm_bp_change_what {
+	TM_BP_SET_LOCATION = 1u << 0,
+	TM_BP_SET_COND = 1u << 1,
+	TM_BP_SET_IGNORE = 1u << 2,
+	TM_BP_SET_ENABLED = 1u << 3,
+	TM_BP_SET_DISP = 1u << 4
+};
+/*
+ * Changes the fields `what` names to spec's values, all or none: a
+ * location that does not bind or a condition that does not compile is
+ * reported and changes nothing.  on_bp_event is told TM_BP_MODIFIED once.
+ * Returns 0 or -1.
+ */
+int tm_bp_change(struct tm_session *s, struct bp *b, const struct tm_bp_spec *spec,
+		 unsigned what);
+
 int tm_bp_bind(struct tm_session *s, struct bp *b, const char *where, int quiet);
 int tm_bp_match(struct tm_session *s, struct bp *b, const struct tm_event *ev,
 		uint32_t *focus);
-void tm_bp_free(struct bp *b);
 int tm_bp_info(struct tm_session *s, const char *args, int watch_only);
-void tm_bp_free_all(struct tm_session *s);
 int tm_bp_rebind_all(struct tm_session *s);
 struct bp *tm_bp_find(struct tm_session *s, int num);
 /* what on_bp_event reports (session.c calls it) */
@@ -452,7 +528,7 @@ TM_CMD(print); TM_CMD(output); TM_CMD(printf); TM_CMD(echo); TM_CMD(display);
 TM_CMD(undisplay); TM_CMD(backtrace); TM_CMD(frame); TM_CMD(up); TM_CMD(down);
 TM_CMD(list); TM_CMD(info); TM_CMD(set); TM_CMD(show); TM_CMD(define);
 TM_CMD(document); TM_CMD(if); TM_CMD(while); TM_CMD(source); TM_CMD(help);
-TM_CMD(apropos); TM_CMD(quit); TM_CMD(end); TM_CMD(recover); TM_CMD(capture);
+TM_CMD(apropos); TM_CMD(quit); TM_CMD(end); TM_CMD(capture);
 TM_CMD(level); TM_CMD(record);
 TM_CMD(heatmap); TM_CMD(plot); TM_CMD(x); TM_CMD(tui); TM_CMD(layout);
 TM_CMD(attach); TM_CMD(detach); TM_CMD(kill); TM_CMD(inferior);

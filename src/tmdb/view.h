@@ -1,7 +1,8 @@
 /*
- * view.h -- the views of a trace (cmd-view.c) as other tmdb files call them:
- * the `info graph` and `info stats` sub-commands (cmd-info.c) and the view
- * kinds of `display` (cmd-print.c), re-rendered at every playhead move.
+ * view.h -- the views of a trace (view*.c, cmd-heatmap.c, cmd-plot.c,
+ * cmd-x.c) as other tmdb files call them: the `info graph` and `info stats`
+ * sub-commands (cmd-info.c) and the view kinds of `display` (cmd-print.c),
+ * re-rendered at every playhead move.
  */
 #ifndef TMDB_VIEW_H
 #define TMDB_VIEW_H

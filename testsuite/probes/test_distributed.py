@@ -103,10 +103,14 @@ def _check_job(out: Path, world: int, nan_rank: int, nan_step: int, steps: int) 
             assert all(e.step > nan_step for e in bad), (r, bad[:1])
         if bad:
             first[r] = (start + bad[0].time_ns, bad[0])
+    # the bad sample is the model's input (level 1 records inputs), and the
+    # first module output holding it is model.proj's
     e = first[nan_rank][1]
+    assert (e.node, e.step, e.kind, e.call) == ("model", nan_step, "enter", 1)
+    _, events, _ = read(files[nan_rank])
+    e = next(x for x in events if x.kind == "exit" and _has_nan(x))
     assert (e.node, e.step, e.kind, e.call) == ("model.proj", nan_step, "exit", 1)
     # model.embed ran on the same batch just before and is clean
-    _, events, _ = read(files[nan_rank])
     embed = [x for x in events if x.node == "model.embed" and x.kind == "exit"
              and x.step == nan_step]
     assert embed and not _has_nan(embed[0]) and embed[0].seq < e.seq

@@ -445,6 +445,11 @@ static void test_break_and_resume(void)
 	struct model m;
 
 	cl_hello(c);
+	/* The debugger's $variables are refused by name, never dropped
+	 * (tm_breakpoint_cond_portable): tmdb then evaluates the condition. */
+	CU_ASSERT_EQUAL(cl_break(c, 1, "model.fc2:out", "tensor.max > $limit"),
+			TM_ERR_UNSUPPORTED);
+	CU_ASSERT_PTR_NOT_NULL(strstr(c->m.u.result.text, "$variables"));
 	CU_ASSERT_EQUAL(cl_break(c, 1, "model.fc2:out", "tensor.max > 10"), TM_OK);
 	CU_ASSERT_EQUAL(cl_subscribe(c, ""), TM_OK);
 	model_start(&m, srv);

@@ -197,6 +197,37 @@ static void test_small_names(void)
 	CU_ASSERT(!strncmp(tm_version_string(), "tensormorph ", 12));
 }
 
+/* The slot helpers the probes and tmdb's lookups share. */
+static void test_event_slots(void)
+{
+	struct tm_tensor t[2];
+	struct tm_event ev;
+	struct tm_slot out1 = { TM_SLOT_OUT, 1 }, in0 = { TM_SLOT_IN, 0 }, sl;
+
+	memset(t, 0, sizeof(t));
+	memset(&ev, 0, sizeof(ev));
+	t[0].slot.kind = TM_SLOT_OUT;
+	t[1].slot.kind = TM_SLOT_OUT;
+	t[1].slot.index = 1;
+	ev.kind = TM_EV_EXIT;
+	ev.tensors = t;
+	ev.ntensors = 2;
+	CU_ASSERT_PTR_EQUAL(tm_event_tensor(&ev, out1), &t[1]);
+	CU_ASSERT_PTR_NULL(tm_event_tensor(&ev, in0));
+	CU_ASSERT(tm_event_holds_slot(&ev, &out1));
+	CU_ASSERT(!tm_event_holds_slot(&ev, &in0));
+	CU_ASSERT(tm_event_holds_slot(&ev, NULL));
+	tm_event_slot(&ev, &sl);
+	CU_ASSERT_EQUAL(sl.kind, TM_SLOT_OUT);
+	ev.kind = TM_EV_BWD;
+	tm_event_slot(&ev, &sl);
+	CU_ASSERT_EQUAL(sl.kind, TM_SLOT_GRAD_OUT);
+	ev.kind = TM_EV_PARAM;
+	tm_event_slot(&ev, &sl);
+	CU_ASSERT_EQUAL(sl.kind, TM_SLOT_DATA);
+	CU_ASSERT_EQUAL(sl.index, 0);
+}
+
 int main(void)
 {
 	static const struct tm_test_case cases[] = {
@@ -208,6 +239,7 @@ int main(void)
 		TM_TEST(test_stat_names),
 		TM_TEST(test_gap_reason_format),
 		TM_TEST(test_small_names),
+		TM_TEST(test_event_slots),
 		{ NULL, NULL }
 	};
 	return tm_test_run("types", cases);

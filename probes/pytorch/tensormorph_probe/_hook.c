@@ -23,8 +23,9 @@
  * The batch layout is libtensormorph's struct tm_rec_event and struct
  * tm_rec_tensor (tm-recorder.h), mirrored here so that the extension
  * builds from the probe's sources alone (pip); the build tree compiles it
- * against the header as well, and the probe compares layout() with its own
- * mirror at load.  No libtensormorph symbol is linked: the probe hands over
+ * against the header as well, and in every build the probe compares each
+ * offset, size and constant of layout() with the library's own table
+ * (tm_layout) before it uses this module.  No libtensormorph symbol is linked: the probe hands over
  * the address of tm_recorder_stats.
  */
 
@@ -1183,18 +1184,66 @@ setup(PyObject *mod, PyObject *args)
 	Py_RETURN_NONE;
 }
 
-/* The batch layout this file was built with: (event size, tensor size,
- * offset of tensor shape, offset of tensor done), for the probe to compare
- * with its own mirror of libtensormorph's. */
+/*
+ * What this file mirrors, by libtensormorph's names (tm_layout): every
+ * field's offset and size, the structs' sizes and the constants.  The
+ * probe compares each with the library's table before it uses this module
+ * and refuses a difference by name.
+ */
+#define HF(T, CT, f) \
+	{ #CT "." #f ".offset", (long long)offsetof(struct T, f) }, \
+	{ #CT "." #f ".sizeof", (long long)sizeof(((struct T *)0)->f) }
+static const struct {
+	const char *name;
+	long long value;
+} hook_layout[] = {
+	{ "tm_rec_tensor.sizeof", (long long)sizeof(struct rec_tensor) },
+	HF(rec_tensor, tm_rec_tensor, data), HF(rec_tensor, tm_rec_tensor, numel),
+	HF(rec_tensor, tm_rec_tensor, have), HF(rec_tensor, tm_rec_tensor, slot_index),
+	HF(rec_tensor, tm_rec_tensor, device_index), HF(rec_tensor, tm_rec_tensor, slot_kind),
+	HF(rec_tensor, tm_rec_tensor, dtype), HF(rec_tensor, tm_rec_tensor, rank),
+	HF(rec_tensor, tm_rec_tensor, device_type), HF(rec_tensor, tm_rec_tensor, level),
+	HF(rec_tensor, tm_rec_tensor, capture), HF(rec_tensor, tm_rec_tensor, have_hist),
+	HF(rec_tensor, tm_rec_tensor, done), HF(rec_tensor, tm_rec_tensor, shape),
+	HF(rec_tensor, tm_rec_tensor, stat), HF(rec_tensor, tm_rec_tensor, hist_lo),
+	HF(rec_tensor, tm_rec_tensor, hist_hi), HF(rec_tensor, tm_rec_tensor, hist),
+	{ "tm_rec_event.sizeof", (long long)sizeof(struct rec_event) },
+	HF(rec_event, tm_rec_event, step), HF(rec_event, tm_rec_event, time_ns),
+	HF(rec_event, tm_rec_event, start_ns), HF(rec_event, tm_rec_event, end_ns),
+	HF(rec_event, tm_rec_event, node), HF(rec_event, tm_rec_event, call),
+	HF(rec_event, tm_rec_event, ntensors), HF(rec_event, tm_rec_event, kind),
+	HF(rec_event, tm_rec_event, phase), HF(rec_event, tm_rec_event, level),
+	HF(rec_event, tm_rec_event, reserved),
+	{ "TM_MAX_RANK", MAX_RANK }, { "TM_STAT__COUNT", STAT_COUNT },
+	{ "TM_HIST_BINS", HIST_BINS },
+	{ "TM_EV_ENTER", EV_ENTER }, { "TM_EV_EXIT", EV_EXIT }, { "TM_EV_BWD", EV_BWD },
+	{ "TM_EV_PARAM", EV_PARAM }, { "TM_PHASE_FWD", PHASE_FWD },
+	{ "TM_PHASE_BWD", PHASE_BWD }, { "TM_SLOT_OUT", SLOT_OUT },
+	{ "TM_SLOT_IN", SLOT_IN }, { "TM_SLOT_GRAD_OUT", SLOT_GRAD_OUT },
+	{ "TM_SLOT_GRAD_IN", SLOT_GRAD_IN },
+};
+
+/* hook_layout as a dict {name: value}. */
 static PyObject *
 layout(PyObject *mod, PyObject *unused)
 {
+	PyObject *d = PyDict_New(), *v;
+	size_t i;
+
 	(void)mod;
 	(void)unused;
-	return Py_BuildValue("nnnn", (Py_ssize_t)sizeof(struct rec_event),
-			     (Py_ssize_t)sizeof(struct rec_tensor),
-			     (Py_ssize_t)offsetof(struct rec_tensor, shape),
-			     (Py_ssize_t)offsetof(struct rec_tensor, done));
+	if (d == NULL)
+		return NULL;
+	for (i = 0; i < sizeof(hook_layout) / sizeof(hook_layout[0]); i++) {
+		v = PyLong_FromLongLong(hook_layout[i].value);
+		if (v == NULL || PyDict_SetItemString(d, hook_layout[i].name, v) < 0) {
+			Py_XDECREF(v);
+			Py_DECREF(d);
+			return NULL;
+		}
+		Py_DECREF(v);
+	}
+	return d;
 }
 
 /* set_trace_call(fn): Forward.__call__ becomes fn for whoever looks it up
@@ -1222,7 +1271,8 @@ static PyMethodDef module_methods[] = {
 	  "set_trace_call(fn): the Python __call__ dynamo traces in place of a Forward's C call" },
 	{ "setup", setup, METH_VARARGS, "setup(torch.Tensor, torch.strided, torch.is_grad_enabled)" },
 	{ "layout", layout, METH_NOARGS,
-	  "(event size, tensor size, tensor shape offset, tensor done offset)" },
+	  "{name: value}: the offsets, sizes and constants this module mirrors "
+	  "(libtensormorph's tm_layout names)" },
 	{ NULL, NULL, 0, NULL }
 };
 

@@ -5,6 +5,10 @@ The probe is glue: the event encoding, the ring with gap accounting, the
 live in libtensormorph (C).  This module finds the shared library, declares
 the functions the probe calls, and mirrors the few structs that cross the
 boundary (tm-recorder.h batch structs, tm-types.h records for reading).
+Every mirror -- struct sizes, field offsets and sizes, constants, the
+batch views, and the C fast path's structs -- is checked against the
+library's own table (tm_layout) when it is loaded: a difference is refused
+with a message that names it (check_layout, check_hook_layout).
 """
 
 from __future__ import annotations
@@ -60,7 +64,7 @@ class LibraryNotFound(ImportError):
 # ------------------------------------------------------------ batch structs
 
 class RecTensor(ctypes.Structure):
-    """struct tm_rec_tensor (tm-recorder.h), 336 bytes."""
+    """struct tm_rec_tensor (tm-recorder.h)."""
 
     _fields_ = [
         ("data", ctypes.c_uint64),
@@ -85,7 +89,7 @@ class RecTensor(ctypes.Structure):
 
 
 class RecEvent(ctypes.Structure):
-    """struct tm_rec_event (tm-recorder.h), 48 bytes."""
+    """struct tm_rec_event (tm-recorder.h)."""
 
     _fields_ = [
         ("step", ctypes.c_uint64),
@@ -103,26 +107,21 @@ class RecEvent(ctypes.Structure):
 
 
 # struct.Struct views of the same layouts, for filling a batch buffer in
-# place with pack_into (much cheaper than ctypes attribute stores).
+# place with pack_into (much cheaper than ctypes attribute stores).  They
+# and the offsets are checked with everything else at load (check_layout).
 EVENT_STRUCT = struct.Struct("<QQQQIIIBBBB")
-TENSOR_SIZE = 336
+TENSOR_SIZE = ctypes.sizeof(RecTensor)
 # data, numel, have, slot_index, device_index, slot_kind, dtype, rank,
 # device_type, level, capture, have_hist, done, shape[rank]: one short
 # pack_into per tensor; the stats after it are absent while `have` is 0.
 TENSOR_PACK = [struct.Struct(f"<QQIHHBBBBBBBB{r}q") for r in range(TM_MAX_RANK + 1)]
-OFF_HAVE = 16
-OFF_SLOT = 20
-OFF_SLOT_KIND = 24
-OFF_CAPTURE = 29
-OFF_HAVE_HIST = 30
-TENSOR_STATS_OFF = 96
+OFF_HAVE = RecTensor.have.offset
+OFF_SLOT = RecTensor.slot_index.offset
+OFF_SLOT_KIND = RecTensor.slot_kind.offset
+OFF_CAPTURE = RecTensor.capture.offset
+OFF_HAVE_HIST = RecTensor.have_hist.offset
+TENSOR_STATS_OFF = RecTensor.stat.offset
 TENSOR_STATS = struct.Struct(f"<{TM_STAT_COUNT}ddd{TM_HIST_BINS}I")
-assert ctypes.sizeof(RecTensor) == TENSOR_SIZE
-assert ctypes.sizeof(RecEvent) == EVENT_STRUCT.size == 48
-assert RecTensor.have.offset == OFF_HAVE and RecTensor.capture.offset == OFF_CAPTURE
-assert RecTensor.have_hist.offset == OFF_HAVE_HIST
-assert RecTensor.slot_index.offset == OFF_SLOT and RecTensor.slot_kind.offset == OFF_SLOT_KIND
-assert RecTensor.stat.offset == TENSOR_STATS_OFF and RecTensor.shape.offset == 32
 
 
 class RecorderOpts(ctypes.Structure):
@@ -354,6 +353,158 @@ class Summary(ctypes.Structure):
     ]
 
 
+# ------------------------------------------------------------ layout check
+#
+# Everything above copies libtensormorph's headers: the ctypes structs, the
+# struct.Struct views of the batch, the constants.  The library describes
+# its own layout (tm_layout: every struct size, field offset and size, and
+# constant, filled by the compiler), and load() compares each mirror with
+# it, in every build (a build tree, an installed library, pip's): a
+# difference is refused by name, never run with.
+
+class LayoutMismatch(ImportError):
+    """A mirror in this package disagrees with the libtensormorph loaded."""
+
+
+# (ctypes mirror, the C struct it mirrors)
+MIRRORS: tuple[tuple[type, str], ...] = (
+    (RecTensor, "tm_rec_tensor"), (RecEvent, "tm_rec_event"),
+    (RecBatch, "tm_rec_batch"), (RecorderOpts, "tm_recorder_opts"),
+    (RecorderStats, "tm_recorder_stats"), (ServerOpts, "tm_server_opts"),
+    (ServerStats, "tm_server_stats"), (Slot, "tm_slot"), (Tensor, "tm_tensor"),
+    (Event, "tm_event"), (Gap, "tm_gap"), (Crash, "tm_crash"), (Node, "tm_node"),
+    (RunMeta, "tm_run_meta"), (Annot, "tm_annot"), (Record, "tm_record"),
+    (Manifest, "tm_manifest"), (Summary, "tm_summary"),
+)
+
+
+def _constants() -> dict[str, int]:
+    """The constants copied above, by the C name the library gives them."""
+    g = globals()
+    out = {name: g[name] for name in (
+        "TM_MAX_RANK", "TM_HIST_BINS", "TM_MAX_TENSORS", "TM_META_MAX_PAIRS",
+        "TM_MAX_FRAMES", "TM_NODE_NONE", "TM_ANNOT_MAX_VALUES", "TM_ANNOT_MAX_VALUE",
+        "TM_OK", "TM_ERR_TOO_LARGE", "TM_ERR_END", "TM_ERR_AGAIN")}
+    out["TM_STAT__COUNT"] = TM_STAT_COUNT
+    out["TM_SLOT__COUNT"] = len(SLOT_NAMES)
+    for prefix in ("EV_", "PHASE_", "SLOT_", "NODE_", "REC_", "GAP_"):
+        for name, value in g.items():
+            if name.startswith(prefix) and name.isupper() and isinstance(value, int):
+                out["TM_" + name] = value
+    return out
+
+
+def _views(table: dict[str, int]) -> list[tuple[str, int, int]]:
+    """The struct.Struct views and offsets the fast path packs with:
+    (what, ours, the library's)."""
+    t = "tm_rec_tensor."
+    return [
+        ("EVENT_STRUCT.size", EVENT_STRUCT.size, table.get("tm_rec_event.sizeof", -1)),
+        ("TENSOR_SIZE", TENSOR_SIZE, table.get(t + "sizeof", -1)),
+        ("TENSOR_PACK prefix (up to shape)", TENSOR_PACK[0].size,
+         table.get(t + "shape.offset", -1)),
+        ("OFF_HAVE", OFF_HAVE, table.get(t + "have.offset", -1)),
+        ("OFF_SLOT", OFF_SLOT, table.get(t + "slot_index.offset", -1)),
+        ("OFF_SLOT_KIND", OFF_SLOT_KIND, table.get(t + "slot_kind.offset", -1)),
+        ("OFF_CAPTURE", OFF_CAPTURE, table.get(t + "capture.offset", -1)),
+        ("OFF_HAVE_HIST", OFF_HAVE_HIST, table.get(t + "have_hist.offset", -1)),
+        ("TENSOR_STATS_OFF", TENSOR_STATS_OFF, table.get(t + "stat.offset", -1)),
+        ("TENSOR_STATS.size", TENSOR_STATS.size,
+         table.get(t + "sizeof", -1) - table.get(t + "stat.offset", 0)),
+    ]
+
+
+def layout_table(lib: Any) -> dict[str, int]:
+    """The library's tm_layout() as {name: value}."""
+    fn = getattr(lib, "tm_layout", None)
+    if fn is None:
+        raise LayoutMismatch(
+            f"tensormorph_probe: {getattr(lib, 'path', 'libtensormorph')} has no tm_layout, "
+            "so its structs cannot be checked against this probe's mirrors; it is older "
+            "than the probe: rebuild it, or point TENSORMORPH_LIB at a matching one")
+    fn.restype = ctypes.POINTER(_LayoutItem)
+    fn.argtypes = [ctypes.POINTER(ctypes.c_size_t)]
+    n = ctypes.c_size_t()
+    items = fn(ctypes.byref(n))
+    return {items[i].name.decode(): items[i].value for i in range(n.value)}
+
+
+def layout_mismatches(table: dict[str, int],
+                      mirrors: tuple[tuple[type, str], ...] = MIRRORS,
+                      constants: dict[str, int] | None = None,
+                      views: bool = True) -> list[str]:
+    """Every difference between the mirrors in this module and the
+    library's layout table, one sentence each (empty: they agree)."""
+    bad = []
+
+    def cmp(what: str, key: str, ours: int) -> None:
+        if key not in table:
+            bad.append(f"{what} is {ours}, and the library does not describe {key}")
+        elif table[key] != ours:
+            bad.append(f"{what} is {ours} here but {table[key]} in the library")
+
+    for cls, cname in mirrors:
+        cmp(f"sizeof(struct {cname}) ({cls.__name__})", f"{cname}.sizeof", ctypes.sizeof(cls))
+        for field in cls._fields_:
+            name = field[0]
+            desc = getattr(cls, name)
+            cmp(f"struct {cname} field {name}: offset", f"{cname}.{name}.offset", desc.offset)
+            cmp(f"struct {cname} field {name}: size", f"{cname}.{name}.sizeof", desc.size)
+    for cname, value in sorted((_constants() if constants is None else constants).items()):
+        cmp(f"constant {cname}", cname, value)
+    if views:
+        for what, ours, theirs in _views(table):
+            if ours != theirs:
+                bad.append(f"{what} is {ours} here but {theirs} in the library")
+    return bad
+
+
+def check_layout(lib: Any) -> None:
+    """Refuses (LayoutMismatch) a library whose structs or constants differ
+    from this module's mirrors, naming every difference."""
+    table = layout_table(lib)
+    bad = layout_mismatches(table)
+    for i, name in enumerate(STAT_NAMES):
+        if lib.tm_stat_from_name(name.encode()) != i:
+            bad.append(f"STAT_NAMES[{i}] is {name!r}, which the library does not number {i}")
+    for names, fn in ((SLOT_NAMES, lib.tm_slot_kind_name), (KIND_NAMES, lib.tm_event_kind_name)):
+        for i, name in enumerate(names):
+            theirs = (fn(i) or b"").decode()
+            if theirs != name:
+                bad.append(f"name {i} is {name!r} here but {theirs!r} in the library")
+    if bad:
+        raise LayoutMismatch(
+            f"tensormorph_probe: {getattr(lib, 'path', 'libtensormorph')} does not match "
+            "this probe's mirrors of its headers (tensormorph_probe/_lib.py):\n  "
+            + "\n  ".join(bad) + "\nUse the probe and the library of the same build.")
+
+
+def check_hook_layout(hook_layout: Any, table: dict[str, int], where: str) -> None:
+    """Refuses (LayoutMismatch) a C fast path (_hook.c) built against
+    another batch layout than the library's, naming every difference."""
+    if not isinstance(hook_layout, dict):
+        raise LayoutMismatch(
+            f"tensormorph_probe: {where} is the C fast path of an older probe (its layout() "
+            "does not name its fields); rebuild it (pip install, or make), or set "
+            "TENSORMORPH_NO_HOOK=1 to run without it")
+    bad = []
+    for key, ours in sorted(hook_layout.items()):
+        if key not in table:
+            bad.append(f"{key} is {ours}, and the library does not describe it")
+        elif table[key] != ours:
+            bad.append(f"{key} is {ours} in the fast path but {table[key]} in the library")
+    if bad:
+        raise LayoutMismatch(
+            f"tensormorph_probe: the C fast path {where} was built against another batch "
+            "layout than the libtensormorph loaded:\n  " + "\n  ".join(bad)
+            + "\nRebuild it from this probe's sources, or set TENSORMORPH_NO_HOOK=1 to run "
+            "without it.")
+
+
+class _LayoutItem(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("value", ctypes.c_int64)]
+
+
 # ------------------------------------------------------------ loading
 
 _SONAMES = ("libtensormorph.so", "libtensormorph.so.0")
@@ -398,6 +549,9 @@ def _declare(lib: ctypes.CDLL) -> None:
     sigs = {
         "tm_strerror": (c_str, [c_int]),
         "tm_version_string": (c_str, []),
+        "tm_stat_from_name": (c_int, [c_str]),
+        "tm_slot_kind_name": (c_str, [c_int]),
+        "tm_event_kind_name": (c_str, [c_int]),
         "tm_dtype_from_name": (c_int, [c_str]),
         "tm_path_glob": (c_int, [c_str, c_str]),
         "tm_path_segment": (ctypes.c_size_t, [c_str, ctypes.c_char_p, ctypes.c_size_t]),
@@ -509,7 +663,12 @@ def load() -> ctypes.CDLL:
         except (OSError, AttributeError) as exc:
             tried.append(f"  {where}: {path} ({exc})")
             continue
+        if getattr(lib, "tm_layout", None) is None:
+            # an older library, like one that lacks a function: passed over
+            tried.append(f"  {where}: {path} (older than this probe: no tm_layout)")
+            continue
         lib.path = path  # type: ignore[attr-defined]
+        check_layout(lib)               # a differing layout is refused, loudly
         return lib
     raise LibraryNotFound(
         "tensormorph_probe: cannot load libtensormorph; looked in:\n" + "\n".join(tried)
@@ -544,9 +703,7 @@ def load_hook() -> Any | None:
             from . import _hook as mod  # type: ignore[attr-defined, no-redef]
         except ImportError:
             return None
-    if mod.layout() != (EVENT_STRUCT.size, TENSOR_SIZE, RecTensor.shape.offset,
-                        RecTensor.done.offset):
-        return None                     # built against another layout
+    check_hook_layout(mod.layout(), layout_table(load()), getattr(mod, "__file__", "_hook"))
     return mod
 
 

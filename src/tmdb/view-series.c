@@ -1,0 +1,321 @@
+/*
+ * view-series.c -- one stat of the nodes a pattern matches, read over
+ * steps in one pass of the trace (heatmap ... over steps, plot).
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tmdb.h"
+#include "render.h"
+#include "view.h"
+#include "view-int.h"
+
+/* ------------------------------------------------------------- series */
+
+int view_stat_from(const char *name)
+{
+	if (!strcmp(name, "time"))
+		return -1;
+	return tm_stat_from_name(name);
+}
+
+void view_stat_names(char *buf, size_t len)
+{
+	size_t off = 0;
+	int i;
+
+	for (i = 0; i < TM_STAT__COUNT && off < len; i++)
+		off += (size_t)snprintf(buf + off, len - off, "%s, ",
+					tm_stat_table[i].name);
+	if (off < len)
+		snprintf(buf + off, len - off, "time");
+}
+
+int view_parse_sterm(struct tm_session *s, const char *text, int need_one,
+		     struct sterm *st)
+{
+	char buf[TM_ADDRESS_MAX + 64], names[512];
+	const char *colon, *dot, *stat;
+	int col = 0;
+	const char *msg = NULL;
+
+	memset(st, 0, sizeof(*st));
+	text = tm_skip_ws(text);
+	if (!*text) {
+		tm_error(s, "Argument required (NODE:SLOT.STAT).");
+		return -1;
+	}
+	snprintf(st->text, sizeof(st->text), "%s", text);
+	colon = strchr(text, ':');
+	if (!colon) {
+		if (need_one) {
+			tm_error(s, "Name a node: ADDRESS:SLOT.STAT, e.g. model.head:out.abs_max.");
+			return -1;
+		}
+		snprintf(buf, sizeof(buf), "**:out");
+		stat = text;
+	} else {
+		dot = strrchr(colon, '.');
+		if (!dot) {
+			tm_error(s, "\"%s\" names no stat: write ADDRESS:SLOT.STAT.", text);
+			return -1;
+		}
+		if ((size_t)(dot - text) >= sizeof(buf)) {
+			tm_error(s, "Address too long.");
+			return -1;
+		}
+		memcpy(buf, text, (size_t)(dot - text));
+		buf[dot - text] = 0;
+		stat = dot + 1;
+	}
+	st->stat = view_stat_from(stat);
+	if (st->stat == -1 && strcmp(stat, "time"))
+		st->stat = -2;
+	if (st->stat == -2) {
+		view_stat_names(names, sizeof(names));
+		tm_error(s, "Unknown stat \"%s\".  Stats: %s.", stat, names);
+		return -1;
+	}
+	if (tm_address_parse(buf, &st->a, &col, &msg) != TM_OK) {
+		tm_error(s, "Malformed address \"%s\": %s at column %d.", buf,
+			 msg ? msg : "syntax error", col + 1);
+		return -1;
+	}
+	if (!tm_address_is_pattern(st->a) &&
+	    !tm_session_node(s, st->a)) {
+		char path[TM_ADDRESS_MAX];
+
+		snprintf(path, sizeof(path), "%s", tm_address_path(st->a));
+		tm_address_free(st->a);
+		st->a = NULL;
+		return tm_address_error(s, path);
+	}
+	st->slot = tm_address_slot(st->a, NULL);
+	st->evkind = tm_slot_event_kind(st->slot.kind);
+	return 0;
+}
+
+/* "A..B", "A", or nothing (everything). */
+int view_parse_range(struct tm_session *s, const char *p, uint64_t *a,
+		     uint64_t *b)
+{
+	char *end;
+
+	*a = 0;
+	*b = UINT64_MAX;
+	p = tm_skip_ws(p);
+	if (!*p)
+		return 0;
+	if (isdigit((unsigned char)*p)) {
+		*a = strtoull(p, &end, 10);
+		p = end;
+	}
+	if (!strncmp(p, "..", 2)) {
+		p += 2;
+		if (isdigit((unsigned char)*p)) {
+			*b = strtoull(p, &end, 10);
+			p = end;
+		}
+	} else {
+		*b = *a;
+	}
+	if (*tm_skip_ws(p) || *b < *a) {
+		tm_error(s, "Bad step range: write A..B (either may be left out).");
+		return -1;
+	}
+	return 0;
+}
+
+void view_series_free(struct series *sr)
+{
+	free(sr->v);
+	free(sr->gap);
+	memset(sr, 0, sizeof(*sr));
+}
+
+static void see_step(struct series *sr, uint64_t step)
+{
+	if (!sr->any || step < sr->first)
+		sr->first = step;
+	if (!sr->any || step > sr->last)
+		sr->last = step;
+	sr->any = 1;
+}
+
+/*
+ * One pass over steps a..b collecting the term's value for every matching
+ * node and step, and the steps with gaps.  Ctrl-C stops it (what was read
+ * is kept and the caller says the picture is partial).
+ */
+int view_scan_series(struct tm_session *s, const struct sterm *st,
+		     uint64_t a, uint64_t b, struct series *sr)
+{
+	uint32_t nn = tm_nodetab_count(s->nodes), i;
+	uint8_t *match;
+	struct tm_record rec;
+	uint64_t tick = 0;
+	int err;
+
+	memset(sr, 0, sizeof(*sr));
+	memset(&rec, 0, sizeof(rec));
+	match = calloc(nn ? nn : 1, 1);
+	if (!match)
+		return -1;
+	for (i = 0; i < nn; i++) {
+		const struct tm_node *n = tm_nodetab_get(s->nodes, i);
+
+		match[i] = n && tm_address_match_path(st->a, n->address);
+	}
+	err = a ? s->probe->ops->seek(s->probe, TM_SEEK_STEP, a) :
+		  s->probe->ops->seek(s->probe, TM_SEEK_START, 0);
+	while (err == TM_OK) {
+		const struct tm_event *ev = &rec.u.event;
+		const struct tm_tensor *t = NULL;
+		struct samp *sp;
+		double v;
+		int kind = CELL_VAL;
+
+		if ((++tick & 0xfff) == 0) {
+			if (tm_interrupted) {
+				sr->interrupted = 1;
+				break;
+			}
+			tm_progress(s, rec.type == TM_REC_EVENT ? ev->seq : 0, 0);
+		}
+		err = s->probe->ops->next_event(s->probe, TM_DIR_FWD, &rec);
+		if (err != TM_OK)
+			break;
+		if (rec.type == TM_REC_GAP) {
+			if (rec.u.gap.step < a || rec.u.gap.step > b)
+				continue;
+			if (sr->ngap == sr->gcap) {
+				size_t cap = sr->gcap ? 2 * sr->gcap : 16;
+				uint64_t *g = realloc(sr->gap, cap * sizeof(*g));
+
+				if (!g)
+					break;
+				sr->gap = g;
+				sr->gcap = cap;
+			}
+			sr->gap[sr->ngap++] = rec.u.gap.step;
+			see_step(sr, rec.u.gap.step);
+			continue;
+		}
+		if (rec.type != TM_REC_EVENT || ev->step < a)
+			continue;
+		if (ev->step > b)
+			break;
+		/* The axis spans the steps in the trace, with a value or not. */
+		see_step(sr, ev->step);
+		if (ev->kind != st->evkind || ev->node >= nn || !match[ev->node])
+			continue;
+		for (i = 0; i < ev->ntensors && !t; i++)
+			if (ev->tensors[i].slot.kind == st->slot.kind &&
+			    ev->tensors[i].slot.index == st->slot.index)
+				t = &ev->tensors[i];
+		if (!t)
+			continue;
+		if (st->stat < 0) {
+			v = (double)(ev->end_ns - ev->start_ns);
+		} else {
+			v = t->stat[st->stat];
+			/* A real-valued stat skips non-finite elements: say so. */
+			if (!tm_stat_table[st->stat].integer) {
+				if ((t->have & TM_STAT_BIT(TM_STAT_NAN_COUNT)) &&
+				    t->stat[TM_STAT_NAN_COUNT] > 0)
+					kind = CELL_NAN;
+				else if ((t->have & TM_STAT_BIT(TM_STAT_POSINF_COUNT)) &&
+					 t->stat[TM_STAT_POSINF_COUNT] > 0)
+					kind = CELL_POSINF;
+				else if ((t->have & TM_STAT_BIT(TM_STAT_NEGINF_COUNT)) &&
+					 t->stat[TM_STAT_NEGINF_COUNT] > 0)
+					kind = CELL_NEGINF;
+			}
+			/*
+			 * Absent: not captured at this level (no sample), or
+			 * no finite element to take it over, which the
+			 * non-finite mark above stands for.
+			 */
+			if (!(t->have & TM_STAT_BIT(st->stat)) &&
+			    (kind == CELL_VAL ||
+			     !(tm_tql_absent_reason(ev, st->stat) & TM_TQL_NO_FINITE)))
+				continue;
+		}
+		if (sr->n == sr->cap) {
+			size_t cap = sr->cap ? 2 * sr->cap : 256;
+			struct samp *g = realloc(sr->v, cap * sizeof(*g));
+
+			if (!g)
+				break;
+			sr->v = g;
+			sr->cap = cap;
+		}
+		sp = &sr->v[sr->n++];
+		sp->node = ev->node;
+		sp->step = ev->step;
+		sp->v = v;
+		sp->kind = (uint8_t)kind;
+		see_step(sr, ev->step);
+	}
+	free(match);
+	tm_progress(s, 0, 1);
+	tm_cursor_restore(s);
+	if (err != TM_OK && err != TM_ERR_END) {
+		tm_error(s, "Cannot read the trace: %s.", s->probe->ops->detail(s->probe));
+		view_series_free(sr);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Says so when an explicit range a..b reaches past the steps the trace has:
+ * the chart shows only first..last, and that must not pass unremarked.
+ */
+void view_range_note(struct rbuf *out, uint64_t a, uint64_t b,
+		     const struct series *sr)
+{
+	if (a >= sr->first && (b == UINT64_MAX || b <= sr->last))
+		return;
+	if (b == UINT64_MAX)
+		rb_printf(out, "Steps %" PRIu64 ".. asked; the trace has steps %"
+			  PRIu64 "..%" PRIu64 " of them.\n", a, sr->first, sr->last);
+	else
+		rb_printf(out, "Steps %" PRIu64 "..%" PRIu64 " asked; the trace "
+			  "has steps %" PRIu64 "..%" PRIu64 " of them.\n", a, b,
+			  sr->first, sr->last);
+}
+
+/* Where the last step's label goes on an axis w cells wide: under the last
+ * cell, or one blank after the first label when they would touch. */
+int view_axis_gap(int w, uint64_t first)
+{
+	char buf[24];
+	int l = snprintf(buf, sizeof(buf), "%" PRIu64, first);
+
+	return w - 1 > l ? w - 1 : l + 1;
+}
+
+/* Worse wins when samples share a cell: NaN, +Inf, -Inf, then the maximum. */
+void view_cell_merge(uint8_t *kind, double *val, int k, double v)
+{
+	static const int rank[] = { 0, 1, 4, 3, 2, 0 };
+
+	if (*kind == CELL_EMPTY || rank[k] > rank[*kind] ||
+	    (k == CELL_VAL && *kind == CELL_VAL && v > *val)) {
+		*kind = (uint8_t)k;
+		*val = v;
+	}
+}
+
+const char *view_stat_label(const struct sterm *st)
+{
+	return st->stat < 0 ? "time (ns)" : tm_stat_table[st->stat].name;
+}
