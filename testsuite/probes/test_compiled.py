@@ -92,6 +92,9 @@ def script_runs(tmp_path_factory):
     return runs
 
 
+# the tests on script_runs and reduce-overhead compile with inductor in
+# fresh processes: slow, left out of the sanitizer runs (TM_QUICK)
+@pytest.mark.slow
 @pytest.mark.parametrize("level", [0, 1, 2])
 def test_unmodified_script(script_runs, level):
     """The script's own output, graph-break count included, is unchanged;
@@ -103,6 +106,7 @@ def test_unmodified_script(script_runs, level):
                 float_steps=2 if BACKEND[level] == "inductor" else None)
 
 
+@pytest.mark.slow
 def test_python_path(script_runs, tmp_path):
     """Without the C extension (TENSORMORPH_NO_HOOK=1) the probe's Python
     wrapper takes the same traced path."""
@@ -116,6 +120,7 @@ def test_python_path(script_runs, tmp_path):
     assert_same(fwd_events(ref), fwd_events(rec))
 
 
+@pytest.mark.slow
 @needs_tmdb
 def test_find_first_nan(script_runs):
     """`find first` names the module and step of the first NaN, as on the
@@ -153,6 +158,7 @@ def test_live_equals_replay(tmp_path):
     assert "Error" not in live.stderr, live.stderr
 
 
+@pytest.mark.slow
 def test_reduce_overhead_cpu(tmp_path):
     """mode="reduce-overhead" (CUDA graphs) falls back on the CPU and the
     probe keeps recording."""
