@@ -51,6 +51,10 @@ struct tm_address {
 	uint8_t has_slot;
 	uint8_t any_index;      /* ":out.*" */
 	uint8_t wild_path;      /* the path has a '*' somewhere */
+	uint8_t has_op;         /* "!OP": an operation inside the call */
+	uint32_t op_index;      /* "!3": the op's index in the call, 0 any */
+	uint32_t op_line;       /* "!div@42", "!@42": its source line, 0 any */
+	char op_name[TM_OP_NAME_MAX];   /* "!div": a glob over op names, "" any */
 	uint32_t nsegs;
 	struct seg segs[];      /* the path string follows the segments */
 };
@@ -235,7 +239,7 @@ static int parse_segment(struct parser *p)
 
 		if (is_space((unsigned char)c))
 			return fail(p, p->pos, "unexpected space");
-		if (c && c != '.' && c != '[' && c != '#' && c != ':')
+		if (c && c != '.' && c != '[' && c != '#' && c != ':' && c != '!')
 			return fail(p, p->pos, "unexpected character");
 		return fail(p, p->pos, "empty segment");
 	}
@@ -370,7 +374,65 @@ static int parse_rank(struct parser *p, tm_address *a)
 }
 
 /*
- * address := ws [ rank ] path [ '#' digit+ ] [ ':' slot ] ws
+ * op := '!' ( digit+ | op-name [ '@' digit+ ] | '@' digit+ )
+ * op-name := ( name-char | '*' | '.' | "::" )+
+ * An operation inside a module call (doc/manual.md "Operations"): its
+ * index in the call from 1, a glob over its name ("div", "aten::div.Tensor",
+ * "*mm*"), its source line, or a name and a line.
+ */
+static int parse_op(struct parser *p, tm_address *a)
+{
+	size_t start = ++p->pos, n = 0;         /* '!' */
+	uint64_t v;
+	int overflow;
+
+	a->has_op = 1;
+	if (p->pos < p->end && p->text[p->pos] >= '0' && p->text[p->pos] <= '9') {
+		parse_number(p, UINT32_MAX, &v, &overflow);
+		if (overflow)
+			return fail(p, start, "op index too large");
+		if (v == 0)
+			return fail(p, start, "op indexes start at 1");
+		a->op_index = (uint32_t)v;
+		return TM_OK;
+	}
+	while (p->pos < p->end) {
+		unsigned char c = (unsigned char)p->text[p->pos];
+
+		if (c == ':' && p->pos + 1 < p->end && p->text[p->pos + 1] == ':') {
+			if (n + 2 >= TM_OP_NAME_MAX)
+				return fail(p, p->pos, "op name too long");
+			a->op_name[n++] = ':';
+			a->op_name[n++] = ':';
+			p->pos += 2;
+			continue;
+		}
+		if (!is_name_char(c) && c != '*' && c != '.')
+			break;
+		if (n + 1 >= TM_OP_NAME_MAX)
+			return fail(p, p->pos, "op name too long");
+		a->op_name[n++] = (char)c;
+		p->pos++;
+	}
+	a->op_name[n] = '\0';
+	if (p->pos < p->end && p->text[p->pos] == '@') {
+		size_t lstart = ++p->pos;
+
+		if (!parse_number(p, UINT32_MAX, &v, &overflow) || v == 0)
+			return fail(p, lstart, "expected a source line after '@'");
+		if (overflow)
+			return fail(p, lstart, "source line too large");
+		a->op_line = (uint32_t)v;
+	} else if (n == 0) {
+		return fail(p, start, "expected an op index, name or '@LINE' after '!'");
+	}
+	if (n && (a->op_name[0] == '.' || a->op_name[n - 1] == '.'))
+		return fail(p, start, "bad op name");
+	return TM_OK;
+}
+
+/*
+ * address := ws [ rank ] path [ '#' digit+ ] [ op ] [ ':' slot ] ws
  * path    := segment index* ( '.' segment index* )*
  */
 static int parse(struct parser *p, tm_address *a)
@@ -387,7 +449,7 @@ static int parse(struct parser *p, tm_address *a)
 		if (p->pos == p->end)
 			return fail(p, p->pos, "missing node path after the rank");
 	}
-	if (p->text[p->pos] == ':' || p->text[p->pos] == '#')
+	if (p->text[p->pos] == ':' || p->text[p->pos] == '#' || p->text[p->pos] == '!')
 		return fail(p, p->pos, "missing node path");
 	for (;;) {
 		err = parse_segment(p);
@@ -416,6 +478,11 @@ static int parse(struct parser *p, tm_address *a)
 		if (v == 0)
 			return fail(p, start, "call numbers start at 1");
 		a->call = (uint32_t)v;
+	}
+	if (p->pos < p->end && p->text[p->pos] == '!') {
+		err = parse_op(p, a);
+		if (err)
+			return err;
 	}
 	if (p->pos < p->end && p->text[p->pos] == ':') {
 		p->pos++;
@@ -502,7 +569,7 @@ void tm_address_free(tm_address *a)
 
 int tm_address_format(const tm_address *a, char *buf, size_t len)
 {
-	char slot[32] = "", rank[16] = "";
+	char slot[32] = "", rank[16] = "", op[TM_OP_NAME_MAX + 16] = "", call[16] = "";
 	int n;
 
 	if (!a || !buf || len == 0)
@@ -521,9 +588,14 @@ int tm_address_format(const tm_address *a, char *buf, size_t len)
 	else if (a->rank >= 0)
 		snprintf(rank, sizeof(rank), "@%d:", (int)a->rank);
 	if (a->call)
-		n = snprintf(buf, len, "%s%s#%u%s", rank, a->path, a->call, slot);
-	else
-		n = snprintf(buf, len, "%s%s%s", rank, a->path, slot);
+		snprintf(call, sizeof(call), "#%u", a->call);
+	if (a->has_op && a->op_index)
+		snprintf(op, sizeof(op), "!%u", a->op_index);
+	else if (a->has_op && a->op_line)
+		snprintf(op, sizeof(op), "!%s@%u", a->op_name, a->op_line);
+	else if (a->has_op)
+		snprintf(op, sizeof(op), "!%s", a->op_name);
+	n = snprintf(buf, len, "%s%s%s%s%s", rank, a->path, call, op, slot);
 	return n < 0 || (size_t)n >= len ? TM_ERR_INVALID_ARG : TM_OK;
 }
 
@@ -571,6 +643,16 @@ struct tm_slot tm_address_slot(const tm_address *a, int *any_index)
 uint32_t tm_address_call(const tm_address *a)
 {
 	return a ? a->call : 0;
+}
+
+int tm_address_has_op(const tm_address *a)
+{
+	return a && a->has_op;
+}
+
+uint32_t tm_address_op_index(const tm_address *a)
+{
+	return a && a->has_op ? a->op_index : 0;
 }
 
 /* ------------------------------------------------------------- matching */
@@ -673,6 +755,44 @@ int tm_address_match_path(const tm_address *a, const char *node_address)
 	return match_segments(a, path);
 }
 
+/*
+ * An op name glob matches the whole name ("aten::div.Tensor"), the name
+ * without its "aten::" namespace ("div.Tensor"), or either without the
+ * overload ("aten::div", "div"), so that "div" finds every division.
+ */
+int tm_op_name_match(const char *pattern, const char *name)
+{
+	const char *bare, *dot;
+	size_t plen, blen;
+
+	if (!pattern || !name)
+		return 0;
+	if (!*pattern)
+		return 1;
+	plen = strlen(pattern);
+	if (glob_chars(pattern, plen, name, strlen(name)))
+		return 1;
+	bare = strstr(name, "::");
+	bare = bare && !strncmp(name, "aten::", 6) ? bare + 2 : name;
+	if (glob_chars(pattern, plen, bare, strlen(bare)))
+		return 1;
+	dot = strchr(bare, '.');
+	blen = dot ? (size_t)(dot - bare) : strlen(bare);
+	if (glob_chars(pattern, plen, bare, blen))
+		return 1;
+	dot = strchr(name + (bare - name), '.');
+	return dot && glob_chars(pattern, plen, name, (size_t)(dot - name));
+}
+
+/* Does an op site (a TM_NODE_OP node) match the address's op name and line?
+ * Its module, the parent, is matched by the path. */
+static int op_site_match(const tm_address *a, const struct tm_node *nd)
+{
+	if (a->op_line && nd->line != a->op_line)
+		return 0;
+	return tm_op_name_match(a->op_name, nd->type ? nd->type : "");
+}
+
 int tm_address_match(const tm_address *a, const char *node_address,
 		     uint32_t call, struct tm_slot slot)
 {
@@ -704,9 +824,26 @@ int tm_address_bind(const tm_address *a, const tm_nodetab *t, uint8_t **kinds,
 		return TM_ERR_NOMEM;
 	for (i = 0; i < n; i++) {
 		const struct tm_node *nd = tm_nodetab_get(t, i);
+		const struct tm_node *mod;
 		int param, ek;
 
-		if (!nd || !tm_address_match_path(a, nd->address))
+		if (!nd)
+			continue;
+		/* an op address selects op sites by their module and the op;
+		 * any other address never selects one */
+		if (nd->kind == TM_NODE_OP || a->has_op) {
+			if (nd->kind != TM_NODE_OP || !a->has_op ||
+			    (a->has_slot && a->slot.kind != TM_SLOT_OUT))
+				continue;
+			mod = tm_nodetab_get(t, nd->parent);
+			if (!mod || !tm_address_match_path(a, mod->address) ||
+			    !op_site_match(a, nd))
+				continue;
+			k[i] = (uint8_t)(1u << TM_EV_OP);
+			(*nmatch)++;
+			continue;
+		}
+		if (!tm_address_match_path(a, nd->address))
 			continue;
 		param = nd->kind != TM_NODE_MODULE;
 		if (a->has_slot) {
@@ -732,7 +869,7 @@ int tm_path_glob(const char *pattern, const char *path)
 		return -1;
 	if (tm_address_parse(pattern, &a, NULL, NULL))
 		return -1;
-	if (a->has_slot || a->call)
+	if (a->has_slot || a->call || a->has_op)
 		r = -1;
 	else
 		r = tm_address_match_path(a, path);

@@ -28,6 +28,7 @@ static void where_clear(struct tm_breakpoint *b)
 	b->has_slot = 0;
 	b->any_index = 0;
 	b->call = 0;
+	b->op_index = 0;
 	memset(&b->slot, 0, sizeof(b->slot));
 }
 
@@ -59,6 +60,7 @@ int tm_breakpoint_set_where(struct tm_breakpoint *b, const char *where,
 	b->slot = tm_address_slot(a, &any);
 	b->any_index = any;
 	b->call = tm_address_call(a);
+	b->op_index = tm_address_op_index(a);
 	return TM_OK;
 }
 
@@ -96,10 +98,20 @@ int tm_breakpoint_bind(struct tm_breakpoint *b, const tm_nodetab *nodes)
 	b->kinds = k;
 	b->nkinds = nodes ? tm_nodetab_count(nodes) : 0;
 	b->nmatch = hits;
-	if (b->every_kind && !b->has_slot)
+	if (b->every_kind && !b->has_slot && !tm_address_has_op(b->addr)) {
 		for (i = 0; i < b->nkinds; i++)
 			if (b->kinds[i])
 				b->kinds[i] = EVERY_KIND;
+		/* "in MODULE" takes the ops of its calls too (op sites come
+		 * after their module in the table) */
+		for (i = 0; i < b->nkinds; i++) {
+			const struct tm_node *n = tm_nodetab_get(nodes, i);
+
+			if (n && n->kind == TM_NODE_OP && n->parent < i &&
+			    (b->kinds[n->parent] & EVERY_KIND))
+				b->kinds[i] = (uint8_t)(1u << TM_EV_OP);
+		}
+	}
 	return TM_OK;
 }
 
@@ -152,6 +164,8 @@ int tm_breakpoint_covers(struct tm_breakpoint *b, const tm_nodetab *nodes,
 			return 0;
 	}
 	if (!(b->kinds[ev->node] & (1u << ev->kind)))
+		return 0;
+	if (b->op_index && ev->op_index != b->op_index)
 		return 0;
 	return !b->call || ev->call == b->call;
 }

@@ -279,7 +279,7 @@ int tm_encode_event(struct tm_buf *b, const struct tm_event *ev)
 
 	if (!ev || ev->phase > 1 || ev->kind >= TM_EV__COUNT || ev->level > 3 ||
 	    ev->ntensors > TM_MAX_TENSORS || (ev->ntensors && !ev->tensors) ||
-	    ev->node == TM_NODE_NONE)
+	    ev->node == TM_NODE_NONE || (ev->op_flags & ~TM_OPF__ALL))
 		return TM_ERR_INVALID_ARG;
 	for (i = 0; i < ev->ntensors; i++)
 		bound += tensor_bound(&ev->tensors[i], &err);
@@ -300,6 +300,11 @@ int tm_encode_event(struct tm_buf *b, const struct tm_event *ev)
 	enc_uv(&e, ev->ntensors);
 	for (i = 0; i < ev->ntensors; i++)
 		enc_tensor(&e, &ev->tensors[i]);
+	/* appended fields (doc/tmrun.md 4.3): an op's index and flags */
+	if (ev->kind == TM_EV_OP) {
+		enc_uv(&e, ev->op_index);
+		enc_u8(&e, ev->op_flags);
+	}
 	return enc_end(&e);
 }
 
@@ -544,7 +549,7 @@ static int dec_node(tm_decoder *d, struct tm_rd *r, struct tm_node *n)
 	if (r->bad || err)
 		return dec_fail(d, err ? err : TM_ERR_CORRUPT, "node: record ends early");
 	if (id >= TM_NODE_NONE || parent > TM_NODE_NONE || depth > TM_ADDRESS_MAX_SEGMENTS ||
-	    line > UINT32_MAX || n->kind > TM_NODE_BUFFER || addr == SIZE_MAX)
+	    line > UINT32_MAX || n->kind > TM_NODE_OP || addr == SIZE_MAX)
 		return dec_fail(d, TM_ERR_CORRUPT, "node %llu: bad field",
 				(unsigned long long)id);
 	n->id = (uint32_t)id;
@@ -653,6 +658,21 @@ static int dec_event(tm_decoder *d, struct tm_rd *r, struct tm_event *e)
 		err = dec_tensor(d, r, &d->tensors[i]);
 		if (err)
 			return err;
+	}
+	e->op_index = 0;
+	e->op_flags = 0;
+	if (e->kind == TM_EV_OP && r->p < r->end) {
+		uint64_t idx = tm_rd_uvarint(r);
+		uint8_t fl = tm_rd_u8(r);
+
+		if (r->bad || idx > UINT32_MAX)
+			return dec_fail(d, TM_ERR_CORRUPT, "event %llu: bad op index",
+					(unsigned long long)e->seq);
+		if (fl & ~TM_OPF__ALL)
+			return dec_fail(d, TM_ERR_RESERVED, "event %llu: reserved op flags",
+					(unsigned long long)e->seq);
+		e->op_index = (uint32_t)idx;
+		e->op_flags = fl;
 	}
 	return TM_OK;
 }

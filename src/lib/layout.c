@@ -18,6 +18,7 @@
 #include "tm-recorder.h"
 #include "tm-server.h"
 #include "tm-tmrun.h"
+#include "tm-wire.h"
 
 #define SIZE(T) { #T ".sizeof", (int64_t)sizeof(struct T) }
 #define FIELD(T, f) \
@@ -41,9 +42,9 @@ static const struct tm_layout_item items[] = {
 	FIELD(tm_rec_event, step), FIELD(tm_rec_event, time_ns),
 	FIELD(tm_rec_event, start_ns), FIELD(tm_rec_event, end_ns),
 	FIELD(tm_rec_event, node), FIELD(tm_rec_event, call),
-	FIELD(tm_rec_event, ntensors), FIELD(tm_rec_event, kind),
-	FIELD(tm_rec_event, phase), FIELD(tm_rec_event, level),
-	FIELD(tm_rec_event, reserved),
+	FIELD(tm_rec_event, ntensors), FIELD(tm_rec_event, op_index),
+	FIELD(tm_rec_event, kind), FIELD(tm_rec_event, phase),
+	FIELD(tm_rec_event, level), FIELD(tm_rec_event, op_flags),
 	SIZE(tm_rec_batch),
 	FIELD(tm_rec_batch, events), FIELD(tm_rec_batch, tensors),
 	FIELD(tm_rec_batch, nev), FIELD(tm_rec_batch, reserved),
@@ -61,7 +62,8 @@ static const struct tm_layout_item items[] = {
 	FIELD(tm_server_opts, trace), FIELD(tm_server_opts, max_level),
 	FIELD(tm_server_opts, caps), FIELD(tm_server_opts, max_queue),
 	FIELD(tm_server_opts, max_frame), FIELD(tm_server_opts, no_pause),
-	FIELD(tm_server_opts, pause_ms),
+	FIELD(tm_server_opts, pause_ms), FIELD(tm_server_opts, hello_ms),
+	FIELD(tm_server_opts, takeover_ms),
 	SIZE(tm_server_stats),
 	FIELD(tm_server_stats, connected), FIELD(tm_server_stats, subscribed),
 	FIELD(tm_server_stats, stopped), FIELD(tm_server_stats, clients),
@@ -82,6 +84,7 @@ static const struct tm_layout_item items[] = {
 	FIELD(tm_event, kind), FIELD(tm_event, level), FIELD(tm_event, node),
 	FIELD(tm_event, call), FIELD(tm_event, time_ns), FIELD(tm_event, start_ns),
 	FIELD(tm_event, end_ns), FIELD(tm_event, ntensors), FIELD(tm_event, tensors),
+	FIELD(tm_event, op_index), FIELD(tm_event, op_flags),
 	SIZE(tm_gap),
 	FIELD(tm_gap, first_seq), FIELD(tm_gap, last_seq), FIELD(tm_gap, count),
 	FIELD(tm_gap, reason), FIELD(tm_gap, time_ns), FIELD(tm_gap, step),
@@ -118,6 +121,7 @@ static const struct tm_layout_item items[] = {
 	FIELD(tm_summary, first_step), FIELD(tm_summary, last_step),
 	FIELD(tm_summary, first_time_ns), FIELD(tm_summary, last_time_ns),
 	FIELD(tm_summary, file_bytes), FIELD(tm_summary, uncompressed_bytes),
+	FIELD(tm_summary, index_damage),
 	/* sizes and counts */
 	CONST(TM_MAX_RANK), CONST(TM_STAT__COUNT), CONST(TM_HIST_BINS),
 	CONST(TM_MAX_TENSORS), CONST(TM_META_MAX_PAIRS), CONST(TM_MAX_FRAMES),
@@ -133,11 +137,13 @@ static const struct tm_layout_item items[] = {
 	/* enum tm_event_kind, tm_phase, tm_slot_kind, tm_node_kind,
 	 * tm_record_type, tm_gap_reason */
 	CONST(TM_EV_ENTER), CONST(TM_EV_EXIT), CONST(TM_EV_BWD), CONST(TM_EV_PARAM),
+	CONST(TM_EV_OP), CONST(TM_OPF_INPUTS_CHECKED), CONST(TM_OPF_INPUTS_FINITE),
+	CONST(TM_CAP_OPS),
 	CONST(TM_PHASE_FWD), CONST(TM_PHASE_BWD),
 	CONST(TM_SLOT_OUT), CONST(TM_SLOT_IN), CONST(TM_SLOT_GRAD_OUT),
 	CONST(TM_SLOT_GRAD_IN), CONST(TM_SLOT_DATA), CONST(TM_SLOT_GRAD),
 	CONST(TM_SLOT__COUNT),
-	CONST(TM_NODE_MODULE), CONST(TM_NODE_PARAM), CONST(TM_NODE_BUFFER),
+	CONST(TM_NODE_MODULE), CONST(TM_NODE_PARAM), CONST(TM_NODE_BUFFER), CONST(TM_NODE_OP),
 	CONST(TM_REC_META), CONST(TM_REC_NODE), CONST(TM_REC_EVENT),
 	CONST(TM_REC_GAP), CONST(TM_REC_CRASH), CONST(TM_REC_ANNOT),
 	CONST(TM_GAP_BACKPRESSURE), CONST(TM_GAP_LEVEL), CONST(TM_GAP_FILTERED),

@@ -163,7 +163,7 @@ static int append(tm_nodetab *t, const struct tm_node *n, int bad, uint32_t *id)
 	if (!tm_path_valid(n->address, alen))
 		return bad == TM_ERR_CORRUPT ? bad : TM_ERR_ADDRESS;
 	/* parent is not checked: tm_nodetab_get() bounds it for whoever follows it. */
-	if (n->kind > TM_NODE_BUFFER)
+	if (n->kind > TM_NODE_OP)
 		return bad;
 	if (t->n >= NODETAB_MAX_NODES)
 		return TM_ERR_TOO_LARGE;
@@ -238,4 +238,20 @@ int tm_nodetab_put(tm_nodetab *t, const struct tm_node *n)
 	if (n->id != t->n)
 		return TM_ERR_CORRUPT;
 	return append(t, n, TM_ERR_CORRUPT, NULL);
+}
+
+/*
+ * Forgets the nodes with ids >= n (recovery drops a chunk that failed half
+ * way).  Removing the most recent entries of a linear-probing table in
+ * reverse order is safe: no entry inserted before them probed past them.
+ */
+void tm_nodetab_truncate(tm_nodetab *t, uint32_t n)
+{
+	while (t && t->n > n) {
+		struct tm_node *nd = t->nodes[t->n - 1];
+
+		t->slots[probe_slot(t, nd->address, strlen(nd->address))] = 0;
+		free(nd);
+		t->n--;
+	}
 }

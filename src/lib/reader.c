@@ -73,6 +73,18 @@ struct tm_reader {
 	uint8_t *filter;                /* per node id: 1 = events pass */
 	int has_filter;
 
+	/* the trailer, when it is intact: where the INDEX chunk begins, and
+	 * so where the chunks that hold records end */
+	int have_trailer;
+	uint64_t trailer_index_off;
+
+	/* tmrun_reader_open_salvage (tm_recover) */
+	int salvage;
+	int hdr_err;                    /* the file header's damage, or 0 */
+	char hdr_detail[512];
+	struct tmrun_skip *skips;       /* regions the resyncing scan skipped */
+	size_t nskips;
+
 	char detail[512];
 };
 
@@ -126,6 +138,30 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
 }
 
 /*
+ * "chunk 3 (EVENTS, offset 1234)": which part of the file a message is
+ * about.  N counts the file's META and EVENTS chunks from 0 in file order;
+ * the INDEX and SUMMARY chunks are named by their type.  One static buffer
+ * per reader call site is enough: messages are formatted at once.
+ */
+static const char *chunk_name(const tm_reader *r, const struct tmrun_chunk *c)
+{
+	static __thread char buf[96];
+	static const char *const types[] = { "?", "META", "EVENTS", "INDEX", "SUMMARY" };
+	const char *t = c->type < TM_ARRAY_LEN(types) ? types[c->type] : "?";
+
+	if (r->chunks && c >= r->chunks && c < r->chunks + r->nchunks)
+		snprintf(buf, sizeof(buf), "chunk %zu (%s, offset %llu)",
+			 (size_t)(c - r->chunks), t, (unsigned long long)c->offset);
+	else if (c->type == TMRUN_CHUNK_INDEX || c->type == TMRUN_CHUNK_SUMMARY)
+		snprintf(buf, sizeof(buf), "%s chunk (offset %llu)", t,
+			 (unsigned long long)c->offset);
+	else
+		snprintf(buf, sizeof(buf), "chunk at offset %llu (%s)",
+			 (unsigned long long)c->offset, t);
+	return buf;
+}
+
+/*
  * Reads, checks and decompresses one chunk's payload into *buf (c->raw_len
  * bytes).  The caller has validated the header (sizes capped, inside the
  * file).
@@ -141,11 +177,11 @@ static int load_payload_into(tm_reader *r, const struct tmrun_chunk *c,
 			     r->path, (unsigned long long)c->offset);
 	err = read_at(r, r->stored, c->stored_len, c->offset + TMRUN_CHUNK_HEADER_SIZE);
 	if (err)
-		return rfail(r, err, "%s: chunk at offset %llu: %s", r->path,
-			     (unsigned long long)c->offset, tm_strerror(err));
+		return rfail(r, err, "%s: %s: %s", r->path, chunk_name(r, c),
+			     tm_strerror(err));
 	if (tm_crc32c(0, r->stored, c->stored_len) != c->payload_crc)
-		return rfail(r, TM_ERR_CRC, "%s: chunk at offset %llu: checksum mismatch "
-			     "(the file is damaged)", r->path, (unsigned long long)c->offset);
+		return rfail(r, TM_ERR_CRC, "%s: %s: payload checksum mismatch "
+			     "(the file is damaged)", r->path, chunk_name(r, c));
 	if (c->codec == TMRUN_CODEC_NONE) {
 		memcpy(*buf, r->stored, c->stored_len);
 	} else {
@@ -156,9 +192,8 @@ static int load_payload_into(tm_reader *r, const struct tmrun_chunk *c,
 		n = ZSTD_decompressDCtx(r->dctx, *buf, c->raw_len, r->stored,
 					c->stored_len);
 		if (ZSTD_isError(n) || n != c->raw_len)
-			return rfail(r, TM_ERR_CORRUPT, "%s: chunk at offset %llu: "
-				     "cannot decompress (%s)", r->path,
-				     (unsigned long long)c->offset,
+			return rfail(r, TM_ERR_CORRUPT, "%s: %s: "
+				     "cannot decompress (%s)", r->path, chunk_name(r, c),
 				     ZSTD_isError(n) ? ZSTD_getErrorName(n) : "size differs");
 	}
 	return TM_OK;
@@ -557,20 +592,32 @@ static int load_index(tm_reader *r)
 	struct tmrun_chunk ic, sc;
 	uint64_t index_off, summary_off, prev_end = TMRUN_FILE_HEADER_SIZE;
 	size_t cap = 0, i, n;
-	int err;
+	int err, crc_ok;
 
+	r->sum.index_damage = TM_INDEX_ABSENT;
 	if (r->sum.file_bytes < TMRUN_FILE_HEADER_SIZE + TMRUN_TRAILER_SIZE +
 	    2 * TMRUN_CHUNK_HEADER_SIZE)
 		return TM_ERR_NO_INDEX;
-	if (read_at(r, tr, sizeof(tr), r->sum.file_bytes - sizeof(tr)) ||
-	    memcmp(tr + 24, tmrun_end_magic, 8) ||
-	    tm_get_u32(tr + 20) != tm_crc32c(0, tr, 20))
+	if (read_at(r, tr, sizeof(tr), r->sum.file_bytes - sizeof(tr)))
 		return TM_ERR_NO_INDEX;
+	/* A trailer whose magic or checksum alone is off was written and
+	 * then damaged; neither matching is a file that ends without one. */
+	crc_ok = tm_get_u32(tr + 20) == tm_crc32c(0, tr, 20);
+	if (memcmp(tr + 24, tmrun_end_magic, 8) || !crc_ok) {
+		if (crc_ok || !memcmp(tr + 24, tmrun_end_magic, 8))
+			r->sum.index_damage = TM_INDEX_TRAILER;
+		return TM_ERR_NO_INDEX;
+	}
 	index_off = tm_get_u64(tr);
 	summary_off = tm_get_u64(tr + 8);
 	if (index_off < TMRUN_FILE_HEADER_SIZE || summary_off <= index_off ||
-	    summary_off > r->sum.file_bytes - sizeof(tr) - TMRUN_CHUNK_HEADER_SIZE)
+	    summary_off > r->sum.file_bytes - sizeof(tr) - TMRUN_CHUNK_HEADER_SIZE) {
+		r->sum.index_damage = TM_INDEX_TRAILER;
 		return TM_ERR_NO_INDEX;
+	}
+	r->have_trailer = 1;
+	r->trailer_index_off = index_off;
+	r->sum.index_damage = TM_INDEX_INDEX;
 	if (read_at(r, hdr, sizeof(hdr), index_off) ||
 	    tmrun_chunk_header_decode(hdr, &ic) || ic.type != TMRUN_CHUNK_INDEX ||
 	    index_off + TMRUN_CHUNK_HEADER_SIZE + ic.stored_len != summary_off ||
@@ -605,8 +652,11 @@ static int load_index(tm_reader *r)
 	if (read_at(r, hdr, sizeof(hdr), summary_off) ||
 	    tmrun_chunk_header_decode(hdr, &sc) || sc.type != TMRUN_CHUNK_SUMMARY ||
 	    summary_off + TMRUN_CHUNK_HEADER_SIZE + sc.stored_len !=
-	    r->sum.file_bytes - sizeof(tr))
+	    r->sum.file_bytes - sizeof(tr)) {
+		r->sum.index_damage = TM_INDEX_SUMMARY;
 		goto bad;
+	}
+	r->sum.index_damage = TM_INDEX_ABSENT;
 	r->sum.indexed = 1;
 	r->sum.complete = 1;
 	return TM_OK;
@@ -628,6 +678,12 @@ static int scan_chunks(tm_reader *r)
 		uint8_t hdr[TMRUN_CHUNK_HEADER_SIZE];
 		struct tmrun_chunk c;
 
+		/* An intact trailer says where the chunks that hold records
+		 * end: damage after that (INDEX, SUMMARY) loses no event. */
+		if (r->have_trailer && off == r->trailer_index_off) {
+			r->sum.complete = 1;
+			break;
+		}
 		if (r->sum.file_bytes - off < TMRUN_CHUNK_HEADER_SIZE) {
 			/* A trailer alone at the end means a closed file whose
 			 * index we could not use; anything else was cut off. */
@@ -652,8 +708,17 @@ static int scan_chunks(tm_reader *r)
 			if ((err = add_chunk(r, &c, &cap)))
 				return err;
 		}
+		/* a SUMMARY with room for the trailer after it: the writer
+		 * finished, whatever became of the trailer since */
+		if (c.type == TMRUN_CHUNK_SUMMARY && r->sum.file_bytes >= TMRUN_TRAILER_SIZE &&
+		    off + TMRUN_CHUNK_HEADER_SIZE + c.stored_len ==
+		    r->sum.file_bytes - TMRUN_TRAILER_SIZE)
+			r->sum.complete = 1;
 		off += TMRUN_CHUNK_HEADER_SIZE + c.stored_len;
 	}
+	if (off >= r->sum.file_bytes - (r->sum.file_bytes > TMRUN_TRAILER_SIZE ?
+					TMRUN_TRAILER_SIZE : 0) && r->have_trailer)
+		r->sum.complete = 1;
 	return TM_OK;
 damaged:
 	r->sum.damaged = 1;
@@ -663,6 +728,205 @@ damaged:
 		return rfail(r, err, "%s: chunk at offset %llu: %s", r->path,
 			     (unsigned long long)off, tm_strerror(err));
 	return TM_OK;
+}
+
+/* ------------------------------------------------------------- salvage */
+
+/* Notes a region the resyncing scan could not read (at most 256 kept). */
+static int note_skip(tm_reader *r, uint64_t off, uint64_t end, int err)
+{
+	struct tmrun_skip *p;
+
+	if (r->nskips >= 256) {
+		r->skips[255].end = end;
+		return TM_OK;
+	}
+	p = realloc(r->skips, (r->nskips + 1) * sizeof(*p));
+	if (!p)
+		return TM_ERR_NOMEM;
+	r->skips = p;
+	p[r->nskips].off = off;
+	p[r->nskips].end = end;
+	p[r->nskips].err = err;
+	r->nskips++;
+	return TM_OK;
+}
+
+/* Reads and checks the chunk header at off (it must fit the file). */
+static int header_at(tm_reader *r, uint64_t off, struct tmrun_chunk *c)
+{
+	uint8_t hdr[TMRUN_CHUNK_HEADER_SIZE];
+	int err;
+
+	if (r->sum.file_bytes - off < TMRUN_CHUNK_HEADER_SIZE)
+		return TM_ERR_TRUNCATED;
+	if ((err = read_at(r, hdr, sizeof(hdr), off)) != TM_OK)
+		return err;
+	if ((err = tmrun_chunk_header_decode(hdr, c)) != TM_OK)
+		return err;
+	c->offset = off;
+	if (c->stored_len > r->sum.file_bytes - off - TMRUN_CHUNK_HEADER_SIZE)
+		return TM_ERR_TRUNCATED;
+	return TM_OK;
+}
+
+/*
+ * The next offset >= from holding an intact chunk header: its magic, then
+ * its header checksum, and a payload inside the file.  A false match needs
+ * a 32-bit checksum to agree by chance.
+ */
+static int find_header(tm_reader *r, uint64_t from, uint64_t *found)
+{
+	uint8_t buf[65536];
+	uint64_t off = from;
+
+	while (off + TMRUN_CHUNK_HEADER_SIZE <= r->sum.file_bytes) {
+		size_t want = sizeof(buf), i;
+		struct tmrun_chunk c;
+
+		if (r->sum.file_bytes - off < want)
+			want = (size_t)(r->sum.file_bytes - off);
+		if (read_at(r, buf, want, off))
+			return TM_ERR_NOT_FOUND;
+		for (i = 0; i + 4 <= want; i++) {
+			if (tm_get_u32(buf + i) != TMRUN_CHUNK_MAGIC)
+				continue;
+			if (header_at(r, off + i, &c) == TM_OK) {
+				*found = off + i;
+				return TM_OK;
+			}
+		}
+		if (want < sizeof(buf))
+			break;
+		off += want - 3;        /* a magic across the boundary */
+	}
+	return TM_ERR_NOT_FOUND;
+}
+
+/*
+ * Recovery's scan: like scan_chunks, but a damaged or cut chunk header
+ * does not end it: the region up to the next intact header is noted and
+ * skipped, so that one flipped byte loses one chunk, not the rest.
+ */
+static int salvage_scan(tm_reader *r)
+{
+	uint64_t off = TMRUN_FILE_HEADER_SIZE;
+	size_t cap = 0;
+	int err;
+
+	while (off < r->sum.file_bytes) {
+		struct tmrun_chunk c;
+		uint64_t next;
+
+		if (r->have_trailer && off == r->trailer_index_off) {
+			r->sum.complete = 1;
+			break;
+		}
+		if (r->sum.file_bytes - off == TMRUN_TRAILER_SIZE) {
+			uint8_t tr[TMRUN_TRAILER_SIZE];
+
+			if (read_at(r, tr, sizeof(tr), off) == TM_OK &&
+			    !memcmp(tr + 24, tmrun_end_magic, 8))
+				break;
+		}
+		err = header_at(r, off, &c);
+		if (err == TM_ERR_NOMEM)
+			return err;
+		if (err) {
+			if (find_header(r, off + 1, &next) != TM_OK)
+				next = r->sum.file_bytes;
+			if ((err = note_skip(r, off, next, err)) != TM_OK)
+				return err;
+			off = next;
+			continue;
+		}
+		if (c.type == TMRUN_CHUNK_META || c.type == TMRUN_CHUNK_EVENTS) {
+			if ((err = add_chunk(r, &c, &cap)))
+				return err;
+		}
+		/* a SUMMARY with room for the trailer after it: the writer
+		 * finished, whatever became of the trailer since */
+		if (c.type == TMRUN_CHUNK_SUMMARY && r->sum.file_bytes >= TMRUN_TRAILER_SIZE &&
+		    off + TMRUN_CHUNK_HEADER_SIZE + c.stored_len ==
+		    r->sum.file_bytes - TMRUN_TRAILER_SIZE)
+			r->sum.complete = 1;
+		off += TMRUN_CHUNK_HEADER_SIZE + c.stored_len;
+	}
+	if (r->have_trailer && off >= r->trailer_index_off)
+		r->sum.complete = 1;
+	return TM_OK;
+}
+
+int tmrun_reader_open_salvage(const char *path, tm_reader **out, char **detail)
+{
+	return tm_reader_open(path, TMRUN_READER_SALVAGE, out, detail);
+}
+
+int tmrun_reader_header_damage(const tm_reader *r, const char **detail)
+{
+	if (detail)
+		*detail = r->hdr_detail;
+	return r->hdr_err;
+}
+
+const struct tmrun_skip *tmrun_reader_skips(const tm_reader *r, size_t *n)
+{
+	*n = r->nskips;
+	return r->skips;
+}
+
+/*
+ * Recovery's full check of a chunk: its payload (checksum, decompression),
+ * every record decodes, its nodes continue the node table of the chunks
+ * kept before it (dense ids, no duplicate address), and every event refers
+ * to a node defined by then: what the reader accepts after those chunks.
+ * A chunk that fails leaves the table as it was.
+ */
+int tmrun_reader_check_chunk(tm_reader *r, const struct tmrun_chunk *c,
+			     const uint8_t **stored)
+{
+	uint32_t n0 = tm_nodetab_count(r->nodes);
+	size_t off = 0;
+	int err;
+
+	r->cached = SIZE_MAX;
+	if ((err = load_payload(r, c)) != TM_OK)
+		return err;
+	while (off < r->buf_len) {
+		struct tm_record rec;
+		size_t used;
+
+		err = tm_decode_record(r->dec, r->buf + off, r->buf_len - off, &rec, &used);
+		if (err) {
+			rfail(r, err, "%s: %s: %s", r->path, chunk_name(r, c),
+			      tm_decoder_detail(r->dec));
+			goto bad;
+		}
+		if (rec.type == TM_REC_NODE) {
+			err = c->type != TMRUN_CHUNK_META ? TM_ERR_CORRUPT :
+			      tm_nodetab_put(r->nodes, &rec.u.node);
+			if (err == TM_ERR_NOMEM)
+				goto bad;
+			if (err) {
+				err = rfail(r, TM_ERR_CORRUPT, "%s: %s: node %u out of order "
+					    "or duplicated", r->path, chunk_name(r, c),
+					    rec.u.node.id);
+				goto bad;
+			}
+		} else if (rec.type == TM_REC_EVENT &&
+			   rec.u.event.node >= tm_nodetab_count(r->nodes)) {
+			err = rfail(r, TM_ERR_CORRUPT, "%s: %s: event %llu refers to "
+				    "undefined node %u", r->path, chunk_name(r, c),
+				    (unsigned long long)rec.u.event.seq, rec.u.event.node);
+			goto bad;
+		}
+		off += used;
+	}
+	*stored = r->stored;
+	return TM_OK;
+bad:
+	tm_nodetab_truncate(r->nodes, n0);
+	return err;
 }
 
 static const char *keep_str(tm_reader *r, const char *s)
@@ -857,25 +1121,35 @@ int tm_reader_open(const char *path, unsigned flags, tm_reader **out, char **det
 	}
 	if (memcmp(hdr, tmrun_magic, 8)) {
 		err = rfail(r, TM_ERR_BAD_MAGIC, "%s: not a .tmrun trace (bad magic number)", path);
-		goto fail;
+	} else if (tm_get_u32(hdr + 28) != tm_crc32c(0, hdr, 28)) {
+		err = rfail(r, TM_ERR_CRC, "%s: file header: checksum mismatch (the file is "
+			    "damaged; \"tmdb --recover\" rebuilds it from the chunks)", path);
+	} else {
+		r->sum.version_major = tm_get_u16(hdr + 8);
+		r->sum.version_minor = tm_get_u16(hdr + 10);
+		if (r->sum.version_major != TMRUN_VERSION_MAJOR)
+			err = rfail(r, TM_ERR_VERSION, "%s: format version %u.%u; this tmdb reads %u.x",
+				    path, r->sum.version_major, r->sum.version_minor,
+				    TMRUN_VERSION_MAJOR);
+		else if (tm_get_u32(hdr + 12) || tm_get_u32(hdr + 24))
+			err = rfail(r, TM_ERR_RESERVED, "%s: file header: reserved fields are set",
+				    path);
 	}
-	if (tm_get_u32(hdr + 28) != tm_crc32c(0, hdr, 28)) {
-		err = rfail(r, TM_ERR_CRC, "%s: file header checksum mismatch (the file is damaged)", path);
-		goto fail;
-	}
-	r->sum.version_major = tm_get_u16(hdr + 8);
-	r->sum.version_minor = tm_get_u16(hdr + 10);
-	if (r->sum.version_major != TMRUN_VERSION_MAJOR) {
-		err = rfail(r, TM_ERR_VERSION, "%s: format version %u.%u; this tmdb reads %u.x",
-			    path, r->sum.version_major, r->sum.version_minor, TMRUN_VERSION_MAJOR);
-		goto fail;
-	}
-	if (tm_get_u32(hdr + 12) || tm_get_u32(hdr + 24)) {
-		err = rfail(r, TM_ERR_RESERVED, "%s: reserved header fields are set", path);
-		goto fail;
+	if (err) {
+		if (!(flags & TMRUN_READER_SALVAGE))
+			goto fail;
+		/* Recovery: the header holds nothing the chunks need (its
+		 * version only allows what this reader reads anyway). */
+		r->hdr_err = err;
+		memcpy(r->hdr_detail, r->detail, sizeof(r->hdr_detail));
+		r->detail[0] = 0;
+		r->sum.version_major = TMRUN_VERSION_MAJOR;
+		r->sum.version_minor = TMRUN_VERSION_MINOR;
+		err = TM_OK;
 	}
 
 	err = TM_ERR_NO_INDEX;
+	r->sum.index_damage = TM_INDEX_IGNORED;
 	if (!(flags & TM_READER_NO_INDEX))
 		err = load_index(r);
 	if (err == TM_ERR_NOMEM)
@@ -883,8 +1157,17 @@ int tm_reader_open(const char *path, unsigned flags, tm_reader **out, char **det
 	if (err) {
 		r->sum.indexed = 0;
 		r->sum.complete = 0;
-		if ((err = scan_chunks(r)) != TM_OK)
+		err = flags & TMRUN_READER_SALVAGE ? salvage_scan(r) : scan_chunks(r);
+		if (err != TM_OK)
 			goto fail;
+	}
+	if (flags & TMRUN_READER_SALVAGE) {
+		/* tm_recover checks every chunk itself: no tables */
+		r->salvage = 1;
+		r->sum.nchunks = r->nchunks;
+		tmrun_summarise(r->chunks, r->nchunks, &r->sum);
+		*out = r;
+		return TM_OK;
 	}
 	if ((err = build_tables(r)) != TM_OK) {
 		if (!r->detail[0])
@@ -930,6 +1213,7 @@ void tm_reader_close(tm_reader *r)
 	free(r->buf);
 	free(r->roff);
 	free(r->filter);
+	free(r->skips);
 	free(r);
 }
 

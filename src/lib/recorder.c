@@ -279,6 +279,8 @@ static void fill_event(struct tm_event *d, const struct tm_rec_event *s,
 	d->end_ns = s->end_ns;
 	d->ntensors = s->ntensors;
 	d->tensors = s->ntensors ? tens : NULL;
+	d->op_index = s->kind == TM_EV_OP ? s->op_index : 0;
+	d->op_flags = s->kind == TM_EV_OP ? (uint8_t)(s->op_flags & TM_OPF__ALL) : 0;
 }
 
 /*
@@ -1076,7 +1078,7 @@ int tm_recorder_node2(tm_recorder *r, const char *address, const char *type,
 {
 	struct tm_node n;
 
-	if (!address || depth > UINT16_MAX || kind > TM_NODE_BUFFER)
+	if (!address || depth > UINT16_MAX || kind > TM_NODE_OP)
 		return TM_ERR_INVALID_ARG;
 	memset(&n, 0, sizeof(n));
 	n.parent = parent;

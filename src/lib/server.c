@@ -28,10 +28,16 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -62,6 +68,18 @@
 #define FLUSH_MS 2
 /* At shutdown a debugger that takes nothing for this long is given up. */
 #define DRAIN_MS 2000
+/*
+ * Connections that have not said HELLO yet wait in a few slots of their
+ * own, each for at most hello_ms: one that never speaks (a port scanner, a
+ * half-open TCP connection, a stuck client) neither holds the debugger's
+ * place nor keeps the next debugger out.
+ */
+#define MAX_CANDS 4
+#define DEFAULT_HELLO_MS 3000
+/* An attached debugger silent this long may be taken over by a new one. */
+#define DEFAULT_TAKEOVER_MS 10000
+/* Bytes of a TCP token: 32 random bytes, sent as 64 hex digits. */
+#define TOKEN_BYTES 32
 
 /* A debugger's breakpoint: its wire id and the library's matcher
  * (tm-breakpoint.h), which tmdb's breakpoints use as well. */
@@ -97,11 +115,23 @@ struct sannot {
 	int pending;            /* not sent yet: the queue was full */
 };
 
+struct cand {                   /* a connection before its HELLO */
+	int fd;
+	tm_frame_decoder *dec;
+	uint64_t t0;
+};
+
 struct tm_server {
 	struct tm_server_opts o;
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	char *probe_kind, *trace;
 	int lfd, cfd;
+	struct cand cands[MAX_CANDS];
+	int tcp;                /* listening on TCP: HELLO must carry the token */
+	char token[2 * TOKEN_BYTES + 1];
+	char token_path[sizeof(((struct sockaddr_un *)0)->sun_path) + 32];
+	uint64_t last_rx_ns;    /* when the debugger last sent a message */
+	char peer[64];          /* its HELLO name */
 	int wake[2];            /* self-pipe: wakes poll() */
 	pthread_t thread;
 	int thread_started;
@@ -151,6 +181,9 @@ struct tm_server {
 	struct open_call *stack;
 	size_t nstack;
 
+	/* op patterns a debugger set (SET_OPS), have_ops: any */
+	char ops[TM_MSG_MAX_STR + 1];
+	int have_ops;
 	/* probe-level requests */
 	struct lvl *levels;
 	size_t nlevels;
@@ -169,6 +202,8 @@ struct tm_server {
 void tm_server_opts_default(struct tm_server_opts *o)
 {
 	memset(o, 0, sizeof(*o));
+	o->hello_ms = DEFAULT_HELLO_MS;
+	o->takeover_ms = DEFAULT_TAKEOVER_MS;
 	o->probe_kind = "synthetic";
 	o->max_level = 3;
 	o->caps = TM_CAP_PAUSE | TM_CAP_LEVEL | TM_CAP_CAPTURE;
@@ -206,6 +241,8 @@ static void deadline_ms(struct timespec *ts, long ms)
 		ts->tv_nsec -= 1000000000L;
 	}
 }
+
+static uint64_t mono_ns(void);
 
 /* ------------------------------------------------------------- the directory */
 
@@ -260,6 +297,19 @@ int tm_server_rank_path(const char *path, int32_t rank, char *buf, size_t len)
 
 	if (!path || rank < 0)
 		return TM_ERR_INVALID_ARG;
+	{
+		/* TCP: rank R listens on PORT + R (PORT 0: each picks one) */
+		char host[256];
+		unsigned port;
+
+		if (tm_server_parse_tcp(path, host, sizeof(host), &port) == 1) {
+			if (port && port + (unsigned)rank > 65535)
+				return TM_ERR_TOO_LARGE;
+			n = snprintf(buf, len, strchr(host, ':') ? "tcp://[%s]:%u" : "tcp://%s:%u",
+				     host, port ? port + (unsigned)rank : 0);
+			return n < 0 || (size_t)n >= len ? TM_ERR_TOO_LARGE : TM_OK;
+		}
+	}
 	l = strlen(path);
 	if (l > 5 && !strcmp(path + l - 5, ".sock"))
 		n = snprintf(buf, len, "%.*s.rank%d.sock", (int)(l - 5), path, (int)rank);
@@ -270,10 +320,23 @@ int tm_server_rank_path(const char *path, int32_t rank, char *buf, size_t len)
 	return TM_OK;
 }
 
+int tm_server_parse_tcp(const char *spec, char *host, size_t hlen, unsigned *port);
+
 /* ------------------------------------------------------------- sending */
 
 /* Writes what is queued without blocking; lock held.  A hard error drops. */
 static void drop_client(tm_server *srv, int bad);
+
+/* A debugger that reads slowly never empties the queue: what it took is
+ * dropped from the front, so that the buffer stays near max_queue. */
+static void compact_out(tm_server *srv)
+{
+	if (srv->out_off < (1u << 20) || srv->out_off < srv->out.len / 2)
+		return;
+	memmove(srv->out.data, srv->out.data + srv->out_off, srv->out.len - srv->out_off);
+	srv->out.len -= srv->out_off;
+	srv->out_off = 0;
+}
 
 static void flush_out(tm_server *srv)
 {
@@ -289,11 +352,17 @@ static void flush_out(tm_server *srv)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			/* The server thread will wait for POLLOUT. */
-			srv->out_blocked = 1;
-			if (write(srv->wake[1], "o", 1) < 0) {
-				/* pipe full: the thread is awake anyway */
+			/* The server thread will wait for POLLOUT; it is told
+			 * once, not at every event a full socket refuses (a
+			 * debugger that does not read must not cost the model
+			 * a syscall per event, nor spin the server thread). */
+			if (!srv->out_blocked) {
+				srv->out_blocked = 1;
+				if (write(srv->wake[1], "o", 1) < 0) {
+					/* pipe full: the thread is awake anyway */
+				}
 			}
+			compact_out(srv);
 			return;
 		}
 		drop_client(srv, 0);
@@ -304,10 +373,11 @@ static void flush_out(tm_server *srv)
 		srv->out.len = srv->out_off = 0;
 }
 
-/* The hook path's flush: only once a batch worth sending is queued. */
+/* The hook path's flush: only once a batch worth sending is queued, and
+ * not while the socket is full (the server thread waits for room). */
 static void flush_some(tm_server *srv)
 {
-	if (srv->out.len - srv->out_off >= FLUSH_BYTES)
+	if (!srv->out_blocked && srv->out.len - srv->out_off >= FLUSH_BYTES)
 		flush_out(srv);
 }
 
@@ -560,12 +630,69 @@ static void do_set_level(tm_server *srv, const struct tm_msg *m)
 	send_result(srv, TM_MSG_RESULT, m->type, 0, TM_OK, NULL);
 }
 
+/*
+ * SET_OPS: the op patterns the debugger wants (doc/wire.md); the probe reads
+ * them with tm_server_ops when the state word moves, on its model thread.
+ */
+static void do_set_ops(tm_server *srv, const struct tm_msg *m)
+{
+	const char *p = m->u.level.pattern;
+	char one[TM_ADDRESS_MAX + 1];
+	size_t n;
+
+	/* comma-separated patterns, each well-formed */
+	while (*p) {
+		n = strcspn(p, ",");
+		if (n && n < sizeof(one)) {
+			tm_address *a = NULL;
+
+			memcpy(one, p, n);
+			one[n] = '\0';
+			if (tm_address_parse(one, &a, NULL, NULL) || tm_address_has_op(a) ||
+			    tm_address_has_slot(a) || tm_address_call(a)) {
+				tm_address_free(a);
+				send_result(srv, TM_MSG_RESULT, m->type, 0, TM_ERR_ADDRESS,
+					    "malformed op pattern");
+				return;
+			}
+			tm_address_free(a);
+		} else if (n) {
+			send_result(srv, TM_MSG_RESULT, m->type, 0, TM_ERR_ADDRESS,
+				    "op pattern too long");
+			return;
+		}
+		p += n;
+		if (*p == ',')
+			p++;
+	}
+	/* lock held: the server thread handles frames under it */
+	snprintf(srv->ops, sizeof(srv->ops), "%s", m->u.level.pattern);
+	srv->have_ops = 1;
+	requests_changed(srv);
+	send_result(srv, TM_MSG_RESULT, m->type, 0, TM_OK, NULL);
+}
+
+int tm_server_ops(tm_server *srv, char *buf, size_t len)
+{
+	int have;
+
+	if (!srv || !buf || !len)
+		return -1;
+	pthread_mutex_lock(&srv->lock);
+	have = srv->have_ops;
+	snprintf(buf, len, "%s", have ? srv->ops : "");
+	pthread_mutex_unlock(&srv->lock);
+	return have;
+}
+
 static void levels_clear(tm_server *srv)
 {
 	size_t i;
 
-	if (srv->nlevels || srv->default_level != -1)
+	if (srv->nlevels || srv->default_level != -1 || srv->have_ops)
 		requests_changed(srv);
+	srv->have_ops = 0;
+	srv->ops[0] = '\0';
 	for (i = 0; i < srv->nlevels; i++)
 		tm_address_free(srv->levels[i].pat);
 	free(srv->levels);
@@ -709,9 +836,33 @@ static void bye(tm_server *srv, int code, const char *text, int bad)
 	drop_client(srv, bad);
 }
 
+/* Compares the whole token whatever differs where: no timing tells an
+ * attacker how much of a guess was right. */
+static int token_ok(const tm_server *srv, const char *given)
+{
+	size_t i, n = strlen(srv->token), g = strnlen(given, TM_MSG_MAX_TOKEN + 1);
+	unsigned char diff = (unsigned char)(g != n);
+
+	for (i = 0; i < n; i++)
+		diff |= (unsigned char)(srv->token[i] ^ (i < g ? given[i] : 0));
+	return diff == 0;
+}
+
 static void do_hello(tm_server *srv, const struct tm_msg *m)
 {
 	struct tm_msg *d;
+
+	if (srv->tcp && !token_ok(srv, m->u.hello.token)) {
+		const char *t = m->u.hello.token[0] ? "wrong token" :
+				"a token is required over TCP (tmdb reads it from the "
+				"probe's token file, or --token)";
+
+		send_result(srv, TM_MSG_RESULT, m->type, 0, TM_ERR_INVALID_ARG, t);
+		bye(srv, TM_ERR_INVALID_ARG, t, 1);
+		return;
+	}
+	snprintf(srv->peer, sizeof(srv->peer), "%.63s", m->u.hello.name[0] ?
+		 m->u.hello.name : "a debugger");
 
 	if (m->u.hello.major != TM_WIRE_VERSION_MAJOR) {
 		char t[96];
@@ -859,6 +1010,7 @@ static void handle(tm_server *srv, const struct tm_frame *f)
 	struct tm_msg *m;
 	int err;
 
+	srv->last_rx_ns = mono_ns();
 	if (f->type < 64)
 		return;         /* a debugger sends no records: ignore */
 	m = malloc(sizeof(*m));
@@ -890,6 +1042,7 @@ static void handle(tm_server *srv, const struct tm_frame *f)
 	case TM_MSG_CAPTURE: do_capture(srv, m); break;
 	case TM_MSG_RESUME: do_resume(srv, m); break;
 	case TM_MSG_SET_LEVEL: do_set_level(srv, m); break;
+	case TM_MSG_SET_OPS: do_set_ops(srv, m); break;
 	case TM_MSG_DETACH: bye(srv, TM_OK, "detached", 0); break;
 	case TM_MSG_KILL:
 		/* The model thread, paused or at its next event, sees this,
@@ -948,17 +1101,16 @@ static void read_client(tm_server *srv)
 	}
 }
 
-/* A second debugger is told no (blocking briefly is fine: this thread's own). */
-static void refuse(int fd)
+/* Says BYE on a connection that is not the debugger's and closes it. */
+static void refuse_text(int fd, int code, const char *text)
 {
 	struct tm_msg *m = calloc(1, sizeof(*m));
 	struct tm_buf b = { 0 };
 
 	if (m) {
 		m->type = TM_MSG_BYE;
-		m->u.result.code = TM_ERR_GENERIC;
-		snprintf(m->u.result.text, sizeof(m->u.result.text),
-			 "another debugger is attached");
+		m->u.result.code = (uint32_t)code;
+		snprintf(m->u.result.text, sizeof(m->u.result.text), "%s", text);
 		if (tm_msg_encode(&b, m) == TM_OK &&
 		    send(fd, b.data, b.len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
 			/* nothing to do: it is being closed */
@@ -967,6 +1119,225 @@ static void refuse(int fd)
 	tm_buf_free(&b);
 	free(m);
 	close(fd);
+}
+
+/* A second debugger while the first is active is told no at once. */
+static void refuse(tm_server *srv, int fd)
+{
+	char t[200];
+	uint64_t idle = (mono_ns() - srv->last_rx_ns) / 1000000000ull;
+
+	if (srv->tcp)   /* nothing about the session to whoever knocks */
+		snprintf(t, sizeof(t), "another debugger is attached");
+	else
+		snprintf(t, sizeof(t), "another debugger is attached (%s, last heard from "
+			 "%llu s ago; it can be taken over once it has been silent for %u s)",
+			 srv->peer, (unsigned long long)idle,
+			 (unsigned)((srv->o.takeover_ms + 999) / 1000));
+	refuse_text(fd, TM_ERR_GENERIC, t);
+}
+
+static void cand_close(tm_server *srv, struct cand *c, int code, const char *text, int bad)
+{
+	if (text)
+		refuse_text(c->fd, code, text);
+	else
+		close(c->fd);
+	tm_frame_decoder_free(c->dec);
+	c->fd = -1;
+	c->dec = NULL;
+	if (bad)
+		srv->st.bad_frames++;
+}
+
+/*
+ * A candidate said HELLO: it becomes the debugger -- in place of an
+ * attached one that has been silent for takeover_ms, which is told why it
+ * lost its place -- or is refused.  Lock held.
+ */
+static void cand_promote(tm_server *srv, struct cand *c, const struct tm_frame *f)
+{
+	char note[300] = "";
+	uint64_t now = mono_ns();
+
+	if (srv->cfd >= 0) {
+		uint64_t idle = now - srv->last_rx_ns;
+		char t[200];
+
+		if (idle < (uint64_t)srv->o.takeover_ms * 1000000ull) {
+			c->fd = (refuse(srv, c->fd), -1);
+			tm_frame_decoder_free(c->dec);
+			c->dec = NULL;
+			return;
+		}
+		snprintf(t, sizeof(t), "another debugger took over: this one had been "
+			 "silent for %llu s", (unsigned long long)(idle / 1000000000ull));
+		snprintf(note, sizeof(note), "took over from %s, silent for %llu s",
+			 srv->peer, (unsigned long long)(idle / 1000000000ull));
+		bye(srv, TM_ERR_CLOSED, t, 0);
+	}
+	srv->cfd = c->fd;
+	srv->dec = c->dec;
+	c->fd = -1;
+	c->dec = NULL;
+	srv->st.connected = 1;
+	srv->last_rx_ns = now;
+	handle(srv, f);
+	if (note[0] && srv->cfd >= 0 && srv->greeted) {
+		/* the new debugger hears why the old one is gone */
+		send_result(srv, TM_MSG_RESULT, TM_MSG_HELLO, 0, TM_OK, note);
+	}
+}
+
+/* Reads a candidate's bytes; its first frame must be HELLO.  Lock held. */
+static void read_cand(tm_server *srv, struct cand *c)
+{
+	uint8_t buf[4096];
+	struct tm_frame f;
+	ssize_t n;
+	int err;
+
+	n = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return;
+	if (n <= 0) {
+		cand_close(srv, c, 0, NULL, 0);
+		return;
+	}
+	if (tm_frame_decoder_feed(c->dec, buf, (size_t)n)) {
+		cand_close(srv, c, 0, NULL, 1);
+		return;
+	}
+	err = tm_frame_decoder_next(c->dec, &f);
+	if (err == TM_ERR_AGAIN)
+		return;
+	if (err) {
+		cand_close(srv, c, err, "bad frame", 1);
+		return;
+	}
+	if (f.type != TM_MSG_HELLO) {
+		struct tm_msg *m = calloc(1, sizeof(*m));
+		struct tm_buf b = { 0 };
+
+		/* as wire.md 2.4 says: RESULT, then BYE */
+		if (m) {
+			m->type = TM_MSG_RESULT;
+			m->u.result.request = f.type;
+			m->u.result.code = TM_ERR_INVALID_ARG;
+			snprintf(m->u.result.text, sizeof(m->u.result.text),
+				 "HELLO must come first");
+			if (tm_msg_encode(&b, m) == TM_OK &&
+			    send(c->fd, b.data, b.len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+				/* it is being closed */
+			}
+			tm_buf_free(&b);
+			free(m);
+		}
+		cand_close(srv, c, TM_ERR_INVALID_ARG, "HELLO must come first", 1);
+		return;
+	}
+	if (srv->tcp) {
+		/* the token before anything else: a client without it must
+		 * not even take an idle debugger's place */
+		struct tm_msg *m = malloc(sizeof(*m));
+		const char *why = NULL;
+
+		if (!m) {
+			cand_close(srv, c, TM_ERR_NOMEM, "out of memory", 0);
+			return;
+		}
+		if (tm_msg_decode(&f, m))
+			why = "malformed message";
+		else if (!token_ok(srv, m->u.hello.token))
+			why = m->u.hello.token[0] ? "wrong token" :
+			      "a token is required over TCP (tmdb reads it from the probe's "
+			      "token file, or --token)";
+		if (why) {
+			struct tm_msg *r = calloc(1, sizeof(*r));
+			struct tm_buf b = { 0 };
+
+			if (r) {
+				r->type = TM_MSG_RESULT;
+				r->u.result.request = TM_MSG_HELLO;
+				r->u.result.code = TM_ERR_INVALID_ARG;
+				snprintf(r->u.result.text, sizeof(r->u.result.text), "%s", why);
+				if (tm_msg_encode(&b, r) == TM_OK &&
+				    send(c->fd, b.data, b.len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+					/* it is being closed */
+				}
+				tm_buf_free(&b);
+				free(r);
+			}
+			free(m);
+			cand_close(srv, c, TM_ERR_INVALID_ARG, why, 1);
+			return;
+		}
+		free(m);
+	}
+	cand_promote(srv, c, &f);
+	/* what it sent after HELLO, in the same read */
+	while (srv->cfd >= 0 && srv->dec) {
+		err = tm_frame_decoder_next(srv->dec, &f);
+		if (err == TM_ERR_AGAIN)
+			break;
+		if (err) {
+			bye(srv, err, "bad frame", 1);
+			break;
+		}
+		handle(srv, &f);
+	}
+}
+
+static void accept_one(tm_server *srv)
+{
+	int fd = accept4(srv->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	unsigned i;
+
+	if (fd < 0)
+		return;
+	srv->st.clients++;
+	if (srv->cfd >= 0 &&
+	    mono_ns() - srv->last_rx_ns < (uint64_t)srv->o.takeover_ms * 1000000ull) {
+		refuse(srv, fd);
+		return;
+	}
+	for (i = 0; i < MAX_CANDS; i++) {
+		if (srv->cands[i].fd >= 0)
+			continue;
+		srv->cands[i].dec = tm_frame_decoder_new(srv->o.max_frame);
+		if (!srv->cands[i].dec)
+			break;
+		srv->cands[i].fd = fd;
+		srv->cands[i].t0 = mono_ns();
+		return;
+	}
+	refuse_text(fd, TM_ERR_AGAIN, "too many connections waiting to say HELLO");
+}
+
+/* Closes candidates past their HELLO deadline; returns ms to the next. */
+static int expire_cands(tm_server *srv, int timeout)
+{
+	uint64_t now = mono_ns(), lim = (uint64_t)srv->o.hello_ms * 1000000ull;
+	unsigned i;
+
+	for (i = 0; i < MAX_CANDS; i++) {
+		struct cand *c = &srv->cands[i];
+		int left;
+
+		if (c->fd < 0)
+			continue;
+		if (now - c->t0 >= lim) {
+			char t[96];
+
+			snprintf(t, sizeof(t), "no HELLO within %u ms", srv->o.hello_ms);
+			cand_close(srv, c, TM_ERR_AGAIN, t, 1);
+			continue;
+		}
+		left = (int)((lim - (now - c->t0)) / 1000000ull) + 1;
+		if (left < timeout)
+			timeout = left;
+	}
+	return timeout;
 }
 
 /*
@@ -1006,24 +1377,38 @@ static void drain_out(tm_server *srv, int idle_ms)
 static void *server_main(void *arg)
 {
 	tm_server *srv = arg;
-	struct pollfd pf[3];
+	struct pollfd pf[3 + MAX_CANDS];
+	int ci[MAX_CANDS];
 	char junk[64];
 	int timeout;
 
 	pthread_mutex_lock(&srv->lock);
 	while (!srv->stopping) {
-		nfds_t n = 2;
+		nfds_t n = 2, k, nc = 0, cpos;
+		int cl = -1;
+		unsigned i;
 
 		pf[0].fd = srv->wake[0];
 		pf[0].events = POLLIN;
 		pf[1].fd = srv->lfd;
 		pf[1].events = POLLIN;
 		if (srv->cfd >= 0) {
-			pf[2].fd = srv->cfd;
-			pf[2].events = POLLIN | (srv->out_blocked ? POLLOUT : 0);
-			n = 3;
+			cl = (int)n;
+			pf[n].fd = srv->cfd;
+			pf[n].events = POLLIN | (srv->out_blocked ? POLLOUT : 0);
+			n++;
 		}
-		timeout = n == 3 && srv->subscribed ? FLUSH_MS : 1000;
+		cpos = n;
+		for (i = 0; i < MAX_CANDS; i++) {
+			if (srv->cands[i].fd < 0)
+				continue;
+			ci[nc++] = (int)i;
+			pf[n].fd = srv->cands[i].fd;
+			pf[n].events = POLLIN;
+			n++;
+		}
+		timeout = cl >= 0 && srv->subscribed ? FLUSH_MS : 1000;
+		timeout = expire_cands(srv, timeout);
 		pthread_mutex_unlock(&srv->lock);
 		if (poll(pf, n, timeout) < 0 && errno != EINTR) {
 			pthread_mutex_lock(&srv->lock);
@@ -1035,29 +1420,28 @@ static void *server_main(void *arg)
 				;
 		if (srv->stopping)
 			break;
-		if (n == 3 && srv->cfd == pf[2].fd) {
-			if (queued(srv))
+		if (cl >= 0 && srv->cfd == pf[cl].fd) {
+			/* a full socket is retried when it has room, not at
+			 * every wake-up */
+			if (queued(srv) && (!srv->out_blocked || (pf[cl].revents & POLLOUT)))
 				flush_out(srv);
-			if (srv->cfd >= 0 && (pf[2].revents & (POLLIN | POLLHUP | POLLERR)))
+			if (srv->cfd >= 0 && (pf[cl].revents & (POLLIN | POLLHUP | POLLERR)))
 				read_client(srv);
 		}
-		if (pf[1].revents & POLLIN) {
-			int fd = accept4(srv->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		for (k = 0; k < nc; k++) {
+			struct cand *c = &srv->cands[ci[k]];
 
-			if (fd >= 0 && srv->cfd >= 0) {
-				refuse(fd);
-			} else if (fd >= 0) {
-				srv->dec = tm_frame_decoder_new(srv->o.max_frame);
-				if (!srv->dec) {
-					close(fd);
-					continue;
-				}
-				srv->cfd = fd;
-				srv->st.connected = 1;
-				srv->st.clients++;
-			}
+			if (c->fd == pf[cpos + k].fd &&
+			    (pf[cpos + k].revents & (POLLIN | POLLHUP | POLLERR)))
+				read_cand(srv, c);
 		}
+		if (pf[1].revents & POLLIN)
+			accept_one(srv);
 	}
+	for (timeout = 0; timeout < MAX_CANDS; timeout++)
+		if (srv->cands[timeout].fd >= 0)
+			cand_close(srv, &srv->cands[timeout], TM_OK,
+				   "the probe is shutting down", 0);
 	if (srv->cfd >= 0) {
 		/* The seqs filtered or dropped last are still owed a gap. */
 		flush_gap(srv);
@@ -1072,13 +1456,236 @@ static void *server_main(void *arg)
 
 /* ------------------------------------------------------------- start, stop */
 
+/* Why the last tm_server_start of this thread failed (tm_server_start_error). */
+static __thread char start_error[512];
+
+__attribute__((format(printf, 2, 3)))
+static int start_fail(int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(start_error, sizeof(start_error), fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+const char *tm_server_start_error(void)
+{
+	return start_error;
+}
+
+/* What is wrong with a socket directory, for the message. */
+static void dir_problem(const char *dir, char *buf, size_t len)
+{
+	struct stat st;
+
+	if (lstat(dir, &st))
+		snprintf(buf, len, "%s", strerror(errno));
+	else if (S_ISLNK(st.st_mode))
+		snprintf(buf, len, "a symbolic link, not a directory");
+	else if (!S_ISDIR(st.st_mode))
+		snprintf(buf, len, "not a directory");
+	else if (st.st_uid != getuid())
+		snprintf(buf, len, "owned by uid %u, not by us (uid %u)",
+			 (unsigned)st.st_uid, (unsigned)getuid());
+	else
+		snprintf(buf, len, "mode %04o: others can enter it (it must be 0700)",
+			 (unsigned)(st.st_mode & 07777));
+}
+
+/*
+ * A listen path may be reused only when it is a stale socket of ours: a
+ * socket file we own that nobody listens on.  Anything else -- a regular
+ * file, a link, a live socket -- is left alone and the start fails.
+ */
+static int path_free(const char *path)
+{
+	struct sockaddr_un sa;
+	struct stat st;
+	int fd, rc;
+
+	if (lstat(path, &st))
+		return errno == ENOENT ? TM_OK :
+		       start_fail(TM_ERR_IO, "%s: %s", path, strerror(errno));
+	if (!S_ISSOCK(st.st_mode))
+		return start_fail(TM_ERR_IO, "%s: exists and is not a socket: not removed "
+				  "(choose another listen path)", path);
+	if (st.st_uid != getuid())
+		return start_fail(TM_ERR_IO, "%s: a socket of uid %u: not removed", path,
+				  (unsigned)st.st_uid);
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return start_fail(TM_ERR_IO, "socket: %s", strerror(errno));
+	rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+	close(fd);
+	if (rc == 0)
+		return start_fail(TM_ERR_IO, "%s: another process listens on it", path);
+	if (errno != ECONNREFUSED)
+		return start_fail(TM_ERR_IO, "%s: %s", path, strerror(errno));
+	unlink(path);           /* ours, and dead */
+	return TM_OK;
+}
+
+/*
+ * "tcp://HOST:PORT", "tcp://:PORT", "tcp://PORT" and "HOST:PORT" (digits
+ * after the last colon, no slash) are TCP; HOST defaults to 127.0.0.1.
+ * Returns 1 for TCP, 0 for a socket path, -1 for a malformed TCP spec.
+ */
+int tm_server_parse_tcp(const char *spec, char *host, size_t hlen, unsigned *port)
+{
+	const char *p = spec, *colon;
+	char *end;
+	unsigned long v;
+	size_t n;
+
+	if (!spec)
+		return 0;
+	if (!strncmp(p, "tcp://", 6))
+		p += 6;
+	else if (strchr(p, '/') || !(colon = strrchr(p, ':')) || !colon[1] ||
+		 strspn(colon + 1, "0123456789") != strlen(colon + 1))
+		return 0;
+	colon = strrchr(p, ':');
+	if (p[0] == '[') {
+		/* [v6]:port */
+		const char *rb = strchr(p, ']');
+
+		if (!rb || rb[1] != ':')
+			return -1;
+		colon = rb + 1;
+		n = (size_t)(rb - p - 1);
+		p++;
+	} else {
+		n = colon ? (size_t)(colon - p) : 0;
+	}
+	if (n >= hlen)
+		return -1;
+	if (n)
+		memcpy(host, p, n);
+	else
+		snprintf(host, hlen, "127.0.0.1"), n = strlen(host);
+	host[n] = 0;
+	p = colon ? colon + 1 : p;
+	if (!*p || strspn(p, "0123456789") != strlen(p))
+		return -1;
+	errno = 0;
+	v = strtoul(p, &end, 10);
+	if (errno || *end || v > 65535)
+		return -1;
+	*port = (unsigned)v;
+	return 1;
+}
+
+/* Random token, written to DIR/tcp-PORT.token (0600) for tmdb to read. */
+static int make_token(tm_server *srv, unsigned port)
+{
+	static const char hex[] = "0123456789abcdef";
+	uint8_t raw[TOKEN_BYTES];
+	char dir[sizeof(srv->path)], prob[128];
+	size_t got = 0;
+	int fd, err;
+	unsigned i;
+
+	while (got < sizeof(raw)) {
+		ssize_t n = getrandom(raw + got, sizeof(raw) - got, 0);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return start_fail(TM_ERR_IO, "getrandom: %s", strerror(errno));
+		got += (size_t)n;
+	}
+	for (i = 0; i < TOKEN_BYTES; i++) {
+		srv->token[2 * i] = hex[raw[i] >> 4];
+		srv->token[2 * i + 1] = hex[raw[i] & 15];
+	}
+	srv->token[2 * TOKEN_BYTES] = 0;
+	err = tm_server_socket_dir(dir, sizeof(dir), 1);
+	if (err) {
+		dir_problem(dir, prob, sizeof(prob));
+		return start_fail(err, "%s: cannot keep the TCP token there: %s", dir, prob);
+	}
+	snprintf(srv->token_path, sizeof(srv->token_path), "%s/tcp-%u.token", dir, port);
+	unlink(srv->token_path);        /* a dead probe's, in our private directory */
+	fd = open(srv->token_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0 || write(fd, srv->token, 2 * TOKEN_BYTES) != 2 * TOKEN_BYTES ||
+	    write(fd, "\n", 1) != 1) {
+		err = start_fail(TM_ERR_IO, "%s: %s", srv->token_path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		unlink(srv->token_path);
+		srv->token_path[0] = 0;
+		return err;
+	}
+	close(fd);
+	return TM_OK;
+}
+
+static int listen_tcp(tm_server *srv, const char *host, unsigned port)
+{
+	struct addrinfo hints, *ai = NULL, *a;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char ps[8], shown[64];
+	int one = 1, rc, err;
+	unsigned actual;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+	snprintf(ps, sizeof(ps), "%u", port);
+	rc = getaddrinfo(host, ps, &hints, &ai);
+	if (rc)
+		return start_fail(TM_ERR_IO, "tcp://%s:%u: %s", host, port, gai_strerror(rc));
+	err = TM_ERR_IO;
+	for (a = ai; a; a = a->ai_next) {
+		srv->lfd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+				  a->ai_protocol);
+		if (srv->lfd < 0)
+			continue;
+		setsockopt(srv->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (!bind(srv->lfd, a->ai_addr, a->ai_addrlen) && !listen(srv->lfd, 4))
+			break;
+		start_fail(TM_ERR_IO, "tcp://%s:%u: %s", host, port, strerror(errno));
+		close(srv->lfd);
+		srv->lfd = -1;
+	}
+	freeaddrinfo(ai);
+	if (srv->lfd < 0)
+		return err;
+	if (getsockname(srv->lfd, (struct sockaddr *)&ss, &sl))
+		return start_fail(TM_ERR_IO, "getsockname: %s", strerror(errno));
+	if (ss.ss_family == AF_INET6) {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+
+		actual = ntohs(s6->sin6_port);
+		inet_ntop(AF_INET6, &s6->sin6_addr, shown, sizeof(shown));
+		snprintf(srv->path, sizeof(srv->path), "tcp://[%s]:%u", shown, actual);
+	} else {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+
+		actual = ntohs(s4->sin_port);
+		inet_ntop(AF_INET, &s4->sin_addr, shown, sizeof(shown));
+		snprintf(srv->path, sizeof(srv->path), "tcp://%s:%u", shown, actual);
+	}
+	srv->tcp = 1;
+	return make_token(srv, actual);
+}
+
 int tm_server_start(const struct tm_server_opts *opts, tm_server **out)
 {
 	struct sockaddr_un sa;
 	tm_server *srv;
-	char dir[sizeof(sa.sun_path)];
-	int err;
+	char dir[sizeof(sa.sun_path)], host[256], prob[128];
+	unsigned port = 0, i;
+	int err, tcp;
 
+	start_error[0] = 0;
 	if (!out)
 		return TM_ERR_INVALID_ARG;
 	*out = NULL;
@@ -1093,6 +1700,10 @@ int tm_server_start(const struct tm_server_opts *opts, tm_server **out)
 		srv->o.max_queue = DEFAULT_MAX_QUEUE;
 	if (!srv->o.max_frame)
 		srv->o.max_frame = DEFAULT_MAX_FRAME;
+	if (!srv->o.hello_ms)
+		srv->o.hello_ms = DEFAULT_HELLO_MS;
+	if (!srv->o.takeover_ms)
+		srv->o.takeover_ms = DEFAULT_TAKEOVER_MS;
 	if (!srv->o.caps)
 		srv->o.caps = TM_CAP_PAUSE | TM_CAP_LEVEL | TM_CAP_CAPTURE;
 	if (srv->o.no_pause)
@@ -1100,6 +1711,8 @@ int tm_server_start(const struct tm_server_opts *opts, tm_server **out)
 	if (srv->o.max_level > 3)
 		srv->o.max_level = 3;
 	srv->lfd = srv->cfd = -1;
+	for (i = 0; i < MAX_CANDS; i++)
+		srv->cands[i].fd = -1;
 	srv->wake[0] = srv->wake[1] = -1;
 	srv->step_mode = -1;
 	srv->default_level = -1;
@@ -1123,30 +1736,47 @@ int tm_server_start(const struct tm_server_opts *opts, tm_server **out)
 	}
 	srv->o.probe_kind = srv->probe_kind;
 	srv->o.trace = srv->trace;
+	if (pipe2(srv->wake, O_CLOEXEC | O_NONBLOCK)) {
+		err = start_fail(TM_ERR_IO, "pipe: %s", strerror(errno));
+		goto fail;
+	}
+	tcp = tm_server_parse_tcp(srv->o.path, host, sizeof(host), &port);
+	if (tcp < 0) {
+		err = start_fail(TM_ERR_INVALID_ARG, "%s: not tcp://HOST:PORT", srv->o.path);
+		goto fail;
+	}
+	if (tcp) {
+		err = listen_tcp(srv, host, port);
+		if (err)
+			goto fail;
+		srv->o.path = srv->path;
+		goto listening;
+	}
 	if (srv->o.path) {
-		if (strlen(srv->o.path) >= sizeof(srv->path)) {
-			err = TM_ERR_TOO_LARGE;
+		if (strlen(srv->o.path) + 4 >= sizeof(srv->path)) {
+			err = start_fail(TM_ERR_TOO_LARGE, "%s: too long for a socket path",
+					 srv->o.path);
 			goto fail;
 		}
 		snprintf(srv->path, sizeof(srv->path), "%s", srv->o.path);
 	} else {
 		err = tm_server_socket_dir(dir, sizeof(dir), 1);
-		if (err)
+		if (err) {
+			dir_problem(dir, prob, sizeof(prob));
+			err = start_fail(err, "%s: not a private socket directory: %s", dir,
+					 prob);
 			goto fail;
+		}
 		if ((size_t)snprintf(srv->path, sizeof(srv->path), "%s/%ld.sock", dir,
 				     (long)getpid()) >= sizeof(srv->path)) {
-			err = TM_ERR_TOO_LARGE;
+			err = start_fail(TM_ERR_TOO_LARGE, "%s: too long for a socket path", dir);
 			goto fail;
 		}
 	}
 	srv->o.path = srv->path;
-	if (pipe2(srv->wake, O_CLOEXEC | O_NONBLOCK)) {
-		err = TM_ERR_IO;
-		goto fail;
-	}
 	srv->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (srv->lfd < 0) {
-		err = TM_ERR_IO;
+		err = start_fail(TM_ERR_IO, "socket: %s", strerror(errno));
 		goto fail;
 	}
 	/*
@@ -1158,28 +1788,33 @@ int tm_server_start(const struct tm_server_opts *opts, tm_server **out)
 	sa.sun_family = AF_UNIX;
 	if ((size_t)snprintf(sa.sun_path, sizeof(sa.sun_path), "%s.tmp", srv->path) >=
 	    sizeof(sa.sun_path)) {
-		err = TM_ERR_TOO_LARGE;
+		err = start_fail(TM_ERR_TOO_LARGE, "%s: too long for a socket path", srv->path);
 		goto fail;
 	}
-	/* A socket left by a dead process with our pid is stale. */
-	unlink(sa.sun_path);
-	unlink(srv->path);
+	/* a socket left by a dead process of ours is stale; nothing else is
+	 * ours to remove */
+	if ((err = path_free(sa.sun_path)) || (err = path_free(srv->path)))
+		goto fail;
 	if (bind(srv->lfd, (struct sockaddr *)&sa, sizeof(sa)) ||
 	    chmod(sa.sun_path, 0600) || listen(srv->lfd, 4) ||
 	    rename(sa.sun_path, srv->path)) {
+		err = start_fail(TM_ERR_IO, "%s: %s", srv->path, strerror(errno));
 		unlink(sa.sun_path);
-		err = TM_ERR_IO;
 		goto fail;
 	}
+listening:
 	if (pthread_create(&srv->thread, NULL, server_main, srv)) {
-		unlink(srv->path);
-		err = TM_ERR_GENERIC;
+		if (!srv->tcp)
+			unlink(srv->path);
+		err = start_fail(TM_ERR_GENERIC, "cannot start the server thread");
 		goto fail;
 	}
 	srv->thread_started = 1;
 	*out = srv;
 	return TM_OK;
 fail:
+	if (!start_error[0])
+		start_fail(err, "%s", tm_strerror(err));
 	srv->path[0] = 0;       /* not ours to unlink */
 	tm_server_stop(srv);
 	return err;
@@ -1205,8 +1840,15 @@ void tm_server_stop(tm_server *srv)
 		}
 		pthread_join(srv->thread, NULL);
 	}
-	if (srv->path[0])
+	if (srv->path[0] && !srv->tcp)
 		unlink(srv->path);
+	if (srv->token_path[0])
+		unlink(srv->token_path);
+	for (i = 0; i < MAX_CANDS; i++) {
+		if (srv->cands[i].fd >= 0)
+			close(srv->cands[i].fd);
+		tm_frame_decoder_free(srv->cands[i].dec);
+	}
 	if (srv->lfd >= 0)
 		close(srv->lfd);
 	if (srv->cfd >= 0)
@@ -1252,6 +1894,16 @@ void tm_server_drop(tm_server *srv)
 const char *tm_server_path(const tm_server *srv)
 {
 	return srv ? srv->path : "";
+}
+
+const char *tm_server_token(const tm_server *srv)
+{
+	return srv && srv->tcp ? srv->token : "";
+}
+
+const char *tm_server_token_path(const tm_server *srv)
+{
+	return srv && srv->tcp ? srv->token_path : "";
 }
 
 const char *tm_server_detail(const tm_server *srv)
@@ -1451,6 +2103,11 @@ int tm_server_event(tm_server *srv, const struct tm_event *ev)
 
 		if (srv->filter && (!nd || !tm_address_match_path(srv->filter, nd->address))) {
 			note_gap(srv, ev, TM_GAP_FILTERED);
+		} else if (srv->out.len - srv->out_off >= srv->o.max_queue) {
+			/* full: not even encoded (a debugger that does not
+			 * read costs the model one comparison per event) */
+			srv->st.events_dropped++;
+			note_gap(srv, ev, TM_GAP_BACKPRESSURE);
 		} else {
 			/* The gap goes out only in front of an event that fits:
 			 * consecutive drops make one gap, not one each. */

@@ -8,6 +8,9 @@
  *   model.layers.*.mlp, model.**      patterns: * one segment, ** any depth
  *   @1:model.layers.3.mlp:out         rank 1 of a distributed run
  *   @*:model.**                       every rank (as without "@R:")
+ *   model.attn!div                    operations inside a call (TM_EV_OP):
+ *   model.attn#2!3, model.attn!@42    by name glob, index in the call
+ *   model.attn!aten::div.Tensor@42    (from 1) or source line
  *
  * Parsing normalises (whitespace trimmed, "layers[3]" -> "layers.3"), so that
  * tm_address_format(tm_address_parse(x)) is the canonical spelling of x.
@@ -25,6 +28,7 @@ extern "C" {
 
 #define TM_ADDRESS_MAX 1024      /* bytes in a normalised address */
 #define TM_ADDRESS_MAX_SEGMENTS 128
+#define TM_OP_NAME_MAX 128       /* bytes of an op name glob, with its NUL */
 
 /* The rank of an address (tm_address_rank, tm_address_node_rank). */
 #define TM_RANK_NONE (-1)        /* written without "@R:" */
@@ -63,6 +67,14 @@ int tm_address_has_slot(const tm_address *a);
 struct tm_slot tm_address_slot(const tm_address *a, int *any_index);
 /* Occurrence "#N", 0 when not given (any call). */
 uint32_t tm_address_call(const tm_address *a);
+/* "!OP": does the address name operations (op sites, TM_EV_OP events)?
+ * The op's index "!N", 0 when not given; name and line are matched by
+ * tm_address_bind against the op site nodes. */
+int tm_address_has_op(const tm_address *a);
+uint32_t tm_address_op_index(const tm_address *a);
+/* Does an op name ("aten::div.Tensor") match a glob as addresses match it:
+ * whole, without "aten::", or without the overload ("div")? */
+int tm_op_name_match(const char *pattern, const char *name);
 
 /*
  * Does the node path match (ignores slot and #N)? Segment-wise glob.
@@ -82,7 +94,9 @@ int tm_address_match(const tm_address *a, const char *node_address,
  * t holding bit (1 << event kind): a module without a slot fires at its
  * EXIT, a slot at the event kind that carries it (tm_slot_event_kind), a
  * parameter without a slot at its PARAM events; a module slot never
- * matches a parameter node and the reverse.  *kinds is malloc'd with
+ * matches a parameter node and the reverse.  An op address ("!OP") selects
+ * the op sites (TM_NODE_OP) of the modules its path matches, at their OP
+ * events; no other address selects an op site.  *kinds is malloc'd with
  * tm_nodetab_count(t) bytes (at least 1); *nmatch counts the nodes
  * selected.  tmdb's breakpoints and the probe-side server share this.
  */

@@ -54,6 +54,7 @@ struct tm_breakpoint {
 	int any_index;          /* :out.* */
 	struct tm_slot slot;
 	uint32_t call;          /* #N, 0: any call */
+	uint32_t op_index;      /* !N: an op's index in its call, 0: any */
 	uint8_t *kinds;         /* per node id: bit (1 << event kind) */
 	uint32_t nkinds;        /* nodes covered by kinds[] */
 	uint32_t nmatch;        /* nodes the location matched at the last bind */

@@ -186,4 +186,7 @@ uint64_t tm_crash__gen(void);
 struct tm_server *tm_recorder__crash(struct tm_recorder *r, struct tm_crash *c,
 				     int pos_set, uint64_t pos_gen);
 
+/* nodetab.c: forgets the nodes with ids >= n (tm_recover). */
+void tm_nodetab_truncate(tm_nodetab *t, uint32_t n);
+
 #endif /* TM_INTERNAL_H */

@@ -79,11 +79,12 @@ struct tm_rec_event {
 	uint64_t end_ns;
 	uint32_t node;
 	uint32_t call;
-	uint32_t ntensors;
+	uint16_t ntensors;
+	uint16_t op_index;              /* TM_EV_OP: index in the call (saturates) */
 	uint8_t kind;                   /* enum tm_event_kind */
 	uint8_t phase;                  /* enum tm_phase */
 	uint8_t level;
-	uint8_t reserved;
+	uint8_t op_flags;               /* TM_EV_OP: enum tm_op_flags, else 0 */
 };
 
 /*

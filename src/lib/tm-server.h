@@ -48,6 +48,11 @@ struct tm_server_opts {
 	 */
 	uint8_t no_pause;
 	uint32_t pause_ms;
+	/* A connection that has not sent HELLO after hello_ms is closed
+	 * (default 3000); an attached debugger that has sent nothing for
+	 * takeover_ms may be replaced by a new one (default 10000). */
+	uint32_t hello_ms;
+	uint32_t takeover_ms;
 };
 void tm_server_opts_default(struct tm_server_opts *o);
 
@@ -71,8 +76,25 @@ int tm_server_socket_path(pid_t pid, char *buf, size_t len);
  */
 int tm_server_rank_path(const char *path, int32_t rank, char *buf, size_t len);
 
-/* Binds the socket and starts the server thread.  opts may be NULL. */
+/*
+ * Binds the socket and starts the server thread.  opts may be NULL.
+ * opts->path may name TCP instead: "tcp://HOST:PORT" ("tcp://:PORT" and
+ * "HOST:PORT" too; HOST defaults to 127.0.0.1, PORT 0 picks one).  Then a
+ * random token is made and written to DIR/tcp-PORT.token (0600, DIR as
+ * below); every HELLO must carry it (doc/wire.md 2.5).  A Unix socket path
+ * that exists is reused only when it is a stale socket of ours (nobody
+ * listens); anything else there is left alone and the start fails.
+ */
 int tm_server_start(const struct tm_server_opts *opts, tm_server **out);
+/* Why this thread's last tm_server_start failed, naming the path or the
+ * directory and the problem ("" after a success). */
+const char *tm_server_start_error(void);
+/* 1 if spec names TCP (host and port filled in), 0 if a socket path, -1
+ * if it is a malformed TCP spec. */
+int tm_server_parse_tcp(const char *spec, char *host, size_t hlen, unsigned *port);
+/* The TCP token and the file it was written to ("" for a Unix socket). */
+const char *tm_server_token(const tm_server *srv);
+const char *tm_server_token_path(const tm_server *srv);
 /*
  * Stops the thread, says BYE to a client, removes the socket, frees.  A model
  * thread paused in tm_server_event is released and waited for; calling
@@ -157,6 +179,9 @@ int tm_server_crash(tm_server *srv, const struct tm_crash *c);
 
 /* Level the client asked for this node (SET_LEVEL), or -1: the probe's own. */
 int tm_server_level(tm_server *srv, uint32_t node);
+/* The op patterns the debugger set (SET_OPS) into buf, comma-separated, ""
+ * for none: returns 1; 0 when it set none (the probe's own apply). */
+int tm_server_ops(tm_server *srv, char *buf, size_t len);
 /* 1 if the client asked for a full capture of a tensor of this node. */
 int tm_server_wants_capture(tm_server *srv, uint32_t node);
 

@@ -133,6 +133,16 @@ struct tm_summary {
 	uint64_t first_time_ns, last_time_ns;
 	uint64_t file_bytes;
 	uint64_t uncompressed_bytes;
+	int index_damage;               /* why the index was not used (enum tm_index_damage) */
+};
+
+/* Why a trace's index was not used (tm_summary.index_damage, when !indexed). */
+enum tm_index_damage {
+	TM_INDEX_ABSENT = 0,            /* no trailer: the writer did not finish */
+	TM_INDEX_TRAILER = 1,           /* the trailer is damaged */
+	TM_INDEX_INDEX = 2,             /* the INDEX chunk is damaged */
+	TM_INDEX_SUMMARY = 3,           /* the SUMMARY chunk is damaged */
+	TM_INDEX_IGNORED = 4            /* TM_READER_NO_INDEX */
 };
 
 /*

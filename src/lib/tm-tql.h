@@ -54,6 +54,11 @@ struct tm_tql_value {
  * finite element (all NaN or Inf).  Printed "no finite elements".
  */
 #define TM_TQL_NO_FINITE (1u << 16)
+/* Beside them too: an integer result that does not fit 64 bits ("integer
+ * overflow"), an integer % 0 ("division by zero"): no right answer, and
+ * not a missing record either. */
+#define TM_TQL_OVERFLOW (1u << 17)
+#define TM_TQL_DIV_ZERO (1u << 18)
 /* Why stat (enum tm_stat) is absent from a tensor of ev (NULL: unknown). */
 uint32_t tm_tql_absent_reason(const struct tm_event *ev, int stat);
 
@@ -62,7 +67,8 @@ uint32_t tm_tql_absent_reason(const struct tm_event *ev, int stat);
 int tm_tql_value_format(const struct tm_tql_value *v, char *buf, size_t len);
 /*
  * The words inside "<unknown: ...>" for unknown_reason bits: gap reasons
- * joined by "|", "no finite elements", or "not recorded" for 0.
+ * joined by "|", "no finite elements", "integer overflow", "division by
+ * zero", or "not recorded" for none of them.
  */
 int tm_tql_reason_format(uint32_t reason, char *buf, size_t len);
 

@@ -75,6 +75,8 @@ enum tm_event_kind {
 	TM_EV_EXIT = 1,
 	TM_EV_BWD = 2,
 	TM_EV_PARAM = 3,
+	/* 4 is issue 27's TM_EV_RAISE */
+	TM_EV_OP = 5,           /* one tensor operation inside a module call */
 	TM_EV__COUNT
 };
 const char *tm_event_kind_name(int kind);
@@ -199,6 +201,30 @@ struct tm_tensor {
  * the call end for EXIT/BWD.  start_ns/end_ns are the call's span, both
  * known at EXIT (0 at ENTER for end_ns).
  */
+/*
+ * An OP event (TM_EV_OP) is one tensor operation (an aten overload) run
+ * directly in a module's forward: its node is the op's site, a node of kind
+ * TM_NODE_OP whose parent is the module, whose type is the overload's name
+ * ("aten::div.Tensor") and whose file and line are the caller's source
+ * line; call is the module's call number; its tensors are the op's
+ * outputs (out.N).  op_index is the op's place in that call, from 1;
+ * op_flags are TM_OPF_* bits.  Both are 0 for other kinds.
+ */
+enum tm_op_flags {
+	TM_OPF_INPUTS_CHECKED = 1u << 0,    /* the inputs' finiteness is known */
+	TM_OPF_INPUTS_FINITE = 1u << 1,     /* ... and every input was finite */
+	TM_OPF__ALL = 0x3
+};
+
+struct tm_event;
+/*
+ * Producer, not propagator: 1 when the op event (forward) made non-finite
+ * values -- an output holds NaN or Inf and every input was finite --, 0
+ * when it did not (finite outputs, or non-finite inputs passed on), -1 when
+ * unknown (not an op event, stats or input check missing).
+ */
+int tm_event_op_made_nonfinite(const struct tm_event *ev);
+
 struct tm_event {
 	uint64_t seq;
 	uint64_t step;
@@ -212,6 +238,8 @@ struct tm_event {
 	uint64_t end_ns;
 	uint32_t ntensors;
 	struct tm_tensor *tensors;
+	uint32_t op_index;      /* TM_EV_OP: the op's index in the call, from 1 */
+	uint8_t op_flags;       /* TM_EV_OP: enum tm_op_flags */
 };
 
 /* The tensor of ev in slot, NULL when ev holds none. */
@@ -235,7 +263,9 @@ enum tm_gap_reason {
 	TM_GAP_FILTERED = 1u << 2,      /* excluded by a node filter */
 	TM_GAP_CRASH = 1u << 3,         /* writer died */
 	TM_GAP_TRUNCATED = 1u << 4,     /* file ends early */
-	TM_GAP__ALL = 0x1f
+	TM_GAP_DAMAGED = 1u << 5,       /* recovery dropped a damaged chunk */
+	TM_GAP_WRITE_ERROR = 1u << 6,   /* the writer could not write (disk full) */
+	TM_GAP__ALL = 0x7f
 };
 /* "backpressure|level" into buf; returns TM_OK or TM_ERR_INVALID_ARG. */
 int tm_gap_reason_format(uint32_t reasons, char *buf, size_t len);
@@ -293,7 +323,8 @@ struct tm_annot {
 enum tm_node_kind {
 	TM_NODE_MODULE = 0,
 	TM_NODE_PARAM = 1,
-	TM_NODE_BUFFER = 2
+	TM_NODE_BUFFER = 2,
+	TM_NODE_OP = 3          /* an op site (TM_EV_OP): parent is its module */
 };
 
 /* A graph node: a module or a parameter, named by its address. */

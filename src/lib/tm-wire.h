@@ -60,8 +60,9 @@ size_t tm_frame_decoder_pending(const tm_frame_decoder *d);
  * the frame after tm_msg_decode returns.
  */
 #define TM_WIRE_VERSION_MAJOR 1
-#define TM_WIRE_VERSION_MINOR 1
+#define TM_WIRE_VERSION_MINOR 2
 #define TM_MSG_MAX_STR 4096
+#define TM_MSG_MAX_TOKEN 128
 
 enum tm_msg_type {
 	/* debugger -> probe */
@@ -75,6 +76,7 @@ enum tm_msg_type {
 	TM_MSG_DETACH = 71,       /* the debugger leaves; the run goes on */
 	TM_MSG_INTERRUPT = 72,    /* stop at the next event (attach, Ctrl-C) */
 	TM_MSG_KILL = 73,         /* end the program: finish the recording, die */
+	TM_MSG_SET_OPS = 74,      /* op patterns (u.level.pattern; "": none) */
 	/* probe -> debugger (records 1..63 travel as their own frames) */
 	TM_MSG_DESCRIBE = 96,     /* answer to HELLO: version, capabilities */
 	TM_MSG_STOP = 97,         /* the model thread is paused at seq */
@@ -87,7 +89,8 @@ enum tm_wire_caps {
 	TM_CAP_PAUSE = 1u << 0,     /* breakpoints stop the model thread */
 	TM_CAP_CAPTURE = 1u << 1,   /* CAPTURE requests are honoured */
 	TM_CAP_LEVEL = 1u << 2,     /* SET_LEVEL is honoured */
-	TM_CAP_GRADIENTS = 1u << 3  /* backward events are observed */
+	TM_CAP_GRADIENTS = 1u << 3, /* backward events are observed */
+	TM_CAP_OPS = 1u << 4        /* SET_OPS is honoured (op events) */
 };
 
 enum tm_resume_mode {
@@ -115,6 +118,9 @@ struct tm_msg {
 			uint8_t max_level;        /* DESCRIBE: deepest level offered */
 			char name[TM_MSG_MAX_STR + 1];   /* client or probe kind */
 			char trace[TM_MSG_MAX_STR + 1];  /* DESCRIBE: .tmrun being written, "" */
+			/* HELLO over TCP (since 1.2): the probe's token; "" over a
+			 * Unix socket.  Absent from a 1.1 HELLO (reads as ""). */
+			char token[TM_MSG_MAX_TOKEN + 1];
 		} hello;
 		struct {
 			uint64_t from_seq;        /* first seq wanted */

@@ -10,7 +10,7 @@
 #include "tm-tmrun.h"
 
 #define TMRUN_VERSION_MAJOR 1
-#define TMRUN_VERSION_MINOR 1     /* 1.1: ANNOT records */
+#define TMRUN_VERSION_MINOR 2     /* 1.1: ANNOT records; 1.2: op events */
 
 /* File header: 32 bytes at offset 0. */
 #define TMRUN_FILE_HEADER_SIZE 32
@@ -82,5 +82,22 @@ const struct tmrun_chunk *tmrun_reader_chunk(const struct tm_reader *r, size_t i
 int tmrun_reader_verify_chunk(struct tm_reader *r, size_t i, const uint8_t **stored);
 int tmrun_writer_copy_chunk(struct tm_writer *w, const struct tmrun_chunk *c,
 			    const uint8_t *stored);
+
+/*
+ * Recovery's reader (TMRUN_READER_SALVAGE): a damaged file header is noted,
+ * not fatal; without a usable index the scan skips damaged regions to the
+ * next intact chunk header instead of stopping; no tables are built (the
+ * cursor functions must not be used).
+ */
+#define TMRUN_READER_SALVAGE (1u << 30)
+struct tmrun_skip {
+	uint64_t off, end;      /* [off, end) held no intact chunk header */
+	int err;                /* what was wrong at off */
+};
+int tmrun_reader_open_salvage(const char *path, struct tm_reader **out, char **detail);
+int tmrun_reader_header_damage(const struct tm_reader *r, const char **detail);
+const struct tmrun_skip *tmrun_reader_skips(const struct tm_reader *r, size_t *n);
+int tmrun_reader_check_chunk(struct tm_reader *r, const struct tmrun_chunk *c,
+			     const uint8_t **stored);
 
 #endif /* TMRUN_FORMAT_H */

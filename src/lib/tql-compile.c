@@ -49,6 +49,10 @@ static const char *const efield_names[EF__COUNT] = {
 	[EF_NODE_TYPE] = "node.type", [EF_NODE_DEPTH] = "node.depth",
 	[EF_RANK] = "rank", [EF_REQUEST] = "request",
 	[EF_REQUEST_COUNT] = "request.count",
+	[EF_OP_NAME] = "op.name", [EF_OP_INDEX] = "op.index",
+	[EF_OP_LINE] = "op.line", [EF_OP_FILE] = "op.file",
+	[EF_OP_INPUTS_FINITE] = "op.inputs_finite",
+	[EF_OP_MADE_NONFINITE] = "op.made_nonfinite",
 };
 
 enum {
@@ -1202,8 +1206,10 @@ static int check_word(struct tql_cc *cc, struct tql_node *n)
 		if (word_eq(n, 0, efield_names[i])) {
 			n->res = R_EVENT;
 			n->aux = (uint32_t)i;
-			return i == EF_PHASE || i == EF_NODE_PATH || i == EF_NODE_TYPE ?
-				TM_TQL_STR : i == EF_REQUEST ? TM_TQL_LIST : TM_TQL_INT;
+			return i == EF_PHASE || i == EF_NODE_PATH || i == EF_NODE_TYPE ||
+			       i == EF_OP_NAME || i == EF_OP_FILE ? TM_TQL_STR :
+			       i == EF_OP_INPUTS_FINITE || i == EF_OP_MADE_NONFINITE ?
+			       TM_TQL_BOOL : i == EF_REQUEST ? TM_TQL_LIST : TM_TQL_INT;
 		}
 	if (n->word.len > 7 && !memcmp(n->word.s, "tensor.", 7) &&
 	    !memchr(n->word.s + 7, '.', n->word.len - 7) &&

@@ -85,6 +85,9 @@ enum tql_efield {
 	EF_RANK,        /* the process's rank: ctx->rank, not the event's */
 	EF_REQUEST,     /* the step's request ids: env->annotation("request") */
 	EF_REQUEST_COUNT,
+	/* an op event's (TM_EV_OP): unknown at other events */
+	EF_OP_NAME, EF_OP_INDEX, EF_OP_LINE, EF_OP_FILE,
+	EF_OP_INPUTS_FINITE, EF_OP_MADE_NONFINITE,
 	EF__COUNT
 };
 

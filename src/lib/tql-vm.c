@@ -180,6 +180,50 @@ static void request_field(const struct tm_tql_ctx *ctx, const struct tm_event *e
 	}
 }
 
+/* op.*: the op event's site (name, source) and what it did (doc/tql.md). */
+static void op_field(const struct tm_tql_ctx *ctx, const struct tm_event *e,
+		     uint32_t f, struct tm_tql_value *v)
+{
+	const struct tm_node *n;
+	int r;
+
+	if (e->kind != TM_EV_OP) {
+		set_unknown(v, 0);
+		return;
+	}
+	switch (f) {
+	case EF_OP_INDEX:
+		set_int(v, e->op_index);
+		return;
+	case EF_OP_INPUTS_FINITE:
+		if (e->op_flags & TM_OPF_INPUTS_CHECKED)
+			set_bool(v, !!(e->op_flags & TM_OPF_INPUTS_FINITE));
+		else
+			set_unknown(v, 0);
+		return;
+	case EF_OP_MADE_NONFINITE:
+		r = tm_event_op_made_nonfinite(e);
+		if (r < 0)
+			set_unknown(v, 0);
+		else
+			set_bool(v, r);
+		return;
+	default:
+		break;
+	}
+	n = ctx->nodes ? tm_nodetab_get(ctx->nodes, e->node) : NULL;
+	if (!n || n->kind != TM_NODE_OP)
+		set_unknown(v, 0);
+	else if (f == EF_OP_NAME && n->type)
+		set_str(v, n->type);
+	else if (f == EF_OP_FILE && n->file)
+		set_str(v, n->file);
+	else if (f == EF_OP_LINE && n->line)
+		set_int(v, n->line);
+	else
+		set_unknown(v, 0);
+}
+
 static void event_field(const struct tm_tql_ctx *ctx, uint32_t f, struct tm_tql_value *v)
 {
 	const struct tm_event *e = ctx ? ctx->event : NULL;
@@ -216,6 +260,14 @@ static void event_field(const struct tm_tql_ctx *ctx, uint32_t f, struct tm_tql_
 	case EF_REQUEST:
 	case EF_REQUEST_COUNT:
 		request_field(ctx, e, f, v);
+		return;
+	case EF_OP_NAME:
+	case EF_OP_INDEX:
+	case EF_OP_LINE:
+	case EF_OP_FILE:
+	case EF_OP_INPUTS_FINITE:
+	case EF_OP_MADE_NONFINITE:
+		op_field(ctx, e, f, v);
 		return;
 	default:
 		n = ctx->nodes ? tm_nodetab_get(ctx->nodes, e->node) : NULL;
@@ -642,22 +694,22 @@ void tql_run(tm_tql_prog *p, const struct tql_insn *code,
 	L_ADD_I:
 		BINARY();
 		if (__builtin_add_overflow(a->v.i, b->v.i, &a->v.i))
-			set_unknown(a, 0);
+			set_unknown(a, TM_TQL_OVERFLOW);
 		DISPATCH();
 	L_SUB_I:
 		BINARY();
 		if (__builtin_sub_overflow(a->v.i, b->v.i, &a->v.i))
-			set_unknown(a, 0);
+			set_unknown(a, TM_TQL_OVERFLOW);
 		DISPATCH();
 	L_MUL_I:
 		BINARY();
 		if (__builtin_mul_overflow(a->v.i, b->v.i, &a->v.i))
-			set_unknown(a, 0);
+			set_unknown(a, TM_TQL_OVERFLOW);
 		DISPATCH();
 	L_MOD_I:
 		BINARY();
 		if (b->v.i == 0) {
-			set_unknown(a, 0);
+			set_unknown(a, TM_TQL_DIV_ZERO);
 		} else if (b->v.i == -1) {
 			a->v.i = 0;
 		} else {
@@ -677,7 +729,7 @@ void tql_run(tm_tql_prog *p, const struct tql_insn *code,
 	L_NEG_I:
 		UNARY();
 		if (a->v.i == INT64_MIN)
-			set_unknown(a, 0);
+			set_unknown(a, TM_TQL_OVERFLOW);
 		else
 			a->v.i = -a->v.i;
 		DISPATCH();
@@ -902,23 +954,34 @@ static int format_double(double d, char *buf, size_t len)
 
 int tm_tql_reason_format(uint32_t reason, char *buf, size_t len)
 {
-	uint32_t gap = reason & ~(uint32_t)TM_TQL_NO_FINITE;
+	static const struct { uint32_t bit; const char *word; } own[] = {
+		{ TM_TQL_NO_FINITE, "no finite elements" },
+		{ TM_TQL_OVERFLOW, "integer overflow" },
+		{ TM_TQL_DIV_ZERO, "division by zero" },
+	};
+	uint32_t gap = reason & (uint32_t)TM_GAP__ALL;
+	size_t i, off;
 	int n;
 
 	if (!buf || !len)
 		return TM_ERR_INVALID_ARG;
-	if (!reason)
+	buf[0] = 0;
+	if (!(reason & ((uint32_t)TM_GAP__ALL | TM_TQL_NO_FINITE | TM_TQL_OVERFLOW |
+			TM_TQL_DIV_ZERO))) {
 		n = snprintf(buf, len, "not recorded");
-	else if (!gap)
-		n = snprintf(buf, len, "no finite elements");
-	else if (tm_gap_reason_format(gap, buf, len) != TM_OK)
+		return n < 0 || (size_t)n >= len ? TM_ERR_INVALID_ARG : TM_OK;
+	}
+	if (gap && tm_gap_reason_format(gap, buf, len) != TM_OK)
 		return TM_ERR_INVALID_ARG;
-	else if (reason & TM_TQL_NO_FINITE)
-		n = snprintf(buf + strlen(buf), len - strlen(buf),
-			     "|no finite elements");
-	else
-		return TM_OK;
-	return n < 0 || (size_t)n >= len ? TM_ERR_INVALID_ARG : TM_OK;
+	for (i = 0; i < TM_ARRAY_LEN(own); i++) {
+		if (!(reason & own[i].bit))
+			continue;
+		off = strlen(buf);
+		n = snprintf(buf + off, len - off, "%s%s", off ? "|" : "", own[i].word);
+		if (n < 0 || (size_t)n >= len - off)
+			return TM_ERR_INVALID_ARG;
+	}
+	return TM_OK;
 }
 
 int tm_tql_value_format(const struct tm_tql_value *v, char *buf, size_t len)

@@ -22,9 +22,34 @@ const char *tm_phase_name(int phase)
 const char *tm_event_kind_name(int kind)
 {
 	static const char *const names[TM_EV__COUNT] = {
-		"enter", "exit", "bwd", "param"
+		[TM_EV_ENTER] = "enter", [TM_EV_EXIT] = "exit",
+		[TM_EV_BWD] = "bwd", [TM_EV_PARAM] = "param", [TM_EV_OP] = "op"
 	};
-	return kind >= 0 && kind < TM_EV__COUNT ? names[kind] : "?";
+	return kind >= 0 && kind < TM_EV__COUNT && names[kind] ? names[kind] : "?";
+}
+
+int tm_event_op_made_nonfinite(const struct tm_event *ev)
+{
+	const uint32_t both = TM_STAT_BIT(TM_STAT_NAN_COUNT) | TM_STAT_BIT(TM_STAT_INF_COUNT);
+	int unknown = 0;
+	uint32_t i;
+
+	if (!ev || ev->kind != TM_EV_OP || ev->phase != TM_PHASE_FWD)
+		return -1;
+	for (i = 0; i < ev->ntensors; i++) {
+		const struct tm_tensor *t = &ev->tensors[i];
+
+		if ((t->have & both) != both) {
+			unknown = 1;
+			continue;
+		}
+		if (t->stat[TM_STAT_NAN_COUNT] > 0 || t->stat[TM_STAT_INF_COUNT] > 0) {
+			if (!(ev->op_flags & TM_OPF_INPUTS_CHECKED))
+				return -1;
+			return !!(ev->op_flags & TM_OPF_INPUTS_FINITE);
+		}
+	}
+	return unknown ? -1 : 0;
 }
 
 static const char *const slot_names[TM_SLOT__COUNT] = {
@@ -185,7 +210,8 @@ int tm_stat_from_name(const char *name)
 }
 
 static const char *const gap_reason_names[] = {
-	"backpressure", "level", "filtered", "crash", "truncated"
+	"backpressure", "level", "filtered", "crash", "truncated", "damaged",
+	"write error"
 };
 
 int tm_gap_reason_format(uint32_t reasons, char *buf, size_t len)

@@ -35,6 +35,7 @@ const char *tm_msg_name(int type)
 	case TM_MSG_DETACH: return "detach";
 	case TM_MSG_INTERRUPT: return "interrupt";
 	case TM_MSG_KILL: return "kill";
+	case TM_MSG_SET_OPS: return "set-ops";
 	case TM_MSG_DESCRIBE: return "describe";
 	case TM_MSG_STOP: return "stop";
 	case TM_MSG_RESULT: return "result";
@@ -109,6 +110,8 @@ int tm_msg_encode(struct tm_buf *b, const struct tm_msg *m)
 		put_u8(&w, m->u.hello.max_level);
 		put_str(&w, m->u.hello.name);
 		put_str(&w, m->u.hello.trace);
+		if (m->type == TM_MSG_HELLO)
+			put_str(&w, m->u.hello.token);
 		break;
 	case TM_MSG_SUBSCRIBE:
 		put_uv(&w, m->u.subscribe.from_seq);
@@ -139,6 +142,9 @@ int tm_msg_encode(struct tm_buf *b, const struct tm_msg *m)
 		if (m->u.level.level > 3)
 			return TM_ERR_INVALID_ARG;
 		put_u8(&w, m->u.level.level);
+		put_str(&w, m->u.level.pattern);
+		break;
+	case TM_MSG_SET_OPS:
 		put_str(&w, m->u.level.pattern);
 		break;
 	case TM_MSG_DETACH:
@@ -235,6 +241,19 @@ int tm_msg_decode(const struct tm_frame *f, struct tm_msg *m)
 		m->u.hello.max_level = tm_rd_u8(&r);
 		get_str(&r, m->u.hello.name, &big);
 		get_str(&r, m->u.hello.trace, &big);
+		m->u.hello.token[0] = 0;
+		if (!r.bad && f->type == TM_MSG_HELLO && r.p < r.end) {
+			/* 1.2: the TCP token (a 1.1 HELLO ends before it) */
+			uint64_t n = get_uv(&r, TM_MSG_MAX_TOKEN, &big);
+			const uint8_t *tok = r.bad ? NULL : tm_rd_bytes(&r, n);
+
+			if (tok && memchr(tok, 0, n))
+				r.bad = 1;
+			else if (tok) {
+				memcpy(m->u.hello.token, tok, n);
+				m->u.hello.token[n] = 0;
+			}
+		}
 		if (!r.bad && m->u.hello.max_level > 3)
 			r.bad = 1;
 		break;
@@ -270,6 +289,9 @@ int tm_msg_decode(const struct tm_frame *f, struct tm_msg *m)
 		get_str(&r, m->u.level.pattern, &big);
 		if (!r.bad && m->u.level.level > 3)
 			r.bad = 1;
+		break;
+	case TM_MSG_SET_OPS:
+		get_str(&r, m->u.level.pattern, &big);
 		break;
 	case TM_MSG_DETACH:
 	case TM_MSG_INTERRUPT:

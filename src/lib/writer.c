@@ -56,6 +56,19 @@ struct tm_writer {
 
 	int failed;                  /* sticky error: the file is unusable */
 	char detail[256];
+
+	/*
+	 * A write that failed (a full disk): the file was cut back to its last
+	 * whole chunk, said once on stderr, and from then on events, gaps and
+	 * crashes are not written but counted into one lost range, written as
+	 * a WRITE_ERROR gap at close if there is room by then.  Node
+	 * definitions are kept (in meta) so that the file stays consistent.
+	 */
+	int werrno;                  /* errno of the first failed write, or 0 */
+	int reported;                /* it was said on stderr */
+	int have_lost;
+	struct tm_gap lost;
+	char *path;                  /* for the message; NULL: "the trace" */
 };
 
 void tm_writer_opts_default(struct tm_writer_opts *o)
@@ -126,6 +139,68 @@ static int index_add(tm_writer *w, const struct tmrun_chunk *c)
 	return TM_OK;
 }
 
+/* "ENOSPC": the symbolic name, which a user can search for. */
+static const char *errno_name(int e)
+{
+	switch (e) {
+	case ENOSPC: return "ENOSPC";
+	case EDQUOT: return "EDQUOT";
+	case EFBIG: return "EFBIG";
+	case EIO: return "EIO";
+	case EROFS: return "EROFS";
+	case EBADF: return "EBADF";
+	case EPIPE: return "EPIPE";
+	case ENXIO: return "ENXIO";
+	default: return "errno";
+	}
+}
+
+/*
+ * A write failed: cut the file back to the last whole chunk (so that it
+ * reads as a trace whose writer stopped there, and the space a partial
+ * chunk took is free again), say so once on stderr, and go on counting
+ * what cannot be written.  The caller keeps the records it was writing:
+ * they are added to the lost range.
+ */
+static void write_failed(tm_writer *w, int e)
+{
+	if (ftruncate(w->fd, (off_t)w->off) || lseek(w->fd, (off_t)w->off, SEEK_SET) < 0) {
+		/* cannot even cut back: the file's tail is torn, which a
+		 * reader handles as the end of the readable part */
+	}
+	if (w->werrno)
+		return;
+	w->werrno = e;
+	if (w->reported)
+		return;         /* said once: the close's own attempt failed too */
+	w->reported = 1;
+	wfail(w, TM_ERR_IO, "%s: %s (%s)", w->path ? w->path : "the trace", strerror(e),
+	      errno_name(e));
+	fprintf(stderr, "tensormorph: cannot write %s: %s (%s); events from here on are not "
+		"recorded (a \"write error\" gap); the trace stays readable up to here\n",
+		w->path ? w->path : "the trace", strerror(e), errno_name(e));
+}
+
+/* Adds a record's seq range to the lost range (a failed writer). */
+static void lose(tm_writer *w, uint64_t lo, uint64_t hi, uint64_t count, uint64_t step,
+		 uint64_t time)
+{
+	if (!w->have_lost) {
+		w->have_lost = 1;
+		w->lost.first_seq = lo;
+		w->lost.last_seq = hi;
+		w->lost.count = 0;
+		w->lost.reason = TM_GAP_WRITE_ERROR;
+		w->lost.step = step;
+		w->lost.time_ns = time;
+	}
+	if (lo < w->lost.first_seq)
+		w->lost.first_seq = lo;
+	if (hi > w->lost.last_seq)
+		w->lost.last_seq = hi;
+	w->lost.count += count;
+}
+
 /*
  * Writes one chunk (header + payload) from raw bytes.  emergency: no
  * allocation (stores uncompressed when the preallocated buffer is short)
@@ -159,9 +234,12 @@ static int write_chunk(tm_writer *w, struct tmrun_chunk *c, const uint8_t *raw,
 	c->offset = w->off;
 	tmrun_chunk_header_encode(hdr, c);
 	if (write_all(w->fd, hdr, sizeof(hdr)) || write_all(w->fd, payload, stored)) {
-		w->failed = TM_ERR_IO;
-		return emergency ? TM_ERR_IO
-				 : wfail(w, TM_ERR_IO, "write failed: %s", strerror(errno));
+		if (emergency) {
+			w->failed = TM_ERR_IO;
+			return TM_ERR_IO;
+		}
+		write_failed(w, errno);
+		return TM_ERR_IO;
 	}
 	w->off += sizeof(hdr) + stored;
 	if (emergency)
@@ -195,11 +273,25 @@ static int flush_events(tm_writer *w)
 
 	if (!w->raw.len)
 		return TM_OK;
-	err = flush_meta(w);
+	err = w->werrno ? TM_ERR_IO : flush_meta(w);
+	if (err && w->werrno) {
+		/* no room for the nodes: their events cannot be written */
+		lose(w, w->cur.first_seq, w->cur.last_seq, w->cur.nevents, w->cur.min_step,
+		     w->cur.min_time);
+		w->raw.len = 0;
+		memset(&w->cur, 0, sizeof(w->cur));
+		return TM_OK;
+	}
 	if (err)
 		return err;
 	w->cur.type = TMRUN_CHUNK_EVENTS;
 	err = write_chunk(w, &w->cur, w->raw.data, w->raw.len, 0);
+	if (err && w->werrno) {
+		/* the chunk's records are the first the file lacks */
+		lose(w, w->cur.first_seq, w->cur.last_seq, w->cur.nevents, w->cur.min_step,
+		     w->cur.min_time);
+		err = TM_OK;
+	}
 	if (err)
 		return err;
 	w->raw.len = 0;
@@ -332,6 +424,8 @@ int tm_writer_open(const char *path, const struct tm_writer_opts *opts,
 	err = tm_writer_fdopen(fd, opts, out);
 	if (err)
 		close(fd);
+	else
+		(*out)->path = tm_strdup0(path);
 	return err;
 }
 
@@ -394,6 +488,10 @@ static int do_event(tm_writer *w, const struct tm_event *e)
 	if (e->node >= tm_nodetab_count(w->nodes))
 		return wfail(w, TM_ERR_INVALID_ARG, "event %llu: node %u is not defined",
 			     (unsigned long long)e->seq, e->node);
+	if (w->werrno) {
+		lose(w, e->seq, e->seq, 1, e->step, e->time_ns);
+		return TM_OK;
+	}
 	err = tm_encode_event(&w->raw, e);
 	if (err)
 		return err;
@@ -428,7 +526,13 @@ int tm_writer_events(tm_writer *w, const struct tm_event *e, size_t n)
 
 static int do_gap(tm_writer *w, const struct tm_gap *g)
 {
-	int err = tm_encode_gap(&w->raw, g);
+	int err;
+
+	if (w->werrno) {
+		lose(w, g->first_seq, g->last_seq, g->count, g->step, g->time_ns);
+		return TM_OK;
+	}
+	err = tm_encode_gap(&w->raw, g);
 
 	if (err)
 		return err;
@@ -445,7 +549,13 @@ int tm_writer_gap(tm_writer *w, const struct tm_gap *g)
 
 static int do_crash(tm_writer *w, const struct tm_crash *c)
 {
-	int err = tm_encode_crash(&w->raw, c);
+	int err;
+
+	if (w->werrno) {
+		lose(w, c->seq, c->seq, 0, c->step, c->time_ns);
+		return TM_OK;
+	}
+	err = tm_encode_crash(&w->raw, c);
 
 	if (err)
 		return err;
@@ -464,7 +574,11 @@ int tm_writer_crash(tm_writer *w, const struct tm_crash *c)
  * reader finds it with the same search as the step's events. */
 static int do_annot(tm_writer *w, const struct tm_annot *a)
 {
-	int err = tm_encode_annot(&w->raw, a);
+	int err;
+
+	if (w->werrno)
+		return TM_OK;   /* its step's events are lost with it */
+	err = tm_encode_annot(&w->raw, a);
 
 	if (err)
 		return err;
@@ -523,7 +637,7 @@ static int do_flush(tm_writer *w)
 {
 	int err = flush_events(w);
 
-	if (!err)
+	if (!err && !w->werrno)
 		err = flush_meta(w);
 	return err;
 }
@@ -674,10 +788,52 @@ int tm_writer_close(tm_writer *w)
 	err = w->failed;
 	if (!err)
 		err = do_flush(w);
-	if (!err)
+	if (!err && w->werrno) {
+		/* Writing failed earlier: now that the partial chunk is gone
+		 * there may be room for the nodes, one gap that says what was
+		 * lost and why, and the index.  If not, the file is cut back
+		 * to its last whole chunk: a trace whose writer stopped there. */
+		uint64_t good = w->off;
+
+		w->werrno = 0;
+		err = TM_OK;
+		if (w->have_lost) {
+			err = tm_encode_gap(&w->raw, &w->lost);
+			if (!err) {
+				w->cur.ngaps++;
+				w->cur.nrecords++;
+				w->cur.first_seq = w->lost.first_seq;
+				w->cur.last_seq = w->lost.last_seq;
+				w->cur.min_step = w->cur.max_step = w->lost.step;
+				w->cur.min_time = w->cur.max_time = w->lost.time_ns;
+			}
+		}
+		if (!err)
+			err = do_flush(w);
+		if (!err && w->werrno)
+			err = TM_ERR_IO;
+		if (!err)
+			err = write_index_and_summary(w);
+		if (err) {
+			if (ftruncate(w->fd, (off_t)good)) {
+				/* a torn tail reads as the end of the readable part */
+			}
+			err = TM_ERR_IO;
+		}
+	} else if (!err) {
 		err = write_index_and_summary(w);
-	if (!err && fsync(w->fd) && errno != EINVAL && errno != EROFS)
+		if (err && w->werrno) {
+			/* no room for the index: the file stays a trace whose
+			 * writer stopped at its last whole chunk */
+			err = TM_ERR_IO;
+		}
+	}
+	if (!err && fsync(w->fd) && errno != EINVAL && errno != EROFS) {
+		if (!w->detail[0])
+			wfail(w, TM_ERR_IO, "%s: fsync: %s (%s)", w->path ? w->path : "the trace",
+			      strerror(errno), errno_name(errno));
 		err = TM_ERR_IO;
+	}
 	if (close(w->fd) && !err)
 		err = TM_ERR_IO;
 	w->fd = -1;
@@ -698,6 +854,7 @@ void tm_writer_abandon(tm_writer *w)
 	tm_buf_free(&w->raw);
 	tm_buf_free(&w->meta);
 	tm_nodetab_free(w->nodes);
+	free(w->path);
 	pthread_cond_destroy(&w->cond);
 	pthread_mutex_destroy(&w->lock);
 	free(w);

@@ -211,7 +211,43 @@ static void bp_what(struct tm_session *s, const struct bp *b, char *buf, size_t 
 			break;
 		}
 	snprintf(buf, len, "%s (%s)", b->where,
-		 n && n->kind != TM_NODE_MODULE ? "data, grad" : "out");
+		 n && n->kind != TM_NODE_MODULE && n->kind != TM_NODE_OP ? "data, grad" : "out");
+}
+
+/*
+ * What a location without a slot binds, by kind of node: "outputs of 12
+ * modules, data and gradients of 8 parameters".  A pattern's count of
+ * nodes alone hid that model.** also stops at parameters' gradients.
+ */
+static void bp_binds(struct tm_session *s, const struct bp *b, char *buf, size_t len)
+{
+	static const char *const what[] = {
+		[TM_NODE_MODULE] = "outputs of %u module%s",
+		[TM_NODE_PARAM] = "data and gradients of %u parameter%s",
+		[TM_NODE_BUFFER] = "values of %u buffer%s",
+		[TM_NODE_OP] = "outputs of %u op site%s",
+	};
+	uint32_t count[sizeof(what) / sizeof(what[0])] = { 0 }, i;
+	size_t k, l = 0;
+
+	for (i = 0; i < b->core.nkinds; i++) {
+		const struct tm_node *n;
+
+		if (b->core.kinds[i] && (n = tm_nodetab_get(s->nodes, i)) &&
+		    n->kind < sizeof(what) / sizeof(what[0]))
+			count[n->kind]++;
+	}
+	buf[0] = 0;
+	for (k = 0; k < sizeof(what) / sizeof(what[0]); k++) {
+		if (!count[k] || l >= len)
+			continue;
+		if (l) {
+			snprintf(buf + l, len - l, ", ");
+			l = strlen(buf);
+		}
+		snprintf(buf + l, len - l, what[k], count[k], count[k] == 1 ? "" : "s");
+		l = strlen(buf);
+	}
 }
 
 /* Whether addr parses (a pending breakpoint must be well-formed). */
@@ -399,15 +435,21 @@ static void bp_announce(struct tm_session *s, const struct bp *b)
 			       kind, b->num, what, n->file, n->line);
 		else
 			tm_out(s, "%s %d at %s.\n", kind, b->num, what);
-	} else {
+	} else if (b->core.has_slot || b->type == BP_WATCH) {
 		tm_out(s, "%s %d at %s: %u nodes.\n", kind, b->num, what,
 		       b->core.nmatch);
+	} else {
+		char binds[256];
+
+		bp_binds(s, b, binds, sizeof(binds));
+		tm_out(s, "%s %d at %s: %s.\n", kind, b->num, b->where, binds);
 	}
 }
 
 /* break/tbreak [ADDRESS] [if COND] */
 static int do_break(struct tm_session *s, const char *args, int disp)
 {
+	char loc[TM_ADDRESS_MAX + 1], *colon;
 	const char *junk = NULL;
 	struct tm_bp_spec spec;
 	char *addr = NULL;
@@ -426,6 +468,20 @@ static int do_break(struct tm_session *s, const char *args, int disp)
 			return -1;
 		}
 		spec.location = addr;
+		/* FILE:LINE, as IDEs send a click in the margin (Emacs's
+		 * C-x C-a C-b): the modules whose forward() holds that line */
+		colon = strrchr(addr, ':');
+		if (colon && colon > addr && colon[1] &&
+		    strspn(colon + 1, "0123456789") == strlen(colon + 1) &&
+		    addr[0] != '@') {
+			*colon = 0;
+			if (tm_source_location(s, addr, (unsigned)strtoul(colon + 1, NULL, 10),
+					       loc, sizeof(loc))) {
+				free(addr);
+				return -1;
+			}
+			spec.location = loc;
+		}
 	}
 	rc = tm_bp_create(s, &spec, &b);
 	free(addr);
@@ -722,6 +778,11 @@ static void bp_delete(struct tm_session *s, struct bp *b, int arg)
 	}
 }
 
+void tm_bp_delete(struct tm_session *s, struct bp *b)
+{
+	bp_delete(s, b, 0);
+}
+
 /* how: -1 disable, else enable with disposition how (enum bp_disp) */
 static void bp_enable(struct tm_session *s, struct bp *b, int how)
 {
@@ -902,9 +963,17 @@ int tm_bp_info(struct tm_session *s, const char *args, int watch_only)
 		any = 1;
 		bp_what(s, b, what, sizeof(what));
 		if (b->type == BP_BREAK && b->core.nmatch != 1 && !b->pending) {
-			size_t l = strlen(what);
+			if (b->core.has_slot) {
+				size_t l = strlen(what);
 
-			snprintf(what + l, sizeof(what) - l, ", %u nodes", b->core.nmatch);
+				snprintf(what + l, sizeof(what) - l, ", %u nodes",
+					 b->core.nmatch);
+			} else {
+				char binds[256];
+
+				bp_binds(s, b, binds, sizeof(binds));
+				snprintf(what, sizeof(what), "%s: %s", b->where, binds);
+			}
 		}
 		tm_out(s, "%-7d %-14s %-4s %-3s %s\n", b->num,
 		       b->type == BP_WATCH ? "watchpoint" : "breakpoint",

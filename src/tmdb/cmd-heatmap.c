@@ -90,24 +90,6 @@ static int fill_tensor_grid(const struct tm_tensor *t, const struct sview *v,
 	return 0;
 }
 
-/* After the text render, so that messages come in reading order. */
-static int write_png(struct tm_session *s, const struct vopts *o,
-		     const struct rgrid *g)
-{
-	int err;
-
-	if (!o->png[0])
-		return 0;
-	err = render_png(o->png, g, o->scale);
-	if (err) {
-		tm_error(s, "Cannot write %s: %s.", o->png, strerror(err));
-		return -1;
-	}
-	tm_out(s, "Wrote %s (%d x %d pixels).\n", o->png, g->w * o->scale,
-	       g->h * o->scale);
-	return 0;
-}
-
 static int heatmap_over_steps(struct tm_session *s, const char *expr,
 			      const char *range, const struct vopts *o);
 
@@ -144,9 +126,57 @@ static int heatmap_tensor(struct tm_session *s, const char *args,
 	render_grid(&b, &g, o->mode, "  ");
 	render_legend(&b, &g, o->mode);
 	view_flush_rb(s, &b);
-	rc = write_png(s, o, &g);
+	rc = 0;
+	if (pic_any(&o->pic)) {
+		struct pic_heatmap hm;
+		char title[2 * TM_ADDRESS_MAX + 400], sub[400];
+		int64_t rows = v.nk == 2 ? v.count[0] : 1;
+		int64_t cols = v.nk ? v.count[v.nk - 1] : 1;
+
+		memset(&hm, 0, sizeof(hm));
+		snprintf(title, sizeof(title), "%s%s%s%s  %s %s", r.name,
+			 r.focus ? " (" : "", r.focus ? tm_node_name(s, ev->node) : "",
+			 r.focus ? ")" : "", tm_dtype_name(t->dtype), shape);
+		snprintf(sub, sizeof(sub), "step %" PRIu64 ", seq %" PRIu64
+			 "; showing %s: %" PRId64 " x %" PRId64 " elements in %d x %d "
+			 "cells (mean of each)", ev->step, ev->seq, v.desc, rows,
+			 cols, g.h, g.w);
+		hm.title = title;
+		hm.subtitle = sub;
+		hm.g = &g;
+		hm.xlabel = "column (element index)";
+		hm.ylabel = "row";
+		hm.x0 = 0;
+		hm.x1 = (double)cols;
+		hm.y0 = 0;
+		hm.y1 = (double)rows;
+		hm.pcol = -1;
+		hm.scale_label = "value";
+		rc = view_write_heatmap(s, o, &hm);
+	}
 	rgrid_free(&g);
 	return rc;
+}
+
+/*
+ * A bare "heatmap": abs_max of the playhead node's family (its parent's
+ * children) over the steps so far, or of every node's output before the
+ * first step; the line above the picture says what was drawn.
+ */
+static int heatmap_default(struct tm_session *s, const struct vopts *o)
+{
+	char expr[TM_ADDRESS_MAX + 64];
+	const char *name = s->have_cur ? tm_node_name(s, s->cur.node) : NULL;
+	const char *dot = name ? strrchr(name, '.') : NULL;
+
+	if (dot && (size_t)(dot - name) < TM_ADDRESS_MAX)
+		snprintf(expr, sizeof(expr), "%.*s.*:out.abs_max", (int)(dot - name),
+			 name);
+	else
+		snprintf(expr, sizeof(expr), "**:out.abs_max");
+	tm_out(s, "heatmap %s over steps%s  (for a tensor: heatmap ADDR:SLOT; "
+	       "\"help heatmap\")\n", expr, s->have_cur ? " (the playhead's family)" : "");
+	return heatmap_over_steps(s, expr, "", o);
 }
 
 /*
@@ -164,6 +194,8 @@ static int cmd_heatmap_exec(struct tm_session *s, const char *args, int from_tty
 	p = view_parse_opts(s, args, &o, 64, 32);
 	if (!p)
 		return -1;
+	if (!*tm_skip_ws(p))
+		return heatmap_default(s, &o);
 	over = strstr(p, " over ");
 	if (over && !strncmp(tm_skip_ws(over + 6), "steps", 5)) {
 		size_t l = (size_t)(over - p);
@@ -183,15 +215,19 @@ static int cmd_heatmap_exec(struct tm_session *s, const char *args, int from_tty
 
 const struct cmd_entry cmd_heatmap_entry = {
 	.name = "heatmap", .alias = "hm",
-	.usage = "heatmap [-nocolor|-color|-color256] [-width N] [-height N] "
-		 "[-png FILE] ADDR:SLOT[slices] | [PATTERN:SLOT.]STAT over steps [A..B]",
+	.usage = "heatmap [-nocolor|-color|-color256] [-width N] [-height N] [-log] "
+		 "[-png FILE] [-svg FILE] [-pdf FILE] [-scale N] "
+		 "ADDR:SLOT[slices] | [PATTERN:SLOT.]STAT over steps [A..B]",
 	.help = "Draw a captured tensor, or one stat of many nodes over steps.\n"
 		"With ADDR:SLOT, the tensor at the playhead (level-3 contents) as a\n"
 		"picture: a 2-D slice, e.g. model.layers.0:out[0] or [0, :16, :].\n"
 		"With \"STAT over steps\", nodes as rows and steps as columns, e.g.\n"
 		"\"heatmap model.**:out.abs_max over steps 0..100\".  NaN, +Inf and\n"
 		"-Inf have colours of their own; gaps are hatched, never filled in.\n"
-		"-png FILE also writes the picture as a PNG (-scale N pixels a cell).",
+		"A long run is drawn in -width columns, each the worst of its steps.\n"
+		"-png, -svg, -pdf FILE also draw it as a labelled picture (-scale N:\n"
+		"pixels a cell).  With no argument: abs_max of the playhead's node\n"
+		"and its siblings over the steps so far.",
 	.exec = cmd_heatmap_exec, .flags = CMD_NEEDS_TRACE, .klass = "data",
 };
 
@@ -199,107 +235,86 @@ const struct cmd_entry cmd_heatmap_entry = {
 static int heatmap_over_steps(struct tm_session *s, const char *expr,
 			      const char *range, const struct vopts *o)
 {
-	uint32_t nn = tm_nodetab_count(s->nodes), i;
 	struct sterm st;
 	struct series sr;
-	int32_t *row = NULL;
-	uint32_t nrows = 0, *rownode = NULL;
-	uint8_t *kind = NULL;
-	double *val = NULL, lo = INFINITY, hi = -INFINITY;
-	uint64_t a, b, nsteps;
-	size_t k;
+	uint32_t nrows = 0, *rownode = NULL, i;
+	const char **names = NULL;
+	double lo = INFINITY, hi = -INFINITY;
+	uint64_t a, b;
 	int w, x, y, labw = 8, rc = -1, pcol = -1;
 	struct rgrid g;
 	struct rbuf out;
 
 	if (view_parse_range(s, range, &a, &b) || view_parse_sterm(s, expr, 0, &st))
 		return -1;
-	if (view_scan_series(s, &st, a, b, &sr)) {
+	if (view_scan_series(s, &st, a, b, o->width, &sr)) {
 		tm_address_free(st.a);
 		return -1;
 	}
 	memset(&g, 0, sizeof(g));
 	rb_init(&out);
-	if (!sr.n) {
+	if (!sr.nsamp) {
 		tm_out(s, "No values of %s in %s.\n", view_stat_label(&st),
-		       a || b != UINT64_MAX ? "those steps" : "the trace");
+		       a || b != UINT64_MAX ? "those steps" :
+		       sr.live ? "the steps that have arrived" : "the trace");
 		rc = 0;
 		goto done;
 	}
-	row = malloc((nn ? nn : 1) * sizeof(*row));
-	rownode = malloc((nn ? nn : 1) * sizeof(*rownode));
-	if (!row || !rownode)
+	rownode = malloc((sr.nrows ? sr.nrows : 1) * sizeof(*rownode));
+	names = malloc((sr.nrows ? sr.nrows : 1) * sizeof(*names));
+	if (!rownode || !names)
 		goto oom;
-	for (i = 0; i < nn; i++)
-		row[i] = -1;
-	for (k = 0; k < sr.n; k++)
-		row[sr.v[k].node] = 0;
-	for (i = 0; i < nn; i++) {
-		if (row[i] < 0)
+	for (i = 0; i < sr.nn && nrows < 400; i++) {
+		if (!sr.kind[i])
 			continue;
-		if (nrows >= 400) {
-			row[i] = -1;
-			continue;
-		}
-		row[i] = (int32_t)nrows;
-		rownode[nrows++] = i;
+		rownode[nrows] = i;
+		names[nrows++] = tm_node_name(s, i);
 		if ((int)strlen(tm_node_name(s, i)) > labw)
 			labw = (int)strlen(tm_node_name(s, i));
 	}
 	if (labw > 40)
 		labw = 40;
-	nsteps = sr.last - sr.first + 1;
-	w = nsteps < (uint64_t)o->width ? (int)nsteps : o->width;
-	kind = calloc((size_t)w * nrows, 1);
-	val = calloc((size_t)w * nrows, sizeof(*val));
-	if (!kind || !val || rgrid_init(&g, w, (int)nrows))
+	w = sr.ncol;
+	if (rgrid_init(&g, w, (int)nrows))
 		goto oom;
-	for (k = 0; k < sr.n; k++) {
-		const struct samp *sp = &sr.v[k];
+	for (y = 0; y < (int)nrows; y++)
+		for (x = 0; x < w; x++) {
+			uint8_t *k = &sr.kind[rownode[y]][x];
 
-		if (row[sp->node] < 0)
-			continue;
-		x = (int)((sp->step - sr.first) * (uint64_t)w / nsteps);
-		y = row[sp->node];
-		view_cell_merge(&kind[y * w + x], &val[y * w + x], sp->kind, sp->v);
-	}
-	for (k = 0; k < sr.ngap; k++) {
-		x = (int)((sr.gap[k] - sr.first) * (uint64_t)w / nsteps);
-		for (y = 0; y < (int)nrows; y++)
-			if (kind[y * w + x] == CELL_EMPTY)
-				kind[y * w + x] = CELL_GAP;
-	}
-	for (k = 0; k < (size_t)w * nrows; k++)
-		if (kind[k] == CELL_VAL) {
+			if (*k == CELL_EMPTY && sr.gap[x])
+				*k = CELL_GAP;
+			if (*k != CELL_VAL)
+				continue;
 			if (o->log)
-				val[k] = render_log(val[k]);
-			if (val[k] < lo)
-				lo = val[k];
-			if (val[k] > hi)
-				hi = val[k];
+				sr.val[rownode[y]][x] = render_log(sr.val[rownode[y]][x]);
+			lo = fmin(lo, sr.val[rownode[y]][x]);
+			hi = fmax(hi, sr.val[rownode[y]][x]);
 		}
 	g.lo = lo <= hi ? lo : 0;
 	g.hi = lo <= hi ? hi : 0;
 	g.log = o->log;
 	for (y = 0; y < (int)nrows; y++)
 		for (x = 0; x < w; x++) {
-			if (kind[y * w + x] == CELL_VAL)
-				rgrid_set(&g, x, y, val[y * w + x]);
+			if (sr.kind[rownode[y]][x] == CELL_VAL)
+				rgrid_set(&g, x, y, sr.val[rownode[y]][x]);
 			else
-				rgrid_set_kind(&g, x, y, kind[y * w + x]);
+				rgrid_set_kind(&g, x, y, sr.kind[rownode[y]][x]);
 		}
-	if (s->have_cur && s->cur.step >= sr.first && s->cur.step <= sr.last)
-		pcol = (int)((s->cur.step - sr.first) * (uint64_t)w / nsteps);
+	if (s->have_cur)
+		pcol = view_series_col(&sr, s->cur.step);
 
-	rb_printf(&out, "%s over steps %" PRIu64 "..%" PRIu64 ": %u node%s, "
-		  "%" PRIu64 " step%s a column%s\n", st.text, sr.first, sr.last,
-		  nrows, nrows == 1 ? "" : "s",
-		  (nsteps + (uint64_t)w - 1) / (uint64_t)w,
-		  (nsteps + (uint64_t)w - 1) / (uint64_t)w == 1 ? "" : "s",
-		  nsteps > (uint64_t)w ? " (worst of each)" : "");
+	rb_printf(&out, "%s over steps %" PRIu64 "..%" PRIu64 ": %u node%s, ",
+		  st.text, sr.first, sr.last, nrows, nrows == 1 ? "" : "s");
+	view_series_what(&out, &sr);
+	rb_puts(&out, "\n");
+	if (sr.nrows > nrows)
+		rb_printf(&out, "The first %u of %u nodes shown.\n", nrows, sr.nrows);
+	if (sr.live)
+		rb_printf(&out, "Live: the steps that have arrived so far (to step %"
+			  PRIu64 "); the model was not resumed.\n", sr.last);
 	view_range_note(&out, a, b, &sr);
 	for (y = 0; y < (int)nrows; y++) {
-		const char *name = tm_node_name(s, rownode[y]);
+		const char *name = names[y];
 		size_t l = strlen(name);
 
 		if ((int)l > labw)
@@ -319,17 +334,45 @@ static int heatmap_over_steps(struct tm_session *s, const char *expr,
 	if (sr.interrupted)
 		rb_puts(&out, "Interrupted: the picture covers the steps read so far.\n");
 	view_flush_rb(s, &out);
-	rc = write_png(s, o, &g);
+	rc = 0;
+	if (pic_any(&o->pic)) {
+		struct pic_heatmap hm;
+		char title[TM_ADDRESS_MAX + 200], pnote[64];
+		struct rbuf sub;
+
+		memset(&hm, 0, sizeof(hm));
+		rb_init(&sub);
+		snprintf(title, sizeof(title), "%s over steps %" PRIu64 "..%" PRIu64,
+			 st.text, sr.first, sr.last);
+		rb_printf(&sub, "%u node%s, ", nrows, nrows == 1 ? "" : "s");
+		view_series_what(&sub, &sr);
+		if (sr.live)
+			rb_puts(&sub, "; live: the steps that have arrived so far");
+		if (sr.interrupted)
+			rb_puts(&sub, "; interrupted: the steps read so far");
+		snprintf(pnote, sizeof(pnote), "step %" PRIu64,
+			 s->have_cur ? s->cur.step : 0);
+		hm.title = title;
+		hm.subtitle = sub.p ? sub.p : "";
+		hm.g = &g;
+		hm.rowname = names;
+		hm.xlabel = "step";
+		hm.x0 = (double)sr.first;
+		hm.x1 = (double)sr.first + (double)sr.per * w;
+		hm.pcol = pcol;
+		hm.pnote = pnote;
+		hm.scale_label = view_stat_label(&st);
+		rc = view_write_heatmap(s, o, &hm);
+		rb_free(&sub);
+	}
 	goto done;
 oom:
 	tm_error(s, "Out of memory.");
 done:
 	view_flush_rb(s, &out);
 	rgrid_free(&g);
-	free(row);
 	free(rownode);
-	free(kind);
-	free(val);
+	free(names);
 	view_series_free(&sr);
 	tm_address_free(st.a);
 	return rc;

@@ -223,8 +223,25 @@ static int info_gaps(struct tm_session *s, const char *args)
 		}
 	}
 	tm_progress(s, 0, 1);
-	if (!n)
-		tm_out(s, "No gaps: every event was recorded.\n");
+	{
+		struct tm_probe_info pi;
+		const struct tm_summary *sum;
+
+		memset(&pi, 0, sizeof(pi));
+		s->probe->ops->describe(s->probe, &pi);
+		sum = pi.summary;
+		if (sum && (!sum->complete || sum->damaged)) {
+			/* a trace whose writer did not finish (killed, or the disk
+			 * filled up and not even the close could write) does not
+			 * know what came after its last record */
+			tm_out(s, "%sThe trace was not closed: what came after seq %" PRIu64
+			       " is unknown (\"tmdb --recover %s\" records that as a gap).\n",
+			       n ? "" : "No gaps recorded.  ", sum->last_seq,
+			       s->trace_path ? s->trace_path : "FILE");
+		} else if (!n) {
+			tm_out(s, "No gaps: every event was recorded.\n");
+		}
+	}
 	tm_cursor_restore(s);
 	if (err != TM_OK && err != TM_ERR_END) {
 		tm_error(s, "Cannot read the trace: %s.", s->probe->ops->detail(s->probe));
@@ -457,6 +474,7 @@ static const struct info_sub subs[] = {
 	{ "graph", tm_view_info_graph, 1, "The module tree with each node's values at the playhead." },
 	{ "inferiors", tm_info_inferiors, 0, "The processes (ranks of a distributed job) debugged." },
 	{ "nodes", info_nodes, 1, "Graph nodes matching a pattern (all by default)." },
+	{ "op", tm_info_op, 1, "The op at the playhead: made or passed on non-finite values." },
 	{ "probe", info_probe, 1, "The probe: trace file, recording, capabilities." },
 	{ "source", info_source, 0, "The current source file." },
 	{ "stack", info_stack, 1, "The module call stack (same as backtrace)." },

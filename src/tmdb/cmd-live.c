@@ -14,6 +14,8 @@
 #include "config.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,20 +35,72 @@ static void notify(struct tm_session *s, int what, long pid)
 		s->on_inferior(s, what, pid, 0);
 }
 
-static int cmd_attach_exec(struct tm_session *s, const char *args, int from_tty)
+/*
+ * attach PID|SOCKET|tcp://HOST:PORT [--token TOKEN | --token-file FILE]:
+ * the options only for TCP, whose probe wants its token at HELLO.
+ */
+static int attach_target(struct tm_session *s, const char *args, int tcp_only)
 {
 	struct tm_probe_info pi;
 	struct tm_probe *p = NULL;
-	char *detail = NULL, *target;
+	char *detail = NULL, *target, *word, *save = NULL, *token = NULL, *tfile = NULL;
+	char tokbuf[TM_MSG_MAX_TOKEN + 2], host[256];
+	unsigned port;
 	int err;
 
-	(void)from_tty;
+	/* an empty argument never gets here: the entries' arg_required */
 	target = strdup(args);
 	if (!target)
 		return -1;
-	err = tm_probe_remote_open(tm_strip(target), &p, &detail);
+	word = strtok_r(target, " \t", &save);
+	while (word) {
+		char *opt = strtok_r(NULL, " \t", &save);
+
+		if (!opt)
+			break;
+		if (!strcmp(opt, "--token") || !strcmp(opt, "--token-file")) {
+			char *v = strtok_r(NULL, " \t", &save);
+
+			if (!v) {
+				tm_error(s, "Option \"%s\" requires an argument.", opt);
+				free(target);
+				return -1;
+			}
+			if (opt[7])
+				tfile = v;
+			else
+				token = v;
+		} else {
+			tm_error(s, "Junk at end of arguments: \"%s\".", opt);
+			free(target);
+			return -1;
+		}
+	}
+	if (tm_server_parse_tcp(word, host, sizeof(host), &port) != 1) {
+		if (tcp_only || token || tfile) {
+			tm_error(s, "\"%s\" is not HOST:PORT (a probe listening on "
+				 "TENSORMORPH_LISTEN=tcp://HOST:PORT).", word);
+			free(target);
+			return -1;
+		}
+	}
+	if (tfile) {
+		FILE *f = fopen(tfile, "r");
+
+		if (!f || !fgets(tokbuf, sizeof(tokbuf), f)) {
+			tm_error(s, "%s: %s.", tfile, f ? "empty" : strerror(errno));
+			if (f)
+				fclose(f);
+			free(target);
+			return -1;
+		}
+		fclose(f);
+		tokbuf[strcspn(tokbuf, "\r\n")] = 0;
+		token = tokbuf;
+	}
+	err = tm_probe_remote_open_token(word, token, &p, &detail);
 	if (err != TM_OK) {
-		tm_error(s, "Cannot attach to %s: %s.", target,
+		tm_error(s, "Cannot attach to %s: %s.", word,
 			 detail ? detail : tm_strerror(err));
 		free(detail);
 		free(target);
@@ -62,7 +116,10 @@ static int cmd_attach_exec(struct tm_session *s, const char *args, int from_tty)
 	tm_session_unload(s);
 	s->probe = p;
 	s->nodes = p->ops->nodes(p);
+	memmove(target, word, strlen(word) + 1);
 	s->trace_path = target;
+	if (tm_probe_remote_note(p)[0])
+		tm_out(s, "The probe says: %s.\n", tm_probe_remote_note(p));
 	tm_out(s, "Attaching to %s, %u nodes.\n", tm_probe_process(p),
 	       tm_nodetab_count(s->nodes));
 	p->ops->describe(p, &pi);
@@ -75,17 +132,53 @@ static int cmd_attach_exec(struct tm_session *s, const char *args, int from_tty)
 	return 0;
 }
 
+static int cmd_attach_exec(struct tm_session *s, const char *args, int from_tty)
+{
+	(void)from_tty;
+	return attach_target(s, args, 0);
+}
+
 const struct cmd_entry cmd_attach_entry = {
 	.name = "attach",
-	.usage = "attach PID|SOCKET",
+	.usage = "attach PID|SOCKET|tcp://HOST:PORT [--token TOKEN|--token-file FILE]",
 	.help = "Attach to a running process that loaded the tensormorph probe.\n"
 		"PID finds its socket in $XDG_RUNTIME_DIR/tensormorph (or\n"
-		"/tmp/tensormorph-UID); a path names the socket itself.  The model\n"
-		"pauses at its next event; continue, step, next and finish move it,\n"
-		"and the events received so far can be browsed backwards.",
+		"/tmp/tensormorph-UID); a path names the socket itself.  A probe\n"
+		"listening on TCP (TENSORMORPH_LISTEN=tcp://HOST:PORT) wants its token:\n"
+		"--token, --token-file, $TENSORMORPH_TOKEN, or by default the token file\n"
+		"the probe wrote on this host.  The model pauses at its next event;\n"
+		"continue, step, next and finish move it, and the events received so\n"
+		"far can be browsed backwards.",
 	.exec = cmd_attach_exec,
 	.klass = "running",
 	.arg_required = "process id or socket path to attach",
+};
+
+/* "target remote HOST:PORT", as GDB connects to a gdbserver. */
+static int cmd_target_exec(struct tm_session *s, const char *args, int from_tty)
+{
+	const char *p = tm_skip_ws(args);
+	size_t wl = strcspn(p, " \t");
+
+	(void)from_tty;
+	if (!wl || (strncmp(p, "remote", wl) && strncmp(p, "extended-remote", wl)) ||
+	    wl < 3) {
+		tm_error(s, "Usage: target remote HOST:PORT [--token TOKEN|--token-file FILE]");
+		return -1;
+	}
+	return attach_target(s, tm_skip_ws(p + wl), 1);
+}
+
+const struct cmd_entry cmd_target_entry = {
+	.name = "target",
+	.usage = "target remote HOST:PORT [--token TOKEN|--token-file FILE]",
+	.help = "Attach to a probe listening on TCP (TENSORMORPH_LISTEN=tcp://HOST:PORT),\n"
+		"as GDB connects to a gdbserver; the same as \"attach tcp://HOST:PORT\".\n"
+		"Through an SSH tunnel (ssh -L 7777:localhost:7777 node) the token the\n"
+		"probe printed is given with --token or $TENSORMORPH_TOKEN.",
+	.exec = cmd_target_exec,
+	.klass = "running",
+	.arg_required = "remote HOST:PORT",
 };
 
 static int cmd_detach_exec(struct tm_session *s, const char *args, int from_tty)
@@ -224,6 +317,22 @@ int tm_live_setting(struct tm_session *s, const char *args, int show, int *rc)
 		}
 		return 1;
 	}
+	if (word_is(args, "probe-ops", &rest)) {
+		lv = tm_live_get(s);
+		if (!lv) {
+			*rc = -1;
+		} else if (show) {
+			if (!lv->ops)
+				tm_out(s, "Op events: the probe's own patterns.\n");
+			else if (!*lv->ops)
+				tm_out(s, "Op events: off.\n");
+			else
+				tm_out(s, "Op events are recorded in %s.\n", lv->ops);
+		} else {
+			*rc = tm_set_probe_ops(s, lv, rest);
+		}
+		return 1;
+	}
 	if (word_is(args, "probe-level", &rest)) {
 		lv = tm_live_get(s);
 		if (!lv) {
@@ -245,7 +354,7 @@ int tm_live_setting(struct tm_session *s, const char *args, int show, int *rc)
 		}
 		return 1;
 	}
-	return 0;
+	return tm_front_setting(s, args, show, rc);
 }
 
 static int have_program(const struct tm_session *s)

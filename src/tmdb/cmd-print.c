@@ -445,6 +445,34 @@ static double val_num(const struct tm_val *v)
 	}
 }
 
+/*
+ * Widths and precisions are capped: "%.999999999f" would have the C
+ * library build a gigabyte, and nothing a terminal shows needs more.
+ */
+#define PRINTF_MAX_WIDTH 1024
+
+static int spec_too_wide(const char *p, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		unsigned long v = 0;
+
+		if (p[i] < '1' || p[i] > '9') {
+			i++;
+			continue;
+		}
+		while (i < n && p[i] >= '0' && p[i] <= '9') {
+			if (v <= PRINTF_MAX_WIDTH)
+				v = v * 10 + (unsigned long)(p[i] - '0');
+			i++;
+		}
+		if (v > PRINTF_MAX_WIDTH)
+			return 1;
+	}
+	return 0;
+}
+
 static int cmd_printf_exec(struct tm_session *s, const char *args, int from_tty)
 {
 	char fmt[2048], out[8192], spec[64], piece[2048];
@@ -495,6 +523,12 @@ static int cmd_printf_exec(struct tm_session *s, const char *args, int from_tty)
 			rc = -1;
 			goto out;
 		}
+		if (spec_too_wide(f + 1, sl)) {
+			tm_error(s, "Field width or precision too large in \"%%%.*s%c\" "
+				 "(at most %d).", (int)sl, f + 1, conv, PRINTF_MAX_WIDTH);
+			rc = -1;
+			goto out;
+		}
 		if (ai >= argc) {
 			tm_error(s, "Bad format string, missing '\"'");
 			rc = -1;
@@ -517,8 +551,29 @@ static int cmd_printf_exec(struct tm_session *s, const char *args, int from_tty)
 		}
 		if (strchr("diouxXc", conv)) {
 			double d = val_num(&v);
-			int64_t iv = isnan(d) ? 0 : (int64_t)d;
+			int64_t iv = 0;
 
+			/* A double outside int64 has no integer to print (and
+			 * converting it is undefined behaviour). */
+			if (!isnan(d) && !(d >= -9223372036854775808.0 &&
+					   d < 9223372036854775808.0)) {
+				char num[64];
+
+				tm_val_format(&v, num, sizeof(num));
+				tm_val_clear(&v);
+				tm_error(s, "Value %s is out of range for %%%c.", num, conv);
+				rc = -1;
+				goto out;
+			}
+			if (!isnan(d))
+				iv = (int64_t)d;
+			if (conv == 'c' && (iv < 0 || iv > 255)) {
+				tm_val_clear(&v);
+				tm_error(s, "Value %lld is not a character (0..255) for %%c.",
+					 (long long)iv);
+				rc = -1;
+				goto out;
+			}
 			if (conv == 'c')
 				snprintf(piece, sizeof(piece), "%c", (int)iv);
 			else {
@@ -608,7 +663,22 @@ static int cmd_display_exec(struct tm_session *s, const char *args, int from_tty
 {
 	struct display *d;
 	struct tm_expr e;
+	char ibuf[64];
 
+	if (*args == '/') {
+		/* display/i: the current op at every stop, as x/i (cmd-ops.c);
+		 * any other format is accepted and ignored, as for print */
+		size_t fl = strcspn(args, " \t");
+
+		if (memchr(args, 'i', fl)) {
+			unsigned long n = strtoul(args + 1, NULL, 10);
+
+			snprintf(ibuf, sizeof(ibuf), "x/%lui $pc", n ? n : 1);
+			args = ibuf;
+		} else {
+			args = tm_skip_ws(args + fl);
+		}
+	}
 	if (!*args) {
 		tm_displays_show(s);
 		return 0;
@@ -643,7 +713,7 @@ const struct cmd_entry cmd_display_entry = {
 	.usage = "display [EXPR]",
 	.help = "Print EXPR now and each time the playhead stops.\n"
 		"With no argument, show every display again.",
-	.exec = cmd_display_exec, .klass = "data",
+	.exec = cmd_display_exec, .flags = CMD_FORMAT, .klass = "data",
 };
 
 static int cmd_undisplay_exec(struct tm_session *s, const char *args, int from_tty)

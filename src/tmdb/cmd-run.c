@@ -13,6 +13,7 @@
 
 #include <ctype.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -585,7 +586,19 @@ const struct cmd_entry cmd_continue_entry = {
 
 /* ------------------------------------------------------------- step, next */
 
+/* step counts events and passes over op events, which stepi counts: a
+ * module call's ops are its instructions (doc/manual.md "Operations"). */
 static int pred_count(struct tm_session *s, const struct tm_event *ev, void *arg)
+{
+	uint64_t *left = arg;
+
+	(void)s;
+	if (ev->kind == TM_EV_OP)
+		return 0;
+	return --*left == 0;
+}
+
+static int pred_count_i(struct tm_session *s, const struct tm_event *ev, void *arg)
 {
 	uint64_t *left = arg;
 
@@ -614,6 +627,7 @@ struct next_arg {
 	uint64_t left;
 	int dir;
 	int by_calls;           /* 0: the playhead is a bwd/param event */
+	int instr;              /* nexti: op events count too */
 	long level;             /* of the playhead */
 	long sz;                /* call stack size between events */
 };
@@ -623,6 +637,8 @@ static int pred_next(struct tm_session *s, const struct tm_event *ev, void *arg)
 	struct next_arg *a = arg;
 	long level;
 
+	if (ev->kind == TM_EV_OP && !a->instr)
+		return 0;
 	if (!a->by_calls) {
 		if (node_depth(s, ev->node) > a->level)
 			return 0;
@@ -634,6 +650,8 @@ static int pred_next(struct tm_session *s, const struct tm_event *ev, void *arg)
 		level = ++a->sz;
 	else if (ev->kind == TM_EV_ENTER || ev->kind == TM_EV_EXIT)
 		level = a->sz--;
+	else if (ev->kind == TM_EV_OP && ev->phase == TM_PHASE_FWD)
+		level = a->sz;          /* inside its module's call */
 	else
 		level = node_depth(s, ev->node) + 1;
 	if (level > a->level)
@@ -641,7 +659,7 @@ static int pred_next(struct tm_session *s, const struct tm_event *ev, void *arg)
 	return --a->left == 0;
 }
 
-static int do_step(struct tm_session *s, const char *args, int dir, int over)
+static int do_step(struct tm_session *s, const char *args, int dir, int over, int instr)
 {
 	struct next_arg na;
 	uint64_t n;
@@ -653,10 +671,12 @@ static int do_step(struct tm_session *s, const char *args, int dir, int over)
 		return -1;
 	}
 	if (!over || !s->have_cur)
-		return run_to_stop(s, dir, pred_count, &n, 1);
+		return run_to_stop(s, dir, instr ? pred_count_i : pred_count, &n, 1);
 	na.left = n;
 	na.dir = dir;
-	na.by_calls = s->cur.kind == TM_EV_ENTER || s->cur.kind == TM_EV_EXIT;
+	na.instr = instr;
+	na.by_calls = s->cur.kind == TM_EV_ENTER || s->cur.kind == TM_EV_EXIT ||
+		      (s->cur.kind == TM_EV_OP && s->cur.phase == TM_PHASE_FWD);
 	if (!na.by_calls) {
 		na.level = node_depth(s, s->cur.node);
 	} else {
@@ -674,7 +694,7 @@ static int do_step(struct tm_session *s, const char *args, int dir, int over)
 
 static int cmd_step_exec(struct tm_session *s, const char *args, int from_tty)
 {
-	return do_step(s, args, TM_DIR_FWD, 0);
+	return do_step(s, args, TM_DIR_FWD, 0, 0);
 }
 
 const struct cmd_entry cmd_step_entry = {
@@ -687,7 +707,7 @@ const struct cmd_entry cmd_step_entry = {
 
 static int cmd_next_exec(struct tm_session *s, const char *args, int from_tty)
 {
-	return do_step(s, args, TM_DIR_FWD, 1);
+	return do_step(s, args, TM_DIR_FWD, 1, 0);
 }
 
 const struct cmd_entry cmd_next_entry = {
@@ -701,7 +721,7 @@ const struct cmd_entry cmd_next_entry = {
 
 static int cmd_reverse_step_exec(struct tm_session *s, const char *args, int from_tty)
 {
-	return do_step(s, args, TM_DIR_BWD, 0);
+	return do_step(s, args, TM_DIR_BWD, 0, 0);
 }
 
 const struct cmd_entry cmd_reverse_step_entry = {
@@ -714,7 +734,7 @@ const struct cmd_entry cmd_reverse_step_entry = {
 
 static int cmd_reverse_next_exec(struct tm_session *s, const char *args, int from_tty)
 {
-	return do_step(s, args, TM_DIR_BWD, 1);
+	return do_step(s, args, TM_DIR_BWD, 1, 0);
 }
 
 const struct cmd_entry cmd_reverse_next_entry = {
@@ -722,6 +742,61 @@ const struct cmd_entry cmd_reverse_next_entry = {
 	.usage = "reverse-next [N]",
 	.help = "Move back to the previous event at the same or a shallower depth.",
 	.exec = cmd_reverse_next_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.klass = "running",
+};
+
+/* stepi, nexti: as step and next, op events included (the ops of a module
+ * call are its instructions). */
+static int cmd_stepi_exec(struct tm_session *s, const char *args, int from_tty)
+{
+	return do_step(s, args, TM_DIR_FWD, 0, 1);
+}
+
+const struct cmd_entry cmd_stepi_entry = {
+	.name = "stepi", .alias = "si",
+	.usage = "stepi [N]",
+	.help = "Move to the next event (N times), op events included.",
+	.exec = cmd_stepi_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.klass = "running",
+};
+
+static int cmd_nexti_exec(struct tm_session *s, const char *args, int from_tty)
+{
+	return do_step(s, args, TM_DIR_FWD, 1, 1);
+}
+
+const struct cmd_entry cmd_nexti_entry = {
+	.name = "nexti", .alias = "ni",
+	.usage = "nexti [N]",
+	.help = "Move to the next op or event at the same or a shallower depth\n"
+		"(over submodule calls), N times.",
+	.exec = cmd_nexti_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.klass = "running",
+};
+
+static int cmd_reverse_stepi_exec(struct tm_session *s, const char *args, int from_tty)
+{
+	return do_step(s, args, TM_DIR_BWD, 0, 1);
+}
+
+const struct cmd_entry cmd_reverse_stepi_entry = {
+	.name = "reverse-stepi", .alias = "rsi",
+	.usage = "reverse-stepi [N]",
+	.help = "Move back to the previous event (N times), op events included.",
+	.exec = cmd_reverse_stepi_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.klass = "running",
+};
+
+static int cmd_reverse_nexti_exec(struct tm_session *s, const char *args, int from_tty)
+{
+	return do_step(s, args, TM_DIR_BWD, 1, 1);
+}
+
+const struct cmd_entry cmd_reverse_nexti_entry = {
+	.name = "reverse-nexti", .alias = "rni",
+	.usage = "reverse-nexti [N]",
+	.help = "Move back to the previous op or event at the same or a shallower depth.",
+	.exec = cmd_reverse_nexti_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
 	.klass = "running",
 };
 
@@ -939,6 +1014,10 @@ static int parse_time(const char *p, uint64_t *ns)
 		mul = 1e3;
 	else if (*end && strcmp(end, "ns"))
 		return -1;
+	/* A time past 2^64 ns (584 years) has no seek key, and converting it
+	 * would be undefined: say so rather than jump somewhere. */
+	if (!(v * mul < 18446744073709551616.0))
+		return -2;
 	*ns = (uint64_t)(v * mul);
 	return 0;
 }
@@ -974,6 +1053,12 @@ static int uint_arg(struct tm_session *s, const char *val, uint64_t *out)
 		   v.v.v.d >= 0 && v.v.v.d < 1.8e19 &&
 		   (double)(uint64_t)v.v.v.d == v.v.v.d) {
 		*out = (uint64_t)v.v.v.d;
+	} else if (v.kind == VAL_SCALAR && ((v.v.type == TM_TQL_INT && v.v.v.i < 0) ||
+					     (v.v.type == TM_TQL_NUM && !isnan(v.v.v.d)))) {
+		tm_val_clear(&v);
+		tm_error(s, "Number \"%s\" is out of range (0 to 2^64-1, a whole number).",
+			 val);
+		return -1;
 	} else {
 		tm_val_clear(&v);
 		tm_error(s, "Invalid number \"%s\".", val);
@@ -990,7 +1075,7 @@ static int cmd_goto_exec(struct tm_session *s, const char *args, int from_tty)
 	const char *val = tm_skip_ws(p + wl);
 	uint64_t v = 0, old = s->have_cur ? s->cur.seq : UINT64_MAX;
 	struct stop st;
-	int kind;
+	int kind, rc;
 
 	if (tm_word_is(p, wl, "step", 2)) {
 		kind = TM_SEEK_STEP;
@@ -1008,16 +1093,35 @@ static int cmd_goto_exec(struct tm_session *s, const char *args, int from_tty)
 	}
 	if ((kind == TM_SEEK_STEP || kind == TM_SEEK_SEQ) && uint_arg(s, val, &v))
 		return -1;
-	if (kind == TM_SEEK_TIME && parse_time(val, &v)) {
-		tm_error(s, "Invalid time \"%s\" (use e.g. 1.5s, 200ms, 30us or ns).", val);
+	if (kind == TM_SEEK_TIME && (rc = parse_time(val, &v)) != 0) {
+		if (rc == -2)
+			tm_error(s, "Time \"%s\" is out of range (at most 2^64 ns, about "
+				 "584 years).", val);
+		else
+			tm_error(s, "Invalid time \"%s\" (use e.g. 1.5s, 200ms, 30us or ns).",
+				 val);
 		return -1;
 	}
 	tm_playhead_clear(s);
-	if (s->probe->ops->seek(s->probe, kind, v) != TM_OK)
-		goto nothing;
-	if (kind == TM_SEEK_END) {
-		int rc;
+	if ((rc = s->probe->ops->seek(s->probe, kind, v)) != TM_OK) {
+		/* the chunk that holds the target did not read: say why, as a
+		 * scan would, not that there is no such event */
+		if (rc != TM_ERR_END && rc != TM_ERR_NOT_FOUND) {
+			const char *d = s->probe->ops->detail(s->probe);
 
+			tm_error(s, "Cannot read the trace: %s.\n"
+				 "Use \"tmdb --recover %s\" if the file is damaged.",
+				 d && d[0] ? d : tm_strerror(rc),
+				 s->trace_path ? s->trace_path : "FILE");
+			if (old != UINT64_MAX)
+				seek_playhead(s, old);
+			else
+				start_over(s);
+			return -1;
+		}
+		goto nothing;
+	}
+	if (kind == TM_SEEK_END) {
 		s->scan_gap_after = 1;
 		rc = scan(s, TM_DIR_BWD, pred_first, NULL, 0, &st);
 		s->scan_gap_after = 0;

@@ -22,6 +22,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <langinfo.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -99,7 +100,24 @@ static void run_logged(struct tui *t, const char *line)
 	free(out);
 }
 
-/* Text into a boxed window, clipped; the playhead's graph line in bold. */
+/* The bytes of the first cols characters of p[0..l) (UTF-8). */
+static size_t cols_bytes(const char *p, size_t l, int cols)
+{
+	size_t i = 0;
+
+	while (i < l && cols > 0) {
+		i++;
+		while (i < l && ((unsigned char)p[i] & 0xc0) == 0x80)
+			i++;
+		cols--;
+	}
+	return i;
+}
+
+/*
+ * Text into a boxed window; a line wider than the pane goes on, indented,
+ * on the next row instead of being cut.  The playhead's graph line in bold.
+ */
 static void draw_text(WINDOW *w, const char *title, const char *text)
 {
 	int h, wd, row = 1;
@@ -110,17 +128,44 @@ static void draw_text(WINDOW *w, const char *title, const char *text)
 	box(w, 0, 0);
 	mvwaddnstr(w, 0, 2, title, wd - 4);
 	while (p && *p && row < h - 1) {
-		size_t l = strcspn(p, "\n");
+		size_t l = strcspn(p, "\n"), n;
+		int cont = 0;
 
 		if (*p == '>')
 			wattron(w, A_BOLD);
-		mvwaddnstr(w, row++, 1, p, (int)l < wd - 2 ? (int)l : wd - 2);
+		while (l && row < h - 1 && wd > 6) {
+			n = cols_bytes(p, l, cont ? wd - 5 : wd - 2);
+			/* break at a blank in the second half, not mid-word */
+			if (n < l) {
+				size_t b = n;
+
+				while (b > n / 2 && p[b - 1] != ' ')
+					b--;
+				if (b > n / 2)
+					n = b;
+			}
+			mvwaddnstr(w, row++, cont ? 4 : 1, p, (int)n);
+			p += n;
+			l -= n;
+			cont = 1;
+		}
 		wattroff(w, A_BOLD);
 		p += l;
 		if (*p == '\n')
 			p++;
 	}
 	wnoutrefresh(w);
+}
+
+/*
+ * The panes draw the tree with the CLI's box-drawing characters where the
+ * terminal's locale can show them (ncursesw prints other bytes as ~T...).
+ */
+static int utf8_locale(void)
+{
+	const char *cs = nl_langinfo(CODESET);
+
+	return cs && (!strcmp(cs, "UTF-8") || !strcmp(cs, "utf8"));
 }
 
 static void draw_pane(struct tui *t, struct pane *pn)
@@ -139,7 +184,8 @@ static void draw_pane(struct tui *t, struct pane *pn)
 		snprintf(line, sizeof(line), "plot -nocolor -width %d -height %d %s",
 			 wd - 16 > 1 ? wd - 16 : 1, h - 8 > 3 ? h - 8 : 3, pn->args);
 	else
-		snprintf(line, sizeof(line), "%s -nocolor %s", pn->kind, pn->args);
+		snprintf(line, sizeof(line), "%s -nocolor%s %s", pn->kind,
+			 utf8_locale() ? " -unicode" : "", pn->args);
 	text = run_captured(t->s, line);
 	snprintf(title, sizeof(title), " %s: %s %s ", pn->title, pn->kind, pn->args);
 	draw_text(pn->w, title, text ? text : "");

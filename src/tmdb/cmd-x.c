@@ -45,6 +45,8 @@ static int cmd_x_exec(struct tm_session *s, const char *args, int from_tty)
 		}
 		if (*p && *p != ' ' && *p != '\t')
 			fmt = *p++;
+		if (fmt == 'i' && (!*p || *p == ' ' || *p == '\t'))
+			return tm_op_examine(s, count, p);      /* cmd-ops.c */
 		if (!strchr("fedx", fmt) || (*p && *p != ' ' && *p != '\t')) {
 			tm_error(s, "Invalid format: use x/NF with F one of f, e, d, x.");
 			return -1;
@@ -129,6 +131,8 @@ const struct cmd_entry cmd_x_entry = {
 	.usage = "x/NF ADDR:SLOT[index]",
 	.help = "Examine elements of a captured tensor.\n"
 		"N elements from index on, row-major, in format F: f (default), e,\n"
-		"d or x (raw bits).  E.g. \"x/8f model.layers.2:out[0,3,0]\".",
+		"d or x (raw bits).  E.g. \"x/8f model.layers.2:out[0,3,0]\".\n"
+		"x/Ni lists N ops of the module call at the playhead around it (\"=>\"\n"
+		"marks the current one) with their source lines.",
 	.exec = cmd_x_exec, .flags = CMD_NEEDS_TRACE | CMD_FORMAT, .klass = "data",
 };

@@ -32,6 +32,10 @@ const struct cmd_entry *const tm_cmd_table[] = {
 	&cmd_reverse_continue_entry,
 	&cmd_reverse_step_entry,
 	&cmd_reverse_next_entry,
+	&cmd_stepi_entry,
+	&cmd_nexti_entry,
+	&cmd_reverse_stepi_entry,
+	&cmd_reverse_nexti_entry,
 	&cmd_reverse_finish_entry,
 	&cmd_goto_entry,
 	&cmd_find_entry,
@@ -76,9 +80,11 @@ const struct cmd_entry *const tm_cmd_table[] = {
 	&cmd_tui_entry,
 	&cmd_layout_entry,
 	&cmd_attach_entry,
+	&cmd_target_entry,
 	&cmd_detach_entry,
 	&cmd_kill_entry,
 	&cmd_inferior_entry,
+	&cmd_tty_entry,
 };
 const size_t tm_cmd_count = sizeof(tm_cmd_table) / sizeof(tm_cmd_table[0]);
 

@@ -370,6 +370,7 @@ void tm_live_free(struct tm_session *s)
 	free(lv->prog);
 	free(lv->args);
 	free(lv->tty);
+	free(lv->ops);
 	free(lv);
 	s->live = NULL;
 }
@@ -457,6 +458,8 @@ static void child_exec(const struct tm_live *lv, const char *cmd)
 		snprintf(lvl, sizeof(lvl), "%d", lv->level);
 		setenv("TENSORMORPH_LEVEL", lvl, 1);
 	}
+	if (lv->ops)
+		setenv("TENSORMORPH_OPS", lv->ops, 1);
 	/* python, or a launcher (torchrun, a shell script) that starts it */
 	python_env();
 	execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);

@@ -20,6 +20,12 @@ struct cmd_entry;
  * event.  On failure returns the tm_err code and a malloc'd message in
  * *detail.
  */
+/* The same for TCP targets (tcp://HOST:PORT or HOST:PORT) with a token
+ * (NULL: $TENSORMORPH_TOKEN, else the probe's token file on this host). */
+int tm_probe_remote_open_token(const char *target, const char *token,
+			       struct tm_probe **out, char **detail);
+/* What the probe said at HELLO besides DESCRIBE ("took over from ..."). */
+const char *tm_probe_remote_note(struct tm_probe *p);
 int tm_probe_remote_open(const char *target, struct tm_probe **out,
 			 char **detail);
 
@@ -68,6 +74,7 @@ struct tm_live {
 	int lockstep;           /* set lockstep on: no running ahead */
 	int non_stop;           /* set non-stop on: a stop pauses its rank only */
 	int level;              /* set probe-level N, -1: the probe's own */
+	char *ops;              /* set probe-ops PATTERN, NULL: the probe's own */
 	char *tty;              /* -inferior-tty-set: its stdin/out/err, NULL: ours */
 	int stdin_null;         /* stdin from /dev/null (MI reads ours) */
 	unsigned runs;          /* programs started, for the socket name */
@@ -102,6 +109,11 @@ void tm_live_free(struct tm_session *s);
 int tm_live_file(struct tm_session *s, const char *path, int *rc);
 /* set/show args, lockstep, probe-level; returns 1 if handled. */
 int tm_live_setting(struct tm_session *s, const char *args, int show, int *rc);
+/* set/show environment, inferior-tty, breakpoint pending, mi-async
+ * (cmd-front.c); returns 1 if handled. */
+int tm_front_setting(struct tm_session *s, const char *args, int show, int *rc);
+/* The program's terminal (tty, -tty, -inferior-tty-set); "" or NULL: ours. */
+int tm_front_set_tty(struct tm_session *s, const char *path);
 /* `run` with a program set: (re)starts it; 1 if handled. */
 int tm_live_run(struct tm_session *s, const char *args, int from_tty, int *rc);
 /* Before (ahead 1) and after (ahead 0) a forward scan: tm_probe_ops.flow. */

@@ -20,6 +20,7 @@
 
 #include "tmdb.h"
 #include "live.h"
+#include "dap.h"
 
 struct action {
 	int is_file;            /* -x FILE, else -ex CMD */
@@ -45,10 +46,12 @@ static void usage(FILE *fp)
 		"  -x FILE               execute commands from FILE (repeatable)\n"
 		"  -nx, -n               do not read any .tmdbinit file\n"
 		"  -nh                   do not read ~/.tmdbinit\n"
-		"  --interpreter=mi|mi2|mi3|mi4|console, -i mi\n"
+		"  -tty=TTY, -t TTY      the terminal of the program run starts\n"
+		"  --interpreter=mi|mi2|mi3|mi4|dap|console, -i mi\n"
 		"                        speak GDB/MI (mi and mi3: mi3 syntax) on\n"
-		"                        stdin/stdout, for IDEs (see doc/mi.md);\n"
-		"                        console is the default command line\n"
+		"                        stdin/stdout, for IDEs (see doc/mi.md), or\n"
+		"                        the Debug Adapter Protocol (dap: VS Code,\n"
+		"                        doc/ide.md); console is the default command line\n"
 		"  --recover FILE [-o OUT]\n"
 		"                        rewrite the index of a trace whose writer died\n"
 		"                        (in place, or into OUT) and exit\n"
@@ -154,16 +157,34 @@ static int do_recover(const char *in, const char *out)
 static int do_recover_manifest(const char *in, const char *out)
 {
 	struct tm_manifest *m = NULL;
-	char *detail = NULL;
+	char *detail = NULL, *mpath = NULL;
+	struct stat st;
 	int32_t r;
-	int rc = 0, err;
+	int rc = 0, err, is_dir = !stat(in, &st) && S_ISDIR(st.st_mode);
 
+	if (is_dir) {
+		err = tm_probe_multi_find_manifest(in, &mpath, &detail);
+		if (err) {
+			fprintf(stderr, "tmdb: \"%s\" is a directory: --recover takes a trace, "
+				"a run manifest or a directory holding one (%s)\n", in,
+				detail ? detail : tm_strerror(err));
+			free(detail);
+			return 1;
+		}
+	}
 	if (out) {
-		fprintf(stderr, "tmdb: \"%s\" is a run manifest: its rank files are "
-			"recovered in place, -o does not apply.\n", in);
+		if (is_dir)
+			fprintf(stderr, "tmdb: \"%s\" is a directory: the rank files of its "
+				"run manifest %s are recovered in place, -o does not apply.\n",
+				in, mpath);
+		else
+			fprintf(stderr, "tmdb: \"%s\" is a run manifest: its rank files are "
+				"recovered in place, -o does not apply.\n", in);
+		free(mpath);
 		return 1;
 	}
-	err = tm_manifest_read(in, &m, &detail);
+	err = tm_manifest_read(mpath ? mpath : in, &m, &detail);
+	free(mpath);
 	if (err) {
 		fprintf(stderr, "tmdb: %s\n", detail ? detail : tm_strerror(err));
 		free(detail);
@@ -208,6 +229,8 @@ int main(int argc, char **argv)
 	char *prog_args = NULL;         /* --args: after the program */
 	int prog_argc = 0;
 	int mi = 0;             /* --interpreter=mi: the MI version, 2 to 4 */
+	int dap = 0;            /* --interpreter=dap */
+	const char *tty = NULL; /* -tty: the program's terminal */
 	size_t nacts = 0;
 
 	/* Only the character type: the TUI draws line characters and node names
@@ -254,14 +277,30 @@ int main(int argc, char **argv)
 				mi = 2;         /* same records: no multi-location output */
 			} else if (v && !strcmp(v, "mi4")) {
 				mi = 4;
+			} else if (v && !strcmp(v, "dap")) {
+				dap = 1;
+				mi = 0;
 			} else if (v && !strcmp(v, "console")) {
 				mi = 0;
+				dap = 0;
 			} else {
 				fprintf(stderr, "tmdb: Interpreter `%s' unrecognized "
-					"(use mi, mi2, mi3, mi4 or console)\n", v ? v : "");
+					"(use mi, mi2, mi3, mi4, dap or console)\n", v ? v : "");
 				free(acts);
 				return 1;
 			}
+		} else if (opt_is(a, "tty", &v) || opt_is(a, "t", &v)) {
+			/* GDB's -tty (Vim's termdebug passes it) */
+			if (!v) {
+				if (i + 1 >= argc) {
+					fprintf(stderr, "tmdb: option '%s' requires an argument\n"
+						"Use `tmdb --help' for a complete list of options.\n", a);
+					free(acts);
+					return 1;
+				}
+				v = argv[++i];
+			}
+			tty = v;
 		} else if (opt_is(a, "recover", &v)) {
 			if (!v) {
 				if (i + 1 >= argc) {
@@ -342,7 +381,16 @@ int main(int argc, char **argv)
 	s->interactive = !batch && isatty(STDIN_FILENO);
 	if (batch)
 		s->set.confirm = 0;
-	if (mi) {
+	if (dap) {
+		/* From here on stdout is DAP messages (dap.c). */
+		s->interactive = 0;
+		quiet = 1;
+		if (tm_dap_init(s)) {
+			tm_session_free(s);
+			free(acts);
+			return 1;
+		}
+	} else if (mi) {
 		/* From here on all output is MI records (mi.c). */
 		s->interactive = 0;
 		if (tm_mi_init(s, mi)) {
@@ -350,6 +398,12 @@ int main(int argc, char **argv)
 			free(acts);
 			return 1;
 		}
+	}
+	if (tty && tm_front_set_tty(s, tty)) {
+		tm_session_free(s);
+		free(acts);
+		free(prog_args);
+		return 1;
 	}
 	if (s->interactive)
 		tm_install_sigint();
@@ -383,7 +437,9 @@ int main(int argc, char **argv)
 	}
 	free(acts);
 
-	if (mi && !batch && !s->quit) {
+	if (dap && !s->quit) {
+		rc = tm_dap_run(s);
+	} else if (mi && !batch && !s->quit) {
 		rc = tm_mi_run(s);
 	} else if (!batch && !s->quit) {
 		if (s->interactive)
@@ -398,7 +454,10 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	/* A program run started dies with tmdb, as in GDB's batch mode. */
 	tm_live_free(s);
-	tm_mi_done(s);
+	if (dap)
+		tm_dap_done(s);
+	else
+		tm_mi_done(s);
 	tm_session_free(s);
 	return rc;
 }

@@ -224,7 +224,8 @@ static int tmdb_setting(const char *word)
 			return 1;
 	/* the live settings (cmd-live.c) */
 	return !strcmp(word, "args") || !strcmp(word, "run-ahead") ||
-	       !strcmp(word, "probe-level") || !strcmp(word, "non-stop");
+	       !strcmp(word, "probe-level") || !strcmp(word, "non-stop") ||
+	       !strcmp(word, "probe-ops");
 }
 
 static struct mi_setting *setting_find(struct mi *m, const char *name)
@@ -293,6 +294,8 @@ static int mi_gdb_show(struct mi *m, struct mi_parse *c)
 		{ "height", "unlimited" }, { "language", "auto" },
 		{ "charset", "auto" }, { "print pretty", "off" },
 		{ "breakpoint pending", "auto" }, { "disassembly-flavor", "att" },
+		{ "host-charset", "UTF-8" }, { "target-charset", "UTF-8" },
+		{ "target-wide-charset", "UTF-32" },
 		{ NULL, NULL }
 	};
 	struct mi_setting *st;
@@ -314,6 +317,12 @@ static int mi_gdb_show(struct mi *m, struct mi_parse *c)
 	if (!strcmp(name, "non-stop")) {
 		/* on|off, as front ends parse it (tmdb's own sentence is the CLI's) */
 		mi_kv(&m->res, "value", m->s->live && m->s->live->non_stop ? "on" : "off");
+		free(name);
+		return 0;
+	}
+	if (!strcmp(name, "prompt")) {
+		/* the prompt itself (Emacs prints it), not show's sentence */
+		mi_kv(&m->res, "value", m->s->set.prompt ? m->s->set.prompt : "(tmdb) ");
 		free(name);
 		return 0;
 	}
@@ -465,6 +474,27 @@ static int mi_noop(struct mi *m, struct mi_parse *c)
 	return 0;
 }
 
+/* -target-select native: tmdb's only target (cdt-gdb-adapter sends it). */
+static int mi_target_select(struct mi *m, struct mi_parse *c)
+{
+	if (need_args(m, c, 1, "-target-select native"))
+		return -1;
+	if (strcmp(c->argv[0], "native"))
+		return mi_error(m, "tmdb has no \"%s\" target: it debugs a trace or "
+				"a program it runs or attaches to (native).", c->argv[0]);
+	m->klass = "connected";
+	return 0;
+}
+
+/* A trace has no registers; front ends ask anyway. */
+static int mi_data_list_register_values(struct mi *m, struct mi_parse *c)
+{
+	(void)c;
+	mi_open(&m->res, "register-values", '[');
+	mi_close(&m->res, ']');
+	return 0;
+}
+
 /* A trace has no registers; front ends ask anyway. */
 static int mi_data_list_register_names(struct mi *m, struct mi_parse *c)
 {
@@ -496,93 +526,11 @@ static int mi_environment_pwd(struct mi *m, struct mi_parse *c)
 
 /* ------------------------------------------------------------- breakpoints */
 
-/* Does a recorded file name stand for the file a front end names? */
-static int same_file(const char *recorded, const char *given)
-{
-	const char *a = strrchr(recorded, '/'), *b = strrchr(given, '/');
-
-	if (!strcmp(recorded, given))
-		return 1;
-	a = a ? a + 1 : recorded;
-	b = b ? b + 1 : given;
-	return !strcmp(a, b);
-}
-
-/*
- * FILE:LINE (what IDEs send when a line is clicked) into a node address or
- * pattern: the modules whose forward() is the function around LINE, i.e.
- * those with the greatest recorded line <= LINE in FILE.  Several modules
- * with the same number of segments become one pattern with * where they
- * differ (model.layers.0.mlp, model.layers.1.mlp: model.layers.*.mlp).
- */
+/* FILE:LINE into a node address or pattern (source-loc.c). */
 static int source_location(struct mi *m, const char *file, unsigned line,
 			   char *out, size_t len)
 {
-	struct tm_session *s = m->s;
-	uint32_t i, n = s->nodes ? tm_nodetab_count(s->nodes) : 0;
-	unsigned best = 0;
-	char segs[TM_ADDRESS_MAX + 1];
-	int have = 0, nseg = 0;
-
-	for (i = 0; i < n; i++) {
-		const struct tm_node *nd = tm_nodetab_get(s->nodes, i);
-
-		if (nd && nd->file && nd->line && nd->line <= line &&
-		    nd->line > best && same_file(nd->file, file))
-			best = nd->line;
-	}
-	if (!best)
-		return mi_error(m, "No module's forward() in \"%s\" at or before "
-				"line %u.", file, line);
-	for (i = 0; i < n; i++) {
-		const struct tm_node *nd = tm_nodetab_get(s->nodes, i);
-		const char *p, *q;
-		char merged[TM_ADDRESS_MAX + 1];
-		size_t o = 0;
-		int k = 0;
-
-		if (!nd || !nd->file || nd->line != best || !same_file(nd->file, file))
-			continue;
-		if (!have) {
-			snprintf(segs, sizeof(segs), "%s", nd->address);
-			have = 1;
-			for (p = segs, nseg = 1; *p; p++)
-				nseg += *p == '.';
-			continue;
-		}
-		/* merge segment by segment */
-		for (q = nd->address, k = 1; *q; q++)
-			k += *q == '.';
-		if (k != nseg)
-			return mi_error(m, "Line %u of \"%s\" is in modules at "
-					"different depths; break on a node "
-					"address instead.", line, file);
-		p = segs;
-		q = nd->address;
-		while (*p || *q) {
-			size_t lp = strcspn(p, "."), lq = strcspn(q, ".");
-
-			if (o + (lp > 1 ? lp : 1) + 2 >= sizeof(merged))
-				return mi_error(m, "Address too long.");
-			if (lp == lq && !strncmp(p, q, lp)) {
-				memcpy(merged + o, p, lp);
-				o += lp;
-			} else {
-				merged[o++] = '*';
-			}
-			p += lp;
-			q += lq;
-			if (*p == '.' && *q == '.') {
-				merged[o++] = '.';
-				p++;
-				q++;
-			}
-		}
-		merged[o] = 0;
-		snprintf(segs, sizeof(segs), "%s", merged);
-	}
-	snprintf(out, len, "%s", segs);
-	return 0;
+	return tm_source_location(m->s, file, line, out, len);
 }
 
 /* LOC as an IDE writes it into what break understands. */
@@ -937,6 +885,16 @@ static int mi_exec_run(struct mi *m, struct mi_parse *c)
 	size_t i;
 	int live = m->s->live && m->s->live->prog;
 
+	/* A replay's run is a program starting too: front ends (cdt) wait
+	 * for its thread before they take the first stop.  As GDB, before
+	 * ^running. */
+	if (!live && m->s->probe && !m->replay_started) {
+		long pid = (long)tm_probe_pid(m->s->probe);
+
+		m->replay_started = 1;
+		printf("=thread-group-started,id=\"i1\",pid=\"%ld\"\n"
+		       "=thread-created,id=\"1\",group-id=\"i1\"\n", pid ? pid : 1);
+	}
 	for (i = 0; i < c->argc; i++)
 		if (!strcmp(c->argv[i], "--start"))
 			return live ? mi_cli(m, NULL, "run") : mi_cli(m, NULL, "goto start");
@@ -956,6 +914,17 @@ static int mi_exec_next(struct mi *m, struct mi_parse *c)
 static int mi_exec_step(struct mi *m, struct mi_parse *c)
 {
 	return exec_cli(m, c, "step", "reverse-step");
+}
+
+/* GDB's instruction steps: op by op (cmd-ops.c) */
+static int mi_exec_stepi(struct mi *m, struct mi_parse *c)
+{
+	return exec_cli(m, c, "stepi", "reverse-stepi");
+}
+
+static int mi_exec_nexti(struct mi *m, struct mi_parse *c)
+{
+	return exec_cli(m, c, "nexti", "reverse-nexti");
 }
 
 static int mi_exec_finish(struct mi *m, struct mi_parse *c)
@@ -1183,8 +1152,25 @@ static int var_eval(struct mi *m, struct mi_var *var, struct tm_val *v,
 		    char *buf, size_t len)
 {
 	memset(v, 0, sizeof(*v));
-	if (tm_evaluate(m->s, var->expr, v))
-		return -1;
+	if (tm_evaluate(m->s, var->expr, v)) {
+		/* -stack-list-variables names the focus tensor's fields (dtype,
+		 * nan_count): front ends hand those names back to -var-create */
+		size_t l = strlen(var->expr);
+		char *alt;
+
+		if (!l || strspn(var->expr, "abcdefghijklmnopqrstuvwxyz_0123456789") != l ||
+		    !(alt = malloc(l + 8)))
+			return -1;
+		snprintf(alt, l + 8, "tensor.%s", var->expr);
+		memset(v, 0, sizeof(*v));
+		if (tm_evaluate(m->s, alt, v)) {
+			free(alt);
+			return -1;
+		}
+		mi_buf_reset(&m->err);
+		free(var->expr);
+		var->expr = alt;
+	}
 	val_text(v, buf, len);
 	return 0;
 }
@@ -1613,6 +1599,7 @@ static const struct mi_cmd mi_cmds[] = {
 	{ "break-watch", mi_break_watch },
 	{ "data-evaluate-expression", mi_data_evaluate_expression },
 	{ "data-list-register-names", mi_data_list_register_names },
+	{ "data-list-register-values", mi_data_list_register_values },
 	{ "enable-frame-filters", mi_noop },
 	{ "enable-pretty-printing", mi_noop },
 	{ "environment-cd", mi_environment_cd },
@@ -1624,10 +1611,10 @@ static const struct mi_cmd mi_cmds[] = {
 	{ "exec-finish", mi_exec_finish },
 	{ "exec-interrupt", mi_exec_interrupt },
 	{ "exec-next", mi_exec_next },
-	{ "exec-next-instruction", mi_exec_next },
+	{ "exec-next-instruction", mi_exec_nexti },
 	{ "exec-run", mi_exec_run },
 	{ "exec-step", mi_exec_step },
-	{ "exec-step-instruction", mi_exec_step },
+	{ "exec-step-instruction", mi_exec_stepi },
 	{ "exec-until", mi_exec_until },
 	{ "file-exec-and-symbols", mi_file_exec_and_symbols },
 	{ "file-exec-file", mi_file_exec_and_symbols },
@@ -1652,6 +1639,7 @@ static const struct mi_cmd mi_cmds[] = {
 	{ "stack-list-variables", mi_stack_list_variables },
 	{ "stack-select-frame", mi_stack_select_frame },
 	{ "target-attach", mi_target_attach },
+	{ "target-select", mi_target_select },
 	{ "target-detach", mi_target_detach },
 	{ "thread-info", mi_thread_info },
 	{ "thread-list-ids", mi_thread_list_ids },

@@ -404,7 +404,8 @@ static void source_keys(struct mi *m, struct mi_buf *b, uint32_t id)
 /*
  * frame={level,addr,func,args,file,fullname,line,arch} as GDB has it, and
  * the graph's keys: node, type, call; the playhead's frame 0 adds the
- * event's kind and phase.  addr is the event's seq (level 0) or the seq of
+ * event's kind and phase, and at an op event the op's name and index (its
+ * line is the op's).  addr is the event's seq (level 0) or the seq of
  * the call's ENTER, in hex: front ends want an address-looking value.
  * Returns -1 when there is no such frame.
  */
@@ -446,15 +447,26 @@ int mi_frame(struct mi *m, struct mi_buf *b, const char *key, size_t level)
 	mi_kv(b, "func", func);
 	mi_open(b, "args", '[');
 	mi_close(b, ']');
-	source_keys(m, b, node);
+	/* at an op, frame 0's line is the op's own (its site's), as GDB's
+	 * frame line is the pc's */
+	if (level == 0 && tm_op_site(s, &s->cur))
+		source_keys(m, b, s->cur.node);
+	else
+		source_keys(m, b, node);
 	mi_kv(b, "arch", "tmdb");
 	mi_kv(b, "node", tm_node_name(s, node));
 	if (n && n->type)
 		mi_kv(b, "type", n->type);
 	mi_kvf(b, "call", "%u", call ? call : 1);
 	if (level == 0) {
+		const struct tm_node *op = tm_op_site(s, &s->cur);
+
 		mi_kv(b, "kind", tm_event_kind_name(s->cur.kind));
 		mi_kv(b, "phase", tm_phase_name(s->cur.phase));
+		if (op) {
+			mi_kv(b, "op", op->type ? op->type : "?");
+			mi_kvf(b, "op_index", "%u", s->cur.op_index);
+		}
 	}
 	mi_close(b, '}');
 	return 0;

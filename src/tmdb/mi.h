@@ -103,6 +103,7 @@ struct mi {
 	struct mi_buf res;      /* results of the running command (after ^done) */
 	struct mi_buf *sink;    /* console text goes here instead (NULL: ~) */
 	int stopped;            /* the command stopped the playhead somewhere */
+	int replay_started;     /* =thread-group-started said for a replay */
 	int quiet_bp;           /* an MI -break-* command: no =breakpoint-* */
 	int undefined;          /* ^error gets code="undefined-command" */
 	const char *klass;      /* result class: NULL "done", or "exit" */

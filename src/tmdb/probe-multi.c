@@ -809,6 +809,30 @@ static int multi_flow(struct tm_probe *p, int ahead,
 	return all;
 }
 
+/* every rank's probe gets the same op patterns (their paths have no @R:) */
+static int multi_set_ops(struct tm_probe *p, const char *patterns)
+{
+	struct multi *m = impl(p);
+	size_t r;
+	int err;
+
+	if (!m->live)
+		return TM_ERR_UNSUPPORTED;
+	for (r = 0; r < m->nr; r++) {
+		struct rank *rk = &m->r[r];
+
+		if (!rk->p->ops->set_ops)
+			continue;
+		err = rk->p->ops->set_ops(rk->p, patterns);
+		if (err) {
+			snprintf(m->detail, sizeof(m->detail), "rank %d: %s",
+				 rk->rank, rk->p->ops->detail(rk->p));
+			return err;
+		}
+	}
+	return TM_OK;
+}
+
 static int multi_set_level(struct tm_probe *p, const char *pattern, int level)
 {
 	struct multi *m = impl(p);
@@ -1084,6 +1108,7 @@ static const struct tm_probe_ops multi_live_ops = {
 	.process = &multi_process_ops,
 	.flow = multi_flow,
 	.set_level = multi_set_level,
+	.set_ops = multi_set_ops,
 	.record = multi_record,
 };
 
@@ -1254,7 +1279,7 @@ int tm_probe_multi_new(struct tm_probe **subs, size_t n, const char *source,
 }
 
 /* A directory: the one manifest in it. */
-static int find_manifest(const char *dir, char **path, char **detail)
+int tm_probe_multi_find_manifest(const char *dir, char **path, char **detail)
 {
 	DIR *d = opendir(dir);
 	struct dirent *de;
@@ -1300,7 +1325,7 @@ int tm_probe_multi_open(const char *path, struct tm_probe **out, char **detail)
 	*out = NULL;
 	*detail = NULL;
 	if (!stat(path, &st) && S_ISDIR(st.st_mode)) {
-		err = find_manifest(path, &mpath, detail);
+		err = tm_probe_multi_find_manifest(path, &mpath, detail);
 		if (err)
 			return err;
 	}

@@ -30,6 +30,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -74,6 +77,7 @@ struct remote {
 
 	int stopped;            /* the model is paused (STOP received) */
 	int closed;             /* BYE or a broken connection */
+	char note[300];         /* the probe's word at HELLO (a takeover) */
 	int last_result;        /* code of the last RESULT */
 	int result_for;         /* request type it answered, -1 none yet */
 	int described;          /* DESCRIBE received */
@@ -332,6 +336,11 @@ static void take_msg(struct remote *rp, const struct tm_msg *m)
 		rp->running = 0;
 		break;
 	case TM_MSG_RESULT:
+		if (m->u.result.request == TM_MSG_HELLO && !m->u.result.code) {
+			/* not an answer to a request: news (we took over) */
+			snprintf(rp->note, sizeof(rp->note), "%.290s", m->u.result.text);
+			break;
+		}
 		rp->last_result = (int)m->u.result.code;
 		rp->result_for = m->u.result.request;
 		if (m->u.result.code)
@@ -669,6 +678,21 @@ static int remote_set_level(struct tm_probe *p, const char *pattern, int level)
 	m->type = TM_MSG_SET_LEVEL;
 	m->u.level.level = (uint8_t)level;
 	snprintf(m->u.level.pattern, sizeof(m->u.level.pattern), "%s", pattern);
+	return request(rp, m, CONNECT_TIMEOUT_MS);
+}
+
+static int remote_set_ops(struct tm_probe *p, const char *patterns)
+{
+	struct remote *rp = impl(p);
+	struct tm_msg *m = rp->msg;
+
+	if (!(rp->caps & TM_CAP_OPS)) {
+		snprintf(rp->detail, sizeof(rp->detail), "the probe records no op events");
+		return TM_ERR_UNSUPPORTED;
+	}
+	memset(m, 0, sizeof(*m));
+	m->type = TM_MSG_SET_OPS;
+	snprintf(m->u.level.pattern, sizeof(m->u.level.pattern), "%s", patterns);
 	return request(rp, m, CONNECT_TIMEOUT_MS);
 }
 
@@ -1035,6 +1059,7 @@ static const struct tm_probe_ops remote_ops = {
 	.detach = remote_detach,
 	.flow = remote_flow,
 	.set_level = remote_set_level,
+	.set_ops = remote_set_ops,
 	.record = remote_record,
 	.annotation = remote_annotation,
 };
@@ -1164,12 +1189,91 @@ static int fail(struct remote *rp, int err, char **detail)
 	return err;
 }
 
+/*
+ * The token for a TCP target: given, else $TENSORMORPH_TOKEN, else the
+ * file the probe wrote on this host (DIR/tcp-PORT.token).  "" when none.
+ */
+static void find_token(const char *given, unsigned port, char *tok, size_t len)
+{
+	char dir[256], path[300];
+	const char *env = getenv("TENSORMORPH_TOKEN");
+	FILE *f;
+
+	tok[0] = 0;
+	if (given) {
+		snprintf(tok, len, "%s", given);
+		return;
+	}
+	if (env && *env) {
+		snprintf(tok, len, "%s", env);
+		return;
+	}
+	if (tm_server_socket_dir(dir, sizeof(dir), 0) != TM_OK)
+		return;
+	snprintf(path, sizeof(path), "%s/tcp-%u.token", dir, port);
+	f = fopen(path, "r");
+	if (!f)
+		return;
+	if (!fgets(tok, (int)len, f))
+		tok[0] = 0;
+	fclose(f);
+	tok[strcspn(tok, "\r\n")] = 0;
+}
+
+/* Connects to HOST:PORT; fd or -1 with rp->detail set. */
+static int connect_tcp(struct remote *rp, const char *host, unsigned port)
+{
+	struct addrinfo hints, *ai = NULL, *a;
+	char ps[8];
+	int fd = -1, rc, one = 1;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_NUMERICSERV;
+	snprintf(ps, sizeof(ps), "%u", port);
+	rc = getaddrinfo(host, ps, &hints, &ai);
+	if (rc) {
+		snprintf(rp->detail, sizeof(rp->detail), "%s:%u: %s", host, port,
+			 gai_strerror(rc));
+		return -1;
+	}
+	for (a = ai; a; a = a->ai_next) {
+		fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+		if (fd < 0)
+			continue;
+		if (!connect(fd, a->ai_addr, a->ai_addrlen))
+			break;
+		snprintf(rp->detail, sizeof(rp->detail), "cannot connect to %s:%u: %s",
+			 host, port, strerror(errno));
+		close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(ai);
+	if (fd >= 0)
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return fd;
+}
+
+const char *tm_probe_remote_note(struct tm_probe *p)
+{
+	return p && p->ops == &remote_ops ? impl(p)->note : "";
+}
+
 int tm_probe_remote_open(const char *target, struct tm_probe **out, char **detail)
+{
+	return tm_probe_remote_open_token(target, NULL, out, detail);
+}
+
+int tm_probe_remote_open_token(const char *target, const char *token,
+			       struct tm_probe **out, char **detail)
 {
 	struct sockaddr_un sa;
 	struct remote *rp;
 	struct tm_msg *m;
-	int err, waited;
+	char host[256], tok[TM_MSG_MAX_TOKEN + 1] = "";
+	unsigned port = 0;
+	int err, waited, tcp;
 
 	*out = NULL;
 	if (detail)
@@ -1189,6 +1293,20 @@ int tm_probe_remote_open(const char *target, struct tm_probe **out, char **detai
 	m = rp->msg;
 	memset(&sa, 0, sizeof(sa));
 	sa.sun_family = AF_UNIX;
+	tcp = tm_server_parse_tcp(target, host, sizeof(host), &port);
+	if (tcp < 0 || (tcp && !port)) {
+		snprintf(rp->detail, sizeof(rp->detail), "\"%s\" is not HOST:PORT", target);
+		return fail(rp, TM_ERR_INVALID_ARG, detail);
+	}
+	if (tcp) {
+		find_token(token, port, tok, sizeof(tok));
+		if (asprintf(&rp->path, strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, port) < 0)
+			rp->path = NULL;
+		rp->fd = connect_tcp(rp, host, port);
+		if (!rp->path || rp->fd < 0)
+			return fail(rp, TM_ERR_IO, detail);
+		goto connected;
+	}
 	err = resolve(target, sa.sun_path, sizeof(sa.sun_path));
 	if (err) {
 		snprintf(rp->detail, sizeof(rp->detail), "no socket for \"%s\": %s",
@@ -1205,11 +1323,13 @@ int tm_probe_remote_open(const char *target, struct tm_probe **out, char **detai
 			 sa.sun_path, strerror(errno));
 		return fail(rp, TM_ERR_IO, detail);
 	}
+connected:
 	memset(m, 0, sizeof(*m));
 	m->type = TM_MSG_HELLO;
 	m->u.hello.major = TM_WIRE_VERSION_MAJOR;
 	m->u.hello.minor = TM_WIRE_VERSION_MINOR;
 	snprintf(m->u.hello.name, sizeof(m->u.hello.name), "tmdb");
+	snprintf(m->u.hello.token, sizeof(m->u.hello.token), "%s", tok);
 	if (send_msg(rp, m))
 		return fail(rp, TM_ERR_CLOSED, detail);
 	for (waited = 0; !rp->described && !rp->closed && !tm_interrupted &&
@@ -1219,10 +1339,10 @@ int tm_probe_remote_open(const char *target, struct tm_probe **out, char **detai
 	if (!rp->described) {
 		if (!rp->detail[0] && tm_interrupted)
 			snprintf(rp->detail, sizeof(rp->detail),
-				 "interrupted while waiting for %s", sa.sun_path);
+				 "interrupted while waiting for %s", rp->path);
 		if (!rp->detail[0])
 			snprintf(rp->detail, sizeof(rp->detail),
-				 "%s did not answer the handshake", sa.sun_path);
+				 "%s did not answer the handshake", rp->path);
 		return fail(rp, TM_ERR_CLOSED, detail);
 	}
 	/*

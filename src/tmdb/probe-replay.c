@@ -64,15 +64,21 @@ static int replay_next(struct tm_probe *p, int dir, struct tm_record *rec)
 static int replay_seek(struct tm_probe *p, int kind, uint64_t value)
 {
 	struct replay *rp = impl(p);
+	int err;
 
 	switch (kind) {
-	case TM_SEEK_START: return tm_reader_rewind(rp->r);
-	case TM_SEEK_END: return tm_reader_seek_end(rp->r);
-	case TM_SEEK_SEQ: return tm_reader_seek_seq(rp->r, value);
-	case TM_SEEK_STEP: return tm_reader_seek_step(rp->r, value);
-	case TM_SEEK_TIME: return tm_reader_seek_time(rp->r, value);
+	case TM_SEEK_START: err = tm_reader_rewind(rp->r); break;
+	case TM_SEEK_END: err = tm_reader_seek_end(rp->r); break;
+	case TM_SEEK_SEQ: err = tm_reader_seek_seq(rp->r, value); break;
+	case TM_SEEK_STEP: err = tm_reader_seek_step(rp->r, value); break;
+	case TM_SEEK_TIME: err = tm_reader_seek_time(rp->r, value); break;
 	default: return TM_ERR_INVALID_ARG;
 	}
+	/* a seek decodes the chunk it lands in: a damaged one is said */
+	if (err != TM_OK && err != TM_ERR_END)
+		snprintf(rp->detail, sizeof(rp->detail), "%s",
+			 tm_reader_detail(rp->r));
+	return err;
 }
 
 /* Points the look-up reader's filter at one node (kept between calls). */

@@ -128,6 +128,12 @@ struct tm_probe_ops {
 	 */
 	int (*set_level)(struct tm_probe *p, const char *pattern, int level);
 	/*
+	 * The op patterns of a live probe (op events, doc/manual.md
+	 * "Operations"): comma-separated, "" for none; applied when the
+	 * model's current call returns.  NULL for a replay.
+	 */
+	int (*set_ops)(struct tm_probe *p, const char *patterns);
+	/*
 	 * Saves what a live probe sent so far as a .tmrun, and then each
 	 * record as it arrives; path NULL stops (live only, NULL for a
 	 * replay).
@@ -185,6 +191,8 @@ int tm_probe_multi_open(const char *path, struct tm_probe **out, char **detail);
 int tm_probe_multi_new(struct tm_probe **subs, size_t n, const char *source,
 		       struct tm_probe **out, char **detail);
 /* 1 if path is a run manifest or a directory (a multi-rank recording). */
+/* The one run manifest in a directory ("DIR: no run manifest ..." else). */
+int tm_probe_multi_find_manifest(const char *dir, char **path, char **detail);
 int tm_probe_multi_is_manifest(const char *path);
 /* Rank i's probe (and its rank), NULL past the last or if p is not multi. */
 struct tm_probe *tm_probe_multi_sub(struct tm_probe *p, size_t i, int *rank);

@@ -4,9 +4,9 @@
  * The views build a grid of cells (a value in [0, 1] on the colour scale, or
  * NaN, +Inf, -Inf, a gap, or nothing) and hand it to one of three renderers:
  * plain characters (colour off), Unicode half-blocks with 256 or 24-bit
- * colour, or a PNG file.  All three draw the same grid with the same colour
- * map, so a PNG and a plain render of one tensor agree cell for cell (the
- * transcript tests check exactly that).  Nothing here knows about sessions
+ * colour; picture.c draws the same grid with the same colour map as PNG,
+ * SVG or PDF, so a picture and a plain render of one tensor agree cell for
+ * cell (the transcript tests check exactly that).  Nothing here knows about sessions
  * or traces: output goes into a growable string buffer that the caller
  * prints once through tm_out().
  */
@@ -111,13 +111,6 @@ void render_grid(struct rbuf *b, const struct rgrid *g, int mode,
 void render_cell(struct rbuf *b, const struct rgrid *g, int x, int y, int mode);
 /* "range [lo, hi]" with the ramp and the special kinds, one line. */
 void render_legend(struct rbuf *b, const struct rgrid *g, int mode);
-
-/*
- * Writes the grid as an 8-bit palette PNG, each cell scale x scale pixels
- * (gap cells hatched).  The image data is stored in uncompressed deflate
- * blocks: valid PNG with no library.  Returns 0 or an errno value.
- */
-int render_png(const char *path, const struct rgrid *g, int scale);
 
 /* The -log scale: sign(v) * log10(1 + |v|), and back. */
 double render_log(double v);

@@ -268,13 +268,27 @@ void tm_session_unload(struct tm_session *s)
 static void trace_warnings(struct tm_session *s, const char *path,
 			   const struct tm_summary *sum)
 {
+	static const char *const idx[] = {
+		[TM_INDEX_TRAILER] = "its trailer is damaged",
+		[TM_INDEX_INDEX] = "its INDEX chunk is damaged",
+		[TM_INDEX_SUMMARY] = "its SUMMARY chunk is damaged",
+	};
+
 	if (sum->damaged) {
 		tm_error(s, "warning: \"%s\" is damaged after byte %" PRIu64
-			 " (%s); events after seq %" PRIu64 " are lost.\n"
+			 " (%s%s); events after seq %" PRIu64 " are lost.\n"
 			 "Use \"tmdb --recover %s\" to rewrite its index "
 			 "from the intact chunks.",
-			 path, sum->damage_offset, tm_strerror(sum->damage_err),
-			 sum->last_seq, path);
+			 path, sum->damage_offset,
+			 sum->damage_err == TM_ERR_TRUNCATED ? "" : "chunk header: ",
+			 tm_strerror(sum->damage_err), sum->last_seq, path);
+	} else if (!sum->indexed && sum->index_damage > 0 &&
+		   (size_t)sum->index_damage < sizeof(idx) / sizeof(idx[0]) && idx[sum->index_damage]) {
+		/* the writer finished; only the way in is damaged */
+		tm_error(s, "warning: \"%s\": %s; reading it by scanning (no event "
+			 "is lost).\n"
+			 "Use \"tmdb --recover %s\" to rewrite its index.",
+			 path, idx[sum->index_damage], path);
 	} else if (!sum->indexed) {
 		tm_error(s, "warning: \"%s\" has no index (its writer did not "
 			 "finish); reading it by scanning.\n"
@@ -391,6 +405,7 @@ void tm_playhead_set(struct tm_session *s, const struct tm_event *ev)
 	tm_conv_set_int(s, "_step", (int64_t)s->cur.step);
 	tm_conv_set_int(s, "_seq", (int64_t)s->cur.seq);
 	tm_conv_set_str(s, "_node", tm_node_name(s, s->cur.node));
+	tm_op_conv(s);
 }
 
 /* After a side trip of the cursor (info steps, bt): back after the playhead. */
@@ -475,6 +490,14 @@ void tm_print_location(struct tm_session *s, const char *prefix)
 	else
 		tm_event_slot(&s->cur, &slot);
 	tm_slot_format(slot, sb, sizeof(sb));
+	if (s->cur.kind == TM_EV_OP) {
+		char op[TM_ADDRESS_MAX + 160];
+
+		tm_op_label(s, &s->cur, op, sizeof(op));
+		tm_out(s, "%s%s (%s) at step %" PRIu64 ", %s\n", prefix ? prefix : "",
+		       op, sb, s->cur.step, tm_phase_name(s->cur.phase));
+		return;
+	}
 	if (s->cur.call > 1)
 		snprintf(call, sizeof(call), "#%u", s->cur.call);
 	tm_out(s, "%s%s%s (%s) at step %" PRIu64 ", %s\n", prefix ? prefix : "",
@@ -565,10 +588,12 @@ void tm_print_source_line(struct tm_session *s)
 
 	/*
 	 * The line is the module's forward: true of a call's ENTER and EXIT,
-	 * not of its backward pass or of a parameter observation.
+	 * not of its backward pass or of a parameter observation.  An op's is
+	 * the line that called it (its site node's).
 	 */
 	if (!s->have_cur ||
-	    (s->cur.kind != TM_EV_ENTER && s->cur.kind != TM_EV_EXIT))
+	    (s->cur.kind != TM_EV_ENTER && s->cur.kind != TM_EV_EXIT &&
+	     !(s->cur.kind == TM_EV_OP && s->cur.phase == TM_PHASE_FWD)))
 		return;
 	n = tm_source_node(s, s->cur.node);
 	if (!n)
@@ -1005,7 +1030,8 @@ int tm_frames_compute(struct tm_session *s)
 	s->frames_gap = 0;
 	if (!s->have_cur || !s->probe)
 		return -1;
-	if (s->cur.kind == TM_EV_BWD || s->cur.kind == TM_EV_PARAM) {
+	if (s->cur.kind == TM_EV_BWD || s->cur.kind == TM_EV_PARAM ||
+	    (s->cur.kind == TM_EV_OP && s->cur.phase == TM_PHASE_BWD)) {
 		uint32_t chain[TM_ADDRESS_MAX_SEGMENTS];
 		int k = 0;
 

@@ -382,6 +382,21 @@ int tm_parse_uint(const char *p, uint64_t *out);
 int tm_parse_bool(const char *p, int *out);
 int tm_word_is(const char *word, size_t len, const char *full, size_t minlen);
 
+/* op events (cmd-ops.c) */
+/* "model.attn#2!8 aten::div.Tensor": an op event's address and name */
+void tm_op_label(struct tm_session *s, const struct tm_event *ev, char *buf, size_t len);
+/* The op site node of an op event, NULL for other events. */
+const struct tm_node *tm_op_site(const struct tm_session *s, const struct tm_event *ev);
+/* $_op: the playhead's op name, "" away from an op. */
+void tm_op_conv(struct tm_session *s);
+/* x/Ni: the ops of the playhead's call around it. */
+int tm_op_examine(struct tm_session *s, uint64_t count, const char *args);
+/* set probe-ops PATTERN|off|default (lv: struct tm_live, live.h) */
+struct tm_live;
+int tm_set_probe_ops(struct tm_session *s, struct tm_live *lv, const char *args);
+/* info op: the playhead's op, and whether it made its non-finite values */
+int tm_info_op(struct tm_session *s, const char *args);
+
 /* ------------------------------------------------------------- cmd.c */
 int tm_execute(struct tm_session *s, const char *line, int from_tty);
 int tm_execute_lines(struct tm_session *s, char **lines, size_t n);
@@ -461,6 +476,20 @@ enum tm_bp_event {
 };
 void tm_bp_notify(struct tm_session *s, int what, struct bp *b);
 
+/* Removes and frees a breakpoint (on_bp_event is told TM_BP_DELETED). */
+void tm_bp_delete(struct tm_session *s, struct bp *b);
+
+/* ------------------------------------------------------------- source-loc.c */
+/*
+ * FILE:LINE into a node address or pattern: the modules whose forward() is
+ * the function around LINE (the greatest recorded line <= LINE in FILE,
+ * FILE matched by its last component); several at one depth become one
+ * pattern with * where their addresses differ.  Returns 0, or -1 after an
+ * error message.
+ */
+int tm_source_location(struct tm_session *s, const char *file, unsigned line,
+		       char *out, size_t len);
+
 /* ------------------------------------------------------------- cmd-run.c */
 enum stop_why {
 	STOP_NONE = 0,
@@ -521,7 +550,8 @@ void tm_mi_done(struct tm_session *s);
 #define TM_CMD(n) extern const struct cmd_entry cmd_##n##_entry
 TM_CMD(file); TM_CMD(run); TM_CMD(continue); TM_CMD(step); TM_CMD(next);
 TM_CMD(finish); TM_CMD(until); TM_CMD(reverse_continue); TM_CMD(reverse_step);
-TM_CMD(reverse_next); TM_CMD(reverse_finish); TM_CMD(goto); TM_CMD(find);
+TM_CMD(reverse_next); TM_CMD(stepi); TM_CMD(nexti); TM_CMD(reverse_stepi);
+TM_CMD(reverse_nexti); TM_CMD(reverse_finish); TM_CMD(goto); TM_CMD(find);
 TM_CMD(break); TM_CMD(tbreak); TM_CMD(watch); TM_CMD(condition); TM_CMD(ignore);
 TM_CMD(delete); TM_CMD(disable); TM_CMD(enable); TM_CMD(commands);
 TM_CMD(print); TM_CMD(output); TM_CMD(printf); TM_CMD(echo); TM_CMD(display);
@@ -531,7 +561,8 @@ TM_CMD(document); TM_CMD(if); TM_CMD(while); TM_CMD(source); TM_CMD(help);
 TM_CMD(apropos); TM_CMD(quit); TM_CMD(end); TM_CMD(capture);
 TM_CMD(level); TM_CMD(record);
 TM_CMD(heatmap); TM_CMD(plot); TM_CMD(x); TM_CMD(tui); TM_CMD(layout);
-TM_CMD(attach); TM_CMD(detach); TM_CMD(kill); TM_CMD(inferior);
+TM_CMD(attach); TM_CMD(target); TM_CMD(detach); TM_CMD(kill); TM_CMD(inferior);
+TM_CMD(tty);
 #undef TM_CMD
 
 #endif /* TMDB_H */

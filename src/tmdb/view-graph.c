@@ -51,6 +51,8 @@ struct graph {
 	struct tm_slot slot;
 	int evkind;
 	int depth, fold, mode;
+	int unicode;            /* box drawing without colour */
+	const struct vopts *o;  /* -png, -svg, -pdf: also a picture */
 	uint32_t cur;           /* the shown node the playhead is in */
 	struct gline *ln;
 	size_t nln, capln;
@@ -381,9 +383,10 @@ static void graph_fold(struct graph *g, uint32_t first, uint32_t last,
 
 static void graph_kids(struct graph *g, uint32_t id, int depth, const char *prefix)
 {
-	const char *conn_mid = g->mode == RENDER_PLAIN ? "|- " : "\xe2\x94\x9c\xe2\x94\x80 ";
-	const char *conn_end = g->mode == RENDER_PLAIN ? "`- " : "\xe2\x94\x94\xe2\x94\x80 ";
-	const char *cont_mid = g->mode == RENDER_PLAIN ? "|  " : "\xe2\x94\x82  ";
+	int ascii = g->mode == RENDER_PLAIN && !g->unicode;
+	const char *conn_mid = ascii ? "|- " : "\xe2\x94\x9c\xe2\x94\x80 ";
+	const char *conn_end = ascii ? "`- " : "\xe2\x94\x94\xe2\x94\x80 ";
+	const char *cont_mid = ascii ? "|  " : "\xe2\x94\x82  ";
 	uint32_t k = g->n[id].kid, j, last, count;
 
 	while (k != TM_NODE_NONE) {
@@ -477,6 +480,67 @@ static int graph_field(struct tm_session *s, struct graph *g, const char *f)
 	return 0;
 }
 
+/* The same lines, without escapes, as a picture (info graph -png F). */
+static int graph_picture(struct graph *g, size_t tw, size_t yw)
+{
+	struct tm_session *s = g->s;
+	struct pic_text tx;
+	char **line = calloc(g->nln ? g->nln : 1, sizeof(*line));
+	uint8_t *cls = calloc(g->nln ? g->nln : 1, 1);
+	uint8_t *cur = calloc(g->nln ? g->nln : 1, 1);
+	char title[TM_ADDRESS_MAX + 200];
+	size_t i;
+	int rc = -1;
+
+	if (!line || !cls || !cur)
+		goto oom;
+	for (i = 0; i < g->nln; i++) {
+		const struct gline *l = &g->ln[i];
+		struct rbuf b;
+		size_t from;
+
+		rb_init(&b);
+		rb_puts(&b, l->mark);
+		from = b.len;
+		rb_puts(&b, l->tree);
+		rb_pad(&b, from, tw + 2);
+		rb_printf(&b, "%-*s  %s", (int)yw, l->type, l->over);
+		while (b.len && b.p[b.len - 1] == ' ')
+			b.p[--b.len] = 0;
+		if (b.oom) {
+			rb_free(&b);
+			goto oom;
+		}
+		line[i] = b.p;
+		cls[i] = (uint8_t)l->cls;
+		cur[i] = (uint8_t)l->cur;
+	}
+	snprintf(title, sizeof(title), "Architecture at step %" PRIu64 ", %s, seq %"
+		 PRIu64, s->cur.step, tm_phase_name(s->cur.phase), s->cur.seq);
+	memset(&tx, 0, sizeof(tx));
+	tx.title = title;
+	tx.subtitle = g->stat == -3 ? "overlay: abs_max, nan/inf counts" :
+		      g->stat == -1 ? "overlay: time (ns)" :
+		      tm_stat_table[g->stat].name;
+	tx.note = "> playhead   ! NaN/Inf (magenta)   ? lost to a gap   - not yet "
+		  "run in this step (grey)";
+	tx.n = (int)g->nln;
+	tx.line = (const char *const *)line;
+	tx.cls = cls;
+	tx.cur = cur;
+	rc = view_write_text(s, g->o, &tx);
+	goto out;
+oom:
+	tm_error(s, "Out of memory.");
+out:
+	for (i = 0; line && i < g->nln; i++)
+		free(line[i]);
+	free(line);
+	free(cls);
+	free(cur);
+	return rc;
+}
+
 static int graph_emit(struct graph *g)
 {
 	struct tm_session *s = g->s;
@@ -533,6 +597,8 @@ static int graph_emit(struct graph *g)
 	rb_puts(&b, "(> playhead, ! NaN/Inf, ? lost to a gap, - not yet run in "
 		"this step)\n");
 	view_flush_rb(s, &b);
+	if (g->o && pic_any(&g->o->pic))
+		return graph_picture(g, tw, yw);
 	return 0;
 }
 
@@ -560,6 +626,9 @@ int tm_view_info_graph(struct tm_session *s, const char *args)
 	if (!p)
 		return -1;
 	g.mode = o.mode;
+	g.o = &o;
+	/* a picture draws the tree with box drawing: so does the text then */
+	g.unicode = o.unicode || pic_any(&o.pic);
 	while (*(p = tm_skip_ws(p))) {
 		size_t l = view_word_len(p);
 		const char *v = tm_skip_ws(p + l);

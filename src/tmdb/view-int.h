@@ -11,6 +11,7 @@
 
 #include "tmdb.h"
 #include "render.h"
+#include "picture.h"
 
 /* ------------------------------------------------------------- view.c */
 
@@ -19,17 +20,29 @@
  *   -color | -color256 | -nocolor   force the colour mode (else: a terminal
  *                                   without NO_COLOR gets colour)
  *   -width N, -height N             the most cells drawn across and down
- *   -png FILE (or --png FILE)       also write the picture as a PNG
- *   -scale N                        PNG pixels per cell (default 8)
+ *   -png FILE, -svg FILE, -pdf FILE also write the picture (cairo)
+ *   -scale N                        picture pixels a cell (default: fitted)
  *   -log                            colours on a log scale (counts)
+ *   -unicode                        box-drawing characters even without
+ *                                   colour (the TUI's panes, as the CLI)
+ * An option after the operand is an error that says options come first
+ * (GDB's convention), not a confusing complaint about the operand.
  */
 struct vopts {
 	int mode;               /* -1: decide from the terminal */
 	int width, height;
-	char png[1024];
-	int scale;
+	struct pic_files pic;
 	int log;
+	int unicode;            /* -unicode: box drawing without colour (TUI) */
 };
+
+/* Writes the pictures asked for, saying "Wrote FILE (W x H pixels)." */
+int view_write_heatmap(struct tm_session *s, const struct vopts *o,
+		       const struct pic_heatmap *hm);
+int view_write_plot(struct tm_session *s, const struct vopts *o,
+		    const struct pic_plot *pl);
+int view_write_text(struct tm_session *s, const struct vopts *o,
+		    const struct pic_text *tx);
 
 /* Returns the rest of the arguments after the options, or NULL on an error
  * already reported. */
@@ -91,22 +104,26 @@ struct sterm {
 	char text[TM_ADDRESS_MAX + 64];
 };
 
-/* One node's value at one step (the last call of the step). */
-struct samp {
-	uint32_t node;
-	uint64_t step;
-	double v;
-	uint8_t kind;           /* enum cell_kind: VAL, NAN, POSINF, NEGINF */
-};
-
+/*
+ * One stat over steps, aggregated while it is read: column c holds steps
+ * first + c * per .. first + (c + 1) * per - 1, at most maxcol columns, and
+ * a cell keeps the worst of its samples (view_cell_merge).  Memory is rows
+ * x maxcol cells whatever the number of steps, so a trace of any length
+ * draws in the memory of a short one.
+ */
 struct series {
-	struct samp *v;
-	size_t n, cap;
-	uint64_t *gap;          /* steps holding a gap record */
-	size_t ngap, gcap;
-	uint64_t first, last;   /* steps seen */
+	uint64_t first, last;   /* steps seen (the axis), any set */
+	uint64_t per;           /* steps a column */
+	int maxcol, ncol;       /* ncol = (last - first) / per + 1 */
+	uint32_t nn;            /* nodes in the table */
+	uint8_t **kind;         /* per node: NULL (no value) or maxcol cells */
+	double **val;
+	uint8_t *gap;           /* per column: a gap record fell in it */
+	uint64_t nsamp;         /* values read */
+	uint32_t nrows;         /* nodes with a value */
 	int any;
 	int interrupted;
+	int live;               /* a live run: the history so far, model held */
 };
 
 int view_stat_from(const char *name);
@@ -117,7 +134,11 @@ int view_parse_range(struct tm_session *s, const char *p, uint64_t *a,
 		     uint64_t *b);
 void view_series_free(struct series *sr);
 int view_scan_series(struct tm_session *s, const struct sterm *st,
-		     uint64_t a, uint64_t b, struct series *sr);
+		     uint64_t a, uint64_t b, int maxcol, struct series *sr);
+/* "45000 steps, 250 a column, worst of each" */
+void view_series_what(struct rbuf *out, const struct series *sr);
+/* The column of a step, or -1 off the axis. */
+int view_series_col(const struct series *sr, uint64_t step);
 void view_range_note(struct rbuf *out, uint64_t a, uint64_t b,
 		     const struct series *sr);
 int view_axis_gap(int w, uint64_t first);

@@ -135,52 +135,200 @@ int view_parse_range(struct tm_session *s, const char *p, uint64_t *a,
 
 void view_series_free(struct series *sr)
 {
-	free(sr->v);
+	uint32_t i;
+
+	for (i = 0; sr->kind && i < sr->nn; i++) {
+		free(sr->kind[i]);
+		free(sr->val[i]);
+	}
+	free(sr->kind);
+	free(sr->val);
 	free(sr->gap);
 	memset(sr, 0, sizeof(*sr));
 }
 
-static void see_step(struct series *sr, uint64_t step)
+int view_series_col(const struct series *sr, uint64_t step)
 {
-	if (!sr->any || step < sr->first)
-		sr->first = step;
-	if (!sr->any || step > sr->last)
-		sr->last = step;
-	sr->any = 1;
+	if (!sr->any || step < sr->first || step > sr->last)
+		return -1;
+	return (int)((step - sr->first) / sr->per);
+}
+
+void view_series_what(struct rbuf *out, const struct series *sr)
+{
+	uint64_t n = sr->last - sr->first + 1;
+
+	rb_printf(out, "%" PRIu64 " step%s, ", n, n == 1 ? "" : "s");
+	if (sr->per == 1)
+		rb_puts(out, "one a column");
+	else
+		rb_printf(out, "%" PRIu64 " a column, worst of each", sr->per);
 }
 
 /*
- * One pass over steps a..b collecting the term's value for every matching
- * node and step, and the steps with gaps.  Ctrl-C stops it (what was read
- * is kept and the caller says the picture is partial).
+ * Twice as many steps a column: when steps arrive past the last column
+ * (a range not known before the scan), neighbours merge pairwise.
+ */
+static void series_coarsen(struct series *sr)
+{
+	int c, m = (sr->maxcol + 1) / 2;
+	uint32_t i;
+
+	for (i = 0; i < sr->nn; i++) {
+		uint8_t *k = sr->kind[i];
+		double *v = sr->val[i];
+
+		if (!k)
+			continue;
+		for (c = 0; c < m; c++) {
+			uint8_t k0 = k[2 * c];
+			double v0 = v[2 * c];
+
+			if (2 * c + 1 < sr->maxcol)
+				view_cell_merge(&k0, &v0, k[2 * c + 1], v[2 * c + 1]);
+			k[c] = k0;
+			v[c] = v0;
+		}
+		memset(k + m, CELL_EMPTY, (size_t)(sr->maxcol - m));
+	}
+	for (c = 0; c < m; c++)
+		sr->gap[c] = sr->gap[2 * c] |
+			     (2 * c + 1 < sr->maxcol ? sr->gap[2 * c + 1] : 0);
+	memset(sr->gap + m, 0, (size_t)(sr->maxcol - m));
+	sr->per *= 2;
+}
+
+static int see_step(struct series *sr, uint64_t step)
+{
+	if (!sr->any) {
+		sr->first = sr->last = step;
+		sr->any = 1;
+	}
+	if (step < sr->first)   /* records out of step order: keep the axis */
+		return -1;
+	while ((step - sr->first) / sr->per >= (uint64_t)sr->maxcol)
+		series_coarsen(sr);
+	if (step > sr->last)
+		sr->last = step;
+	sr->ncol = (int)((sr->last - sr->first) / sr->per) + 1;
+	return (int)((step - sr->first) / sr->per);
+}
+
+/* The step of the first record at or after step a, and of the last one,
+ * so that the columns are sized once; -1 when the trace has none. */
+static int series_bounds(struct tm_session *s, uint64_t a, uint64_t *first,
+			 uint64_t *last, uint64_t *last_seq, int *have_seq)
+{
+	struct tm_record rec;
+	int err, got = 0;
+
+	*have_seq = 0;
+	err = a ? s->probe->ops->seek(s->probe, TM_SEEK_STEP, a) :
+		  s->probe->ops->seek(s->probe, TM_SEEK_START, 0);
+	while (err == TM_OK &&
+	       s->probe->ops->next_event(s->probe, TM_DIR_FWD, &rec) == TM_OK) {
+		if (rec.type == TM_REC_EVENT || rec.type == TM_REC_GAP) {
+			*first = rec.type == TM_REC_EVENT ? rec.u.event.step :
+							    rec.u.gap.step;
+			got = 1;
+			break;
+		}
+	}
+	if (!got)
+		return -1;
+	err = s->probe->ops->seek(s->probe, TM_SEEK_END, 0);
+	while (err == TM_OK &&
+	       s->probe->ops->next_event(s->probe, TM_DIR_BWD, &rec) == TM_OK) {
+		if (rec.type == TM_REC_EVENT) {
+			*last = rec.u.event.step;
+			*last_seq = rec.u.event.seq;
+			*have_seq = 1;
+			return 0;
+		}
+		if (rec.type == TM_REC_GAP) {
+			*last = rec.u.gap.step;
+			return 0;
+		}
+	}
+	*last = *first;
+	return 0;
+}
+
+/*
+ * A view never moves a live model: on a live run it reads the history that
+ * has arrived and stops at its newest record, because reading past it
+ * resumes the model (probe-remote.c).  This is the one place that decides
+ * it; returns 1 when the scan must stop after record seq last_seq.
+ */
+static int view_hold_history(struct tm_session *s)
+{
+	return s->probe->ops->process != NULL;
+}
+
+static int series_row(struct series *sr, uint32_t node)
+{
+	if (sr->kind[node])
+		return 0;
+	sr->kind[node] = calloc((size_t)sr->maxcol, 1);
+	sr->val[node] = calloc((size_t)sr->maxcol, sizeof(double));
+	if (!sr->kind[node] || !sr->val[node])
+		return -1;
+	sr->nrows++;
+	return 0;
+}
+
+/*
+ * One pass over steps a..b merging the term's value for every matching
+ * node into its column, and marking the columns with gaps.  Ctrl-C stops
+ * it (what was read is kept and the caller says the picture is partial).
  */
 int view_scan_series(struct tm_session *s, const struct sterm *st,
-		     uint64_t a, uint64_t b, struct series *sr)
+		     uint64_t a, uint64_t b, int maxcol, struct series *sr)
 {
 	uint32_t nn = tm_nodetab_count(s->nodes), i;
 	uint8_t *match;
 	struct tm_record rec;
-	uint64_t tick = 0;
-	int err;
+	uint64_t tick = 0, first = 0, last = 0, last_seq = 0;
+	int err = TM_ERR_END, have_seq = 0, hold;
 
 	memset(sr, 0, sizeof(*sr));
 	memset(&rec, 0, sizeof(rec));
+	sr->maxcol = maxcol < 1 ? 1 : maxcol;
+	sr->per = 1;
+	sr->nn = nn;
 	match = calloc(nn ? nn : 1, 1);
-	if (!match)
+	sr->kind = calloc(nn ? nn : 1, sizeof(*sr->kind));
+	sr->val = calloc(nn ? nn : 1, sizeof(*sr->val));
+	sr->gap = calloc((size_t)sr->maxcol, 1);
+	if (!match || !sr->kind || !sr->val || !sr->gap) {
+		free(match);
+		view_series_free(sr);
+		tm_error(s, "Out of memory.");
 		return -1;
+	}
 	for (i = 0; i < nn; i++) {
 		const struct tm_node *n = tm_nodetab_get(s->nodes, i);
 
 		match[i] = n && tm_address_match_path(st->a, n->address);
 	}
-	err = a ? s->probe->ops->seek(s->probe, TM_SEEK_STEP, a) :
-		  s->probe->ops->seek(s->probe, TM_SEEK_START, 0);
+	hold = view_hold_history(s);
+	sr->live = hold;
+	if (series_bounds(s, a, &first, &last, &last_seq, &have_seq) == 0 &&
+	    first <= b) {
+		if (last > b)
+			last = b;
+		if (last >= first)
+			sr->per = (last - first) / (uint64_t)sr->maxcol + 1;
+		err = a ? s->probe->ops->seek(s->probe, TM_SEEK_STEP, a) :
+			  s->probe->ops->seek(s->probe, TM_SEEK_START, 0);
+	}
+	if (hold && !have_seq)
+		err = TM_ERR_END;
 	while (err == TM_OK) {
 		const struct tm_event *ev = &rec.u.event;
 		const struct tm_tensor *t = NULL;
-		struct samp *sp;
 		double v;
-		int kind = CELL_VAL;
+		int kind = CELL_VAL, col;
 
 		if ((++tick & 0xfff) == 0) {
 			if (tm_interrupted) {
@@ -189,23 +337,17 @@ int view_scan_series(struct tm_session *s, const struct sterm *st,
 			}
 			tm_progress(s, rec.type == TM_REC_EVENT ? ev->seq : 0, 0);
 		}
+		if (hold && rec.type == TM_REC_EVENT && ev->seq >= last_seq)
+			break;          /* the newest record: the next read resumes */
 		err = s->probe->ops->next_event(s->probe, TM_DIR_FWD, &rec);
 		if (err != TM_OK)
 			break;
 		if (rec.type == TM_REC_GAP) {
 			if (rec.u.gap.step < a || rec.u.gap.step > b)
 				continue;
-			if (sr->ngap == sr->gcap) {
-				size_t cap = sr->gcap ? 2 * sr->gcap : 16;
-				uint64_t *g = realloc(sr->gap, cap * sizeof(*g));
-
-				if (!g)
-					break;
-				sr->gap = g;
-				sr->gcap = cap;
-			}
-			sr->gap[sr->ngap++] = rec.u.gap.step;
-			see_step(sr, rec.u.gap.step);
+			col = see_step(sr, rec.u.gap.step);
+			if (col >= 0)
+				sr->gap[col] = 1;
 			continue;
 		}
 		if (rec.type != TM_REC_EVENT || ev->step < a)
@@ -213,8 +355,9 @@ int view_scan_series(struct tm_session *s, const struct sterm *st,
 		if (ev->step > b)
 			break;
 		/* The axis spans the steps in the trace, with a value or not. */
-		see_step(sr, ev->step);
-		if (ev->kind != st->evkind || ev->node >= nn || !match[ev->node])
+		col = see_step(sr, ev->step);
+		if (col < 0 || ev->kind != st->evkind || ev->node >= nn ||
+		    !match[ev->node])
 			continue;
 		for (i = 0; i < ev->ntensors && !t; i++)
 			if (ev->tensors[i].slot.kind == st->slot.kind &&
@@ -248,21 +391,13 @@ int view_scan_series(struct tm_session *s, const struct sterm *st,
 			     !(tm_tql_absent_reason(ev, st->stat) & TM_TQL_NO_FINITE)))
 				continue;
 		}
-		if (sr->n == sr->cap) {
-			size_t cap = sr->cap ? 2 * sr->cap : 256;
-			struct samp *g = realloc(sr->v, cap * sizeof(*g));
-
-			if (!g)
-				break;
-			sr->v = g;
-			sr->cap = cap;
+		if (series_row(sr, ev->node)) {
+			sr->interrupted = 1;
+			break;
 		}
-		sp = &sr->v[sr->n++];
-		sp->node = ev->node;
-		sp->step = ev->step;
-		sp->v = v;
-		sp->kind = (uint8_t)kind;
-		see_step(sr, ev->step);
+		view_cell_merge(&sr->kind[ev->node][col], &sr->val[ev->node][col],
+				kind, v);
+		sr->nsamp++;
 	}
 	free(match);
 	tm_progress(s, 0, 1);

@@ -55,6 +55,55 @@ int view_word_eq(const char *p, size_t l, const char *w)
 	return l == strlen(w) && !strncmp(p, w, l);
 }
 
+/* -png, -svg, -pdf (one dash or two): the format, or -1. */
+static int pic_option(const char *w, size_t wl)
+{
+	int f;
+
+	for (f = 0; f < PIC__COUNT; f++)
+		if (view_word_eq(w, wl, pic_format_name(f)))
+			return f;
+	return -1;
+}
+
+/*
+ * "heatmap abs_max over steps --png F": GDB's options come before the
+ * operand; a known option word after it gets a message that says so.
+ */
+static int trailing_option(struct tm_session *s, const char *p)
+{
+	static const char *const names[] = {
+		"png", "svg", "pdf", "width", "height", "scale", "log", "color",
+		"colour", "color256", "nocolor", "no-color"
+	};
+	const char *q;
+	size_t i;
+
+	for (q = p; *q; q++) {
+		const char *w;
+		size_t wl;
+
+		if (*q != '-' || (q > p && !isspace((unsigned char)q[-1])))
+			continue;
+		w = q + (q[1] == '-' ? 2 : 1);
+		wl = view_word_len(w);
+		for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+			if (view_word_eq(w, wl, names[i])) {
+				const char *e = w + wl;
+
+				if (i < 6) {    /* the option's argument */
+					e = tm_skip_ws(e);
+					e += view_word_len(e);
+				}
+				tm_error(s, "Options come first, as in GDB: put "
+					 "\"%.*s\" before the expression.",
+					 (int)(e - q), q);
+				return -1;
+			}
+	}
+	return 0;
+}
+
 /* Returns the rest of the arguments after the options, or NULL on an error
  * already reported. */
 const char *view_parse_opts(struct tm_session *s, const char *p,
@@ -64,7 +113,6 @@ const char *view_parse_opts(struct tm_session *s, const char *p,
 	o->mode = -1;
 	o->width = def_w;
 	o->height = def_h;
-	o->scale = 8;
 	for (p = tm_skip_ws(p); *p == '-'; p = tm_skip_ws(p)) {
 		const char *w = p + (p[1] == '-' ? 2 : 1);
 		size_t l = view_word_len(p), wl = view_word_len(w);
@@ -82,6 +130,8 @@ const char *view_parse_opts(struct tm_session *s, const char *p,
 			o->mode = RENDER_PLAIN;
 		} else if (view_word_eq(w, wl, "log")) {
 			o->log = 1;
+		} else if (view_word_eq(w, wl, "unicode")) {
+			o->unicode = 1;
 		} else if (view_word_eq(w, wl, "width") || view_word_eq(w, wl, "height") ||
 			   view_word_eq(w, wl, "scale")) {
 			const char *n = tm_skip_ws(w + wl);
@@ -104,19 +154,21 @@ const char *view_parse_opts(struct tm_session *s, const char *p,
 			else if (w[0] == 'h')
 				o->height = (int)v;
 			else
-				o->scale = (int)v;
+				o->pic.cell = (int)v;
 			p = n + nl;
 			continue;
-		} else if (view_word_eq(w, wl, "png")) {
+		} else if (pic_option(w, wl) >= 0) {
 			const char *n = tm_skip_ws(w + wl);
 			size_t nl = view_word_len(n);
+			int f = pic_option(w, wl);
 
-			if (!nl || nl >= sizeof(o->png)) {
-				tm_error(s, "Option -png needs a file name.");
+			if (!nl || nl >= sizeof(o->pic.path[f]) || *n == '-') {
+				tm_error(s, "Option -%s needs a file name.",
+					 pic_format_name(f));
 				return NULL;
 			}
-			memcpy(o->png, n, nl);
-			o->png[nl] = 0;
+			memcpy(o->pic.path[f], n, nl);
+			o->pic.path[f][nl] = 0;
 			p = n + nl;
 			continue;
 		} else {
@@ -130,7 +182,67 @@ const char *view_parse_opts(struct tm_session *s, const char *p,
 	}
 	if (o->mode < 0)
 		o->mode = auto_mode(s);
+	if (trailing_option(s, p))
+		return NULL;
 	return p;
+}
+
+int view_write_heatmap(struct tm_session *s, const struct vopts *o,
+		       const struct pic_heatmap *hm)
+{
+	char err[1200];
+	int f, w, h;
+
+	for (f = 0; f < PIC__COUNT; f++) {
+		if (!o->pic.path[f][0])
+			continue;
+		if (picture_heatmap(o->pic.path[f], f, hm, o->pic.cell, &w, &h,
+				    err, sizeof(err))) {
+			tm_error(s, "%s", err);
+			return -1;
+		}
+		tm_out(s, "Wrote %s (%d x %d %s).\n", o->pic.path[f], w, h,
+		       f == PIC_PNG ? "pixels" : "points");
+	}
+	return 0;
+}
+
+int view_write_text(struct tm_session *s, const struct vopts *o,
+		    const struct pic_text *tx)
+{
+	char err[1200];
+	int f, w, h;
+
+	for (f = 0; f < PIC__COUNT; f++) {
+		if (!o->pic.path[f][0])
+			continue;
+		if (picture_text(o->pic.path[f], f, tx, &w, &h, err, sizeof(err))) {
+			tm_error(s, "%s", err);
+			return -1;
+		}
+		tm_out(s, "Wrote %s (%d x %d %s).\n", o->pic.path[f], w, h,
+		       f == PIC_PNG ? "pixels" : "points");
+	}
+	return 0;
+}
+
+int view_write_plot(struct tm_session *s, const struct vopts *o,
+		    const struct pic_plot *pl)
+{
+	char err[1200];
+	int f, w, h;
+
+	for (f = 0; f < PIC__COUNT; f++) {
+		if (!o->pic.path[f][0])
+			continue;
+		if (picture_plot(o->pic.path[f], f, pl, &w, &h, err, sizeof(err))) {
+			tm_error(s, "%s", err);
+			return -1;
+		}
+		tm_out(s, "Wrote %s (%d x %d %s).\n", o->pic.path[f], w, h,
+		       f == PIC_PNG ? "pixels" : "points");
+	}
+	return 0;
 }
 
 /* ------------------------------------------------------------- tensors */

@@ -17,12 +17,14 @@
  *           [--gap-step S|-1] [--source PATH] [--abandon] [--truncate BYTES]
  *           [--chunk-bytes N] [--level 0|1|2] [--crash-step S]
  *           [--payload ADDRESS] [--payload-inf S] [--payload-dim N]
- *           [--split-params] [--no-finite-stats] [--requests N]
+ *           [--split-params] [--no-finite-stats] [--requests N] [--ops]
  *
  * --no-finite-stats leaves min, max, mean, abs_max, l2, std and the
  * histogram out of a tensor whose every element is NaN, as the library's
  * stats (and so a real recording) do; by default they are made up.
  *
+ * --ops records op events (TM_EV_OP) inside each model.layers.N.attn call:
+ * five op sites (mm, bmm, div, softmax, bmm at model.py lines 15-17).
  * --requests N annotates each step as a serving probe does: step S served
  * requests cmpl-S .. cmpl-(S+N-1) (TQL `request`).
  *
@@ -81,6 +83,7 @@ struct opts {
 	int split_params;       /* data and grad in separate PARAM events */
 	int no_finite_stats;    /* all-NaN tensors lack the finite stats */
 	long rank, world;       /* one rank of a distributed job (-1, 0: not) */
+	int ops;                /* op events inside each attention's forward */
 };
 
 /* What mktrace knows about each node beyond the table entry. */
@@ -93,6 +96,8 @@ struct info {
 	int in_dtype;
 	int level;
 	int is_norm;            /* LayerNorm: a NaN poisons its whole row */
+	uint32_t op_first;      /* --ops: its first op site, nops of them */
+	int nops;
 };
 
 struct gen {
@@ -169,6 +174,40 @@ static void set_input(struct gen *g, uint32_t id, int rank, const int64_t *shape
 	g->info[id].in_dtype = dtype;
 }
 
+/* --ops: the operations of an attention's forward (model.py lines 15-17),
+ * as the PyTorch probe records them: op sites, children of the module. */
+static const struct {
+	const char *seg, *name;
+	unsigned line;
+} attn_ops[] = {
+	{ "op_mm_15", "aten::mm", 15 },
+	{ "op_bmm_16", "aten::bmm", 16 },
+	{ "op_div_Tensor_16", "aten::div.Tensor", 16 },
+	{ "op__softmax_17", "aten::_softmax", 17 },
+	{ "op_bmm_17", "aten::bmm", 17 },
+};
+
+static uint32_t add_node(struct gen *g, uint32_t parent, const char *addr,
+			 const char *type, int kind, unsigned line, int rank,
+			 const int64_t *shape);
+
+static void add_op_sites(struct gen *g, uint32_t attn, const char *layer)
+{
+	static const int64_t shape[] = { BATCH, SEQLEN, SEQLEN };
+	char b[256];
+	size_t k;
+	uint32_t id;
+
+	for (k = 0; k < sizeof(attn_ops) / sizeof(attn_ops[0]); k++) {
+		snprintf(b, sizeof(b), "%s.attn.%s", layer, attn_ops[k].seg);
+		id = add_node(g, attn, b, attn_ops[k].name, TM_NODE_OP, attn_ops[k].line, 3,
+			      shape);
+		if (!k)
+			g->info[attn].op_first = id;
+	}
+	g->info[attn].nops = (int)k;
+}
+
 /* Model structure, in forward call order (so ids follow named_modules()). */
 struct mod {
 	uint32_t id;
@@ -235,6 +274,8 @@ static struct mod *build_model(struct gen *g)
 		kid(layer, new_mod(id));
 		snprintf(b, sizeof(b), "%s.attn.in_proj_weight", a);
 		add_node(g, id, b, "Parameter", TM_NODE_PARAM, 0, 2, qkv_w);
+		if (g->o.ops)
+			add_op_sites(g, id, a);
 
 		snprintf(b, sizeof(b), "%s.mlp", a);
 		mid = add_node(g, lid, b, "MLP", TM_NODE_MODULE, 27, 3, x);
@@ -543,6 +584,31 @@ static void forward(struct gen *g, struct mod *m)
 		return;
 	}
 
+	for (i = 0; i < in->nops; i++) {
+		/* the attention's ops: finite until the NaN reaches every
+		 * layer, then passing it on (their inputs were not finite) */
+		uint32_t site = in->op_first + (uint32_t)i;
+		struct info *oi = &g->info[site];
+		double n = numel_of(oi->rank, oi->shape);
+
+		memset(&e, 0, sizeof(e));
+		e.phase = TM_PHASE_FWD;
+		e.kind = TM_EV_OP;
+		e.level = (uint8_t)in->level;
+		e.node = site;
+		e.call = 1;
+		e.op_index = (uint32_t)i + 1;
+		e.op_flags = later ? TM_OPF_INPUTS_CHECKED : 0;
+		e.time_ns = time_of(g->seq);
+		e.start_ns = e.time_ns - 200;
+		e.end_ns = e.time_ns;
+		e.ntensors = 1;
+		e.tensors = &t;
+		fill_tensor(&t, TM_SLOT_OUT, 0, TM_DT_F32, oi->rank, oi->shape, in->level,
+			    0.1 * (wobble(site, g->step, 3) - 0.5),
+			    1.0 + wobble(site, g->step, 4), later ? n : 0);
+		emit(g, &e);
+	}
 	for (i = 0; i < m->nkids && !g->crashed; i++)
 		forward(g, m->kids[i]);
 	if (g->crashed)
@@ -729,7 +795,7 @@ static void usage(void)
 		"               [--level 0|1|2] [--crash-step S]\n"
 		"               [--payload ADDRESS] [--payload-inf S] [--payload-dim N]\n"
 		"               [--split-params] [--no-finite-stats]\n"
-		"               [--rank R --world W] [--requests N]\n");
+		"               [--rank R --world W] [--requests N] [--ops]\n");
 	exit(2);
 }
 
@@ -795,6 +861,8 @@ int main(int argc, char **argv)
 			g->o.level = (int)num_arg(argc, argv, &i);
 		else if (!strcmp(a, "--payload") && i + 1 < argc)
 			g->o.payload = argv[++i];
+		else if (!strcmp(a, "--ops"))
+			g->o.ops = 1;
 		else if (!strcmp(a, "--payload-inf"))
 			g->o.payload_inf = num_arg(argc, argv, &i);
 		else if (!strcmp(a, "--payload-dim"))

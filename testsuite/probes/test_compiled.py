@@ -46,7 +46,7 @@ def assert_same(eager, compiled, rel=1e-4, float_steps=None):
     """compiled recorded what eager did.  float_steps: compare the stats
     only in steps below it -- inductor computes in another order, and once
     this training diverges the two runs part by more than rounding (compiled,
-    its first NaN comes a step later, in the backward: doc/manual.md 14)."""
+    its first NaN comes a step later, in the backward: doc/manual.md 15)."""
     key = [(e.seq, e.step, e.phase, e.kind, e.node, e.call, e.level,
             [(t.slot, t.shape, t.dtype) for t in e.tensors]) for e in eager]
     ckey = [(e.seq, e.step, e.phase, e.kind, e.node, e.call, e.level,

@@ -21,11 +21,14 @@ README indented by four spaces):
 
 A line `...` in the printed output stands for any number of lines.  Blocks
 that start otherwise are fragments (an excerpt of a longer output) and are
-not run.  Two directives, on a line of their own before a block, as HTML
+not run.  Directives, on a line of their own before a block, as HTML
 comments that a renderer does not show:
 
   <!-- doctest: sh COMMAND -->   run COMMAND first (a set-up the prose names)
   <!-- doctest: skip REASON -->  do not run the next block (say why)
+  <!-- doctest: mask REGEX -->   what REGEX matches varies from run to run in
+                                 this block's outputs (e.g. a seq on a job's
+                                 time axis, merged by the ranks' clocks)
 
 Paths under /tmp in a command are the sandbox's own, and the sandbox's
 paths in the output read back as /tmp again.
@@ -52,7 +55,7 @@ TOP = Path(__file__).resolve().parents[2]
 DOCS = [TOP / "doc" / "manual.md", TOP / "README"]
 pytestmark = needs_tmdb
 
-_DIRECTIVE = re.compile(r"^<!-- doctest: (sh|skip) ?(.*?) ?-->$")
+_DIRECTIVE = re.compile(r"^<!-- doctest: (sh|skip|mask) ?(.*?) ?-->$")
 
 
 @dataclass
@@ -65,6 +68,7 @@ class Unit:
     steps: list[tuple[str, list[str], int]] = field(default_factory=list)
     tmdb: bool = False
     setup: list[str] = field(default_factory=list)
+    masks: list[str] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -113,6 +117,7 @@ def _units(path: Path) -> list[Unit | tuple[str, str]]:
     last_tmdb: Unit | None = None
     for first, lines, directives in _blocks(path):
         setup = [arg for kind, arg in directives if kind == "sh"]
+        masks = [arg for kind, arg in directives if kind == "mask"]
         skip = [arg for kind, arg in directives if kind == "skip"]
         if skip:
             units.append(("skip", f"{path.name}:{first}: {skip[0]}"))
@@ -124,6 +129,7 @@ def _units(path: Path) -> list[Unit | tuple[str, str]]:
             if last_tmdb is None:
                 raise AssertionError(f"{path.name}:{first}: (tmdb) with no tmdb before it")
             i = _take_steps(lines, i, first, last_tmdb)
+            last_tmdb.masks += masks
         while i < n:
             if not lines[i].startswith("$ "):
                 raise AssertionError(f"{path.name}:{first + i}: expected '$ ' or '(tmdb)'")
@@ -137,7 +143,7 @@ def _units(path: Path) -> list[Unit | tuple[str, str]]:
             while i < n and not lines[i].startswith(("$ ", "(tmdb)")):
                 out.append(lines[i])
                 i += 1
-            u = Unit(path.name, line_no, cmd, out, setup=setup)
+            u = Unit(path.name, line_no, cmd, out, setup=setup, masks=masks)
             setup = []
             units.append(u)
             if i < n and lines[i].startswith("(tmdb)"):
@@ -182,9 +188,11 @@ _MASKS = [
 ]
 
 
-def _mask(line: str) -> str:
+def _mask(line: str, extra: list[str] = ()) -> str:
     for rx, rep in _MASKS:
         line = rx.sub(rep, line)
+    for rx in extra:
+        line = re.sub(rx, "<varies>", line)
     return line.rstrip()
 
 
@@ -285,8 +293,8 @@ def _run(sb: Sandbox, u: Unit) -> list[str]:
         return []
     if not u.tmdb:
         raw = sb.shell(u.cmd)
-        got = [_mask(x) for x in raw]
-        want = [_mask(x) for x in u.out]
+        got = [_mask(x, u.masks) for x in raw]
+        want = [_mask(x, u.masks) for x in u.out]
         while want and not want[-1]:
             want.pop()
         while got and not got[-1]:
@@ -298,6 +306,8 @@ def _run(sb: Sandbox, u: Unit) -> list[str]:
         return [_diff(f"$ {u.cmd}", want, got)]
     # set trace-commands on: '+CMD' lines cut the output into each command's
     stdin = "set trace-commands on\n" + "".join(c + "\n" for c, _, _ in u.steps)
+    # a typed command's /tmp paths are the sandbox's too (heatmap -png /tmp/F)
+    stdin = stdin.replace("/tmp/", f"{sb.root}/tmp/")
     out = sb.shell(u.cmd, stdin=stdin)
     cuts = []
     j = 0
@@ -315,7 +325,8 @@ def _run(sb: Sandbox, u: Unit) -> list[str]:
         end = cuts[k + 1] if k + 1 < len(cuts) else len(out)
         pieces.append((f"line {line_no}: (tmdb) {c}", want, out[cuts[k] + 1:end], line_no + 1))
     for what, want, got, first in pieces:
-        want_m, got_m = [_mask(x) for x in want], [_mask(x) for x in got]
+        want_m = [_mask(x, u.masks) for x in want]
+        got_m = [_mask(x, u.masks) for x in got]
         # a block ends where the document stops showing: trailing blank lines
         while want_m and not want_m[-1]:
             want_m.pop()
@@ -359,3 +370,31 @@ def sandboxes(tmp_path_factory):
 def test_doc_session(unit, sandboxes):
     errors = _run(sandboxes(unit.doc), unit)
     assert not errors, f"{unit.name} does not run as printed:\n" + "\n\n".join(errors)
+
+
+# ------------------------------------------------------------------ pictures
+
+# The pictures the manual shows (doc/img) are the ones its session writes:
+# drawn again by that session in the sandbox and compared with the
+# committed files by tmdb.views/picturecheck.py (the same SVG text and cell
+# colours, PNGs of the same size differing in under 10% of their pixels, as
+# fonts differ between machines).  TM_DOCTEST_UPDATE=1 copies them in.
+PICTURES = ["heatmap", "plot"]
+
+
+@pytest.mark.parametrize("name", PICTURES)
+def test_doc_picture(name, sandboxes):
+    sb = sandboxes("manual.md")
+    new_png, new_svg = sb.root / "tmp" / f"{name}.png", sb.root / "tmp" / f"{name}.svg"
+    old_png, old_svg = TOP / "doc" / "img" / f"{name}.png", TOP / "doc" / "img" / f"{name}.svg"
+    assert new_png.exists() and new_svg.exists(), \
+        f"the manual's session did not write /tmp/{name}.png and .svg (run the whole file)"
+    if _UPDATE:
+        old_png.parent.mkdir(exist_ok=True)
+        shutil.copyfile(new_png, old_png)
+        shutil.copyfile(new_svg, old_svg)
+    check = TOP / "testsuite" / "tmdb.views" / "picturecheck.py"
+    r = subprocess.run([sys.executable, str(check), "same", str(new_png), str(old_png),
+                        str(new_svg), str(old_svg)], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True)
+    assert r.returncode == 0, r.stdout

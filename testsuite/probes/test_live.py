@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -293,8 +295,11 @@ def test_ending_a_paused_run_leaves_a_whole_trace(tmp_path, how):
     recording before the process dies: the trace is indexed and holds every
     event up to the stop, and no socket file is left behind."""
     trace = tmp_path / "run.tmrun"
+    # a socket directory of our own to look into, short: a socket's path has
+    # a length limit that pytest's temporary directories can pass
+    run_dir = Path(tempfile.mkdtemp(prefix="tm", dir="/tmp"))
     env = dict(os.environ, TENSORMORPH_RECORD=str(trace), TENSORMORPH_LEVEL="1",
-               XDG_RUNTIME_DIR=str(tmp_path))
+               XDG_RUNTIME_DIR=str(run_dir))
     live = _tmdb(["-ex", "break model.** if tensor.nan_count > 0", "-ex", "run",
                   "-ex", "print $_seq",
                   "-ex", how, "--args", sys.executable, str(MODELS), "diverge"], env=env)
@@ -302,10 +307,34 @@ def test_ending_a_paused_run_leaves_a_whole_trace(tmp_path, how):
     seq = int(re.search(r"^\$1 = (\d+)$", live.stdout, re.M).group(1))
     if how == "kill":
         assert re.search(r"^\[Process \d+ killed\]$", live.stdout, re.M), live.stdout
-    assert not list((tmp_path / "tensormorph").iterdir()), "socket files left behind"
+    assert not list((run_dir / "tensormorph").iterdir()), "socket files left behind"
+    shutil.rmtree(run_dir)
     replay = _tmdb(["-ex", "info probe", str(trace)])
     assert "indexed, complete" in replay.stdout, replay.stdout + replay.stderr
     assert "warning" not in replay.stderr, replay.stderr
     _, events, gaps = read(str(trace))
     assert not gaps
     assert [e.seq for e in events] == list(range(seq + 1))
+
+
+def test_views_do_not_resume_live(tmp_path):
+    """A view over steps on a paused live model draws the steps that have
+    arrived and says so; the model stays where it was (issue 19, item 4):
+    the next `continue` stops at the following step, not at the end."""
+    script = tmp_path / "train.py"
+    script.write_text(_TRAIN)
+    tm = _tmdb(["-ex", "break model.2", "-ex", "run", "-ex", "continue",
+                "-ex", "heatmap -nocolor model.*:out.abs_max over steps",
+                "-ex", f"plot -nocolor -svg {tmp_path}/p.svg model.2:out.abs_max",
+                "-ex", "heatmap -nocolor model.*:out.abs_max over steps 0..",
+                "-ex", "continue",
+                "--args", sys.executable, str(script)], timeout=120)
+    out = tm.stdout
+    assert "Live: the steps that have arrived so far (to step 1); the model was not resumed." \
+        in out, out
+    assert "model.*:out.abs_max over steps 0..1: 3 nodes, 2 steps, one a column" in out, out
+    assert "model.2:out.abs_max over steps 0..1: 2 steps, one a column" in out, out
+    svg = (tmp_path / "p.svg").read_text()
+    assert "live: the steps that have arrived so far" in svg, svg
+    # the run was held: the next continue stops at step 2
+    assert "Breakpoint 1, model.2 (out) at step 2, fwd" in out, out

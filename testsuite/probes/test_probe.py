@@ -8,6 +8,8 @@ import functools
 import inspect
 import math
 import os
+import shlex
+import signal
 import subprocess
 import sys
 import textwrap
@@ -520,6 +522,28 @@ def test_cli_records_unmodified_script(tmp_path):
     relu = [e for e in events if e.node == "model.1"]
     assert relu and all(e.level == 0 and not e.tensors[0].stats for e in relu if e.kind == "exit")
     assert any(e.kind == "bwd" for e in events if e.node == "model.0")
+
+
+@pytest.mark.parametrize("signame", ["SIGKILL", "SIGTERM"])
+def test_cli_dies_as_its_child_did(tmp_path, signame):
+    """record passes a signal death on: the shell sees 128 + signo (137 for
+    SIGKILL), with no traceback from the wrapper (issue 25, F4)."""
+    script = tmp_path / "die.py"
+    script.write_text(textwrap.dedent(f"""
+        import os, signal, torch
+        m = torch.nn.Linear(2, 2)
+        m(torch.randn(1, 2))
+        os.kill(os.getpid(), signal.{signame})
+    """))
+    out = tmp_path / "die.tmrun"
+    cmd = " ".join(shlex.quote(a) for a in [
+        sys.executable, "-m", "tensormorph_probe", "record", "-o", str(out), "--",
+        "python", str(script)])
+    r = subprocess.run(["sh", "-c", cmd + '; echo "status=$?"'], capture_output=True,
+                       text=True, timeout=120)
+    signo = getattr(signal, signame)
+    assert f"status={128 + signo}" in r.stdout, (r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr and "OSError" not in r.stderr, r.stderr
 
 
 def test_level2_reuses_unchanged_inputs_but_not_inplace_outputs(trace_path):

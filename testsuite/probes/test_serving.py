@@ -34,11 +34,21 @@ tomllib = pytest.importorskip("tomllib")     # Python >= 3.11
 GROUPS = {"vllm": "vllm.general_plugins", "sglang": "sglang.srt.plugins"}
 
 
-def _dist(tmp_path: Path) -> Path:
+# the framework versions the stand-ins play (their dist-info's Version)
+VERSIONS = {"vllm": "0.33.0", "sglang": "0.5.23"}
+
+
+def _dist(tmp_path: Path, versions=None) -> Path:
     """A site directory holding tensormorph_probe's dist-info with the entry
-    points of pyproject.toml, as `pip install -e probes/pytorch` writes it."""
+    points of pyproject.toml, as `pip install -e probes/pytorch` writes it,
+    and the stand-in frameworks' metadata (no code: the plugins read the
+    version from the metadata)."""
     proj = tomllib.loads(PYPROJECT.read_text())["project"]
     site = tmp_path / "site"
+    for fw, v in (versions or VERSIONS).items():
+        fi = site / f"{fw}-{v}.dist-info"
+        fi.mkdir(parents=True, exist_ok=True)
+        (fi / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {fw}\nVersion: {v}\n")
     info = site / f"tensormorph_probe-{proj['version']}.dist-info"
     info.mkdir(parents=True, exist_ok=True)
     (info / "METADATA").write_text(
@@ -51,245 +61,7 @@ def _dist(tmp_path: Path) -> Path:
     return site
 
 
-# The stand-in server.  argv: MODE STEPS SLEEP [FLAVOUR]
-#   MODE vllm-auto: the plugin attaches on its own in the worker's load_model
-#        vllm-rpc:  worker_extension_cls + collective_rpc("tensormorph_attach")
-#        sglang:    HookRegistry AFTER hook on ModelRunner.load_model
-#   FLAVOUR compiled: a config that is not eager; replay: the model's body
-#        is skipped as a CUDA graph replay would (no module of it is called)
-_SERVER = r'''
-import json, os, pkgutil, sys, time, types, functools
-import torch
-from importlib.metadata import entry_points
-from transformers import LlamaConfig, LlamaForCausalLM
-from transformers.modeling_outputs import BaseModelOutputWithPast
-
-mode, steps, sleep = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-flavour = sys.argv[4] if len(sys.argv) > 4 else ""
-NS = types.SimpleNamespace
-torch.manual_seed(0)
-
-
-def tiny_llama():
-    cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
-    m = LlamaForCausalLM(cfg).eval()
-    if flavour == "replay":
-        inner = m.model
-        inner.forward = lambda input_ids=None, **kw: BaseModelOutputWithPast(
-            last_hidden_state=torch.zeros(*input_ids.shape, 32))
-    return m
-
-
-def load_plugins(group, allowed_env):
-    """What vllm.plugins.load_plugins_by_group and sglang.srt.plugins.
-    load_plugins_by_group do: entry points of the group, filtered by name."""
-    allowed = os.environ.get(allowed_env)
-    allowed = None if not allowed else {x.strip() for x in allowed.split(",") if x.strip()}
-    funcs = [ep.load() for ep in entry_points(group=group)
-             if allowed is None or ep.name in allowed]
-    for f in funcs:
-        f()
-    return len(funcs)
-
-
-def module(name, **attrs):
-    m = types.ModuleType(name)
-    m.__dict__.update(attrs)
-    sys.modules[name] = m
-    return m
-
-
-# ---------------------------------------------------------------- vLLM stand-ins
-
-class StandInGPUModelRunner:
-    """Stand-in of vllm.v1.worker.gpu_model_runner.GPUModelRunner."""
-    def __init__(self):
-        self.model = None
-        self.input_batch = NS(req_ids=[])
-
-    def load_model(self):
-        self.model = tiny_llama()
-
-    def get_model(self):
-        return self.model
-
-    def execute_model(self, scheduler_output):
-        req_ids, input_ids = scheduler_output
-        self.input_batch.req_ids = list(req_ids)
-        with torch.no_grad():
-            return self.model(input_ids).logits
-
-
-class StandInWorkerBase:
-    """Stand-in of vllm.v1.worker.worker_base.WorkerBase."""
-    def __init__(self, vllm_config, local_rank, rank, distributed_init_method,
-                 is_driver_worker=False):
-        self.vllm_config = vllm_config
-        self.parallel_config = vllm_config.parallel_config
-        self.rank, self.local_rank = rank, local_rank
-        self.model_runner = None
-
-
-class StandInWorker(StandInWorkerBase):
-    """Stand-in of vllm.v1.worker.gpu_worker.Worker."""
-    def __init__(self, vllm_config, local_rank, rank, distributed_init_method,
-                 is_driver_worker=False):
-        super().__init__(vllm_config=vllm_config, local_rank=local_rank, rank=rank,
-                         distributed_init_method=distributed_init_method,
-                         is_driver_worker=is_driver_worker)
-        self.model_runner = StandInGPUModelRunner()
-
-    def load_model(self):
-        self.model_runner.load_model()
-
-    def execute_model(self, scheduler_output):
-        return self.model_runner.execute_model(scheduler_output)
-
-
-class StandInWorkerWrapperBase:
-    """Stand-in of vllm.v1.worker.worker_base.WorkerWrapperBase: init_worker
-    loads the general plugins, then mixes worker_extension_cls into the
-    worker class (refusing names the class has), then builds the worker."""
-    def __init__(self, rpc_rank=0):
-        self.rpc_rank = rpc_rank
-
-    def init_worker(self, all_kwargs):
-        kwargs = all_kwargs[self.rpc_rank]
-        load_plugins("vllm.general_plugins", "VLLM_PLUGINS")
-        worker_class = StandInWorker
-        ext_name = kwargs["vllm_config"].parallel_config.worker_extension_cls
-        ext = None
-        if ext_name:
-            ext = pkgutil.resolve_name(ext_name)
-            if ext not in worker_class.__bases__:
-                for attr in dir(ext):
-                    if not attr.startswith("__"):
-                        assert not hasattr(worker_class, attr), attr
-                worker_class.__bases__ = worker_class.__bases__ + (ext,)
-        self.worker = worker_class(**kwargs)
-        self._worker_extension_cls = ext if ext_name else None
-
-    def init_device(self):
-        # vLLM 0.33 calls the extension's init_worker_extension hook here
-        hook = getattr(self._worker_extension_cls, "init_worker_extension", None)
-        if callable(hook):
-            hook(self.worker)
-
-    def execute_method(self, method, *args, **kwargs):
-        return getattr(self.worker, method)(*args, **kwargs)
-
-
-def run_vllm():
-    module("vllm")
-    module("vllm.v1")
-    module("vllm.v1.worker")
-    module("vllm.v1.worker.worker_base", WorkerBase=StandInWorkerBase,
-           WorkerWrapperBase=StandInWorkerWrapperBase)
-    compiled = flavour == "compiled"
-    cfg = NS(model_config=NS(model="stand-in-llama", enforce_eager=not compiled),
-             compilation_config=NS(mode=3 if compiled else 0,
-                                   cudagraph_mode=NS(name="FULL_AND_PIECEWISE" if compiled
-                                                     else "NONE")),
-             parallel_config=NS(world_size=1, tensor_parallel_size=1, rank=0,
-                                worker_extension_cls=(
-                                    "tensormorph_probe.serving.vllm.WorkerExtension"
-                                    if mode == "vllm-rpc" else None)))
-    w = StandInWorkerWrapperBase(0)
-    w.init_worker([dict(vllm_config=cfg, local_rank=0, rank=0,
-                        distributed_init_method="stand-in", is_driver_worker=True)])
-    load_plugins("vllm.general_plugins", "VLLM_PLUGINS")    # a second load: idempotent
-    w.init_device()
-    w.execute_method("load_model")          # the executor's collective_rpc("load_model")
-    if mode == "vllm-rpc":
-        st = w.execute_method("tensormorph_attach", listen=os.environ["SERVE_LISTEN"],
-                              pause=float(os.environ["SERVE_PAUSE"]))
-        print("rpc", json.dumps(st), flush=True)
-    print("ready", flush=True)
-    for step in range(steps):
-        ids = [f"req-{step}-{j}" for j in range(2)]
-        w.execute_method("execute_model", (ids, torch.randint(0, 64, (2, 5))))
-        time.sleep(sleep)
-    return w.worker.model_runner.model
-
-
-# ---------------------------------------------------------------- SGLang stand-ins
-
-class StandInHookRegistry:
-    """Stand-in of sglang.srt.plugins.hook_registry.HookRegistry (AFTER hooks)."""
-    _hooks = {}
-
-    @classmethod
-    def register(cls, target, hook, hook_type="after"):
-        assert hook_type == "after", hook_type
-        cls._hooks.setdefault(target, []).append(hook)
-
-    @classmethod
-    def apply_hooks(cls):
-        for target, hooks in cls._hooks.items():
-            owner, attr = target.rsplit(".", 1)
-            obj = pkgutil.resolve_name(owner)
-            fn = getattr(obj, attr)
-            for hook in hooks:
-                def wrapper(*args, _fn=fn, _hook=hook, **kwargs):
-                    result = _fn(*args, **kwargs)
-                    new = _hook(result, *args, **kwargs)
-                    return new if new is not None else result
-                fn = wrapper
-            setattr(obj, attr, fn)
-
-
-class StandInModelRunner:
-    """Stand-in of sglang.srt.model_executor.model_runner.ModelRunner."""
-    def __init__(self, server_args, tp_rank, tp_size):
-        self.server_args, self.tp_rank, self.tp_size = server_args, tp_rank, tp_size
-        self.pp_rank, self.pp_size, self.gpu_id = 0, 1, 0
-        self.model = None
-
-    def load_model(self):
-        self.model = tiny_llama()
-
-    def forward(self, forward_batch):
-        # as sglang's eager runner: model.forward(...), not model(...)
-        with torch.no_grad():
-            return self.model.forward(forward_batch.input_ids,
-                                      forward_batch=forward_batch).logits
-
-
-def run_sglang():
-    module("sglang")
-    module("sglang.srt")
-    module("sglang.srt.plugins")
-    module("sglang.srt.plugins.hook_registry", HookRegistry=StandInHookRegistry,
-           HookType=NS(AFTER="after", BEFORE="before", AROUND="around", REPLACE="replace"))
-    module("sglang.srt.model_executor")
-    module("sglang.srt.model_executor.model_runner", ModelRunner=StandInModelRunner)
-    load_plugins("sglang.srt.plugins", "SGLANG_PLUGINS")
-    StandInHookRegistry.apply_hooks()           # sglang's load_plugins does this last
-    ModelRunner = sys.modules["sglang.srt.model_executor.model_runner"].ModelRunner
-    sa = NS(disable_cuda_graph=flavour != "compiled", enable_torch_compile=flavour == "compiled",
-            model_path="stand-in-llama")
-    mr = ModelRunner(sa, tp_rank=0, tp_size=1)
-    mr.load_model()
-    print("ready", flush=True)
-    for step in range(steps):
-        fb = NS(forward_mode="EXTEND", batch_size=2, input_ids=torch.randint(0, 64, (2, 5)),
-                rids=[f"rid-{step}-{j}" for j in range(2)])
-        mr.forward(fb)
-        time.sleep(sleep)
-    return mr.model
-
-
-model = run_sglang() if mode == "sglang" else run_vllm()
-from tensormorph_probe.serving import common
-s = common.session_of(model)
-if s is not None:
-    print("status", json.dumps({"forwards": s.forwards, "requests_log": s.requests_path,
-                                "released": s.released, "address": s.address,
-                                "step2": s.requests_at(2)}), flush=True)
-    common.stop(model)
-print("done", flush=True)
-'''
+STANDIN = HERE / "serving_standin.py"     # the stand-in servers (see its docstring)
 
 
 def _clean_env(**extra):
@@ -299,13 +71,14 @@ def _clean_env(**extra):
     return env
 
 
-def _server(tmp_path, mode, steps=6, sleep=0.0, flavour="", **env):
-    site = _dist(tmp_path)
-    script = tmp_path / "standin_server.py"
-    script.write_text(_SERVER)
+def _server(tmp_path, framework, steps=6, sleep=0.0, flavour="", versions=None, **env):
+    """The stand-in server of framework (vllm|sglang), its plugins found
+    through the dist-info of pyproject.toml."""
+    site = _dist(tmp_path, versions)
     e = _clean_env(**env)
     e["PYTHONPATH"] = f"{site}{os.pathsep}{e.get('PYTHONPATH', '')}"
-    return subprocess.Popen([sys.executable, str(script), mode, str(steps), str(sleep), flavour],
+    return subprocess.Popen([sys.executable, str(STANDIN), framework, str(steps), str(sleep),
+                             flavour],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e)
 
 
@@ -329,11 +102,25 @@ def _tmdb(cmds, trace=None):
     return run_tmdb(args + ([trace] if trace else []), timeout=120)
 
 
-def _finish(proc, timeout=120):
+def _finish(proc, timeout=180):
+    """(stdout, stderr, the statuses of the processes that had a probe,
+    keyed by rank) of a stand-in server that ended well."""
     out, err = proc.communicate(timeout=timeout)
     assert proc.returncode == 0, out + err
-    status = re.search(r"^status (.*)$", out, re.M)
-    return out, err, json.loads(status.group(1)) if status else None
+    assert re.search(r"^done$", out, re.M), out + err
+    st = [json.loads(m) for m in re.findall(r"^status (.*)$", out, re.M)]
+    return out, err, {x["rank"]: x for x in st if x.get("forwards") is not None}
+
+
+def _procs(out):
+    """{pid: (role, rank)} of the stand-in's processes."""
+    return {int(p): (role, int(r)) for role, r, p in
+            re.findall(r"^proc (\w+) (\d+) (\d+)$", out, re.M)}
+
+
+# vLLM's workers run one profiling and two warm-up forwards (dummy runs, no
+# requests) before any traffic: request step k is the probe's step k + 3
+DUMMY = 3
 
 
 # ---------------------------------------------------------------- entry points
@@ -376,43 +163,59 @@ def test_pause_timeout_is_checked(monkeypatch):
 # ---------------------------------------------------------------- live
 
 @needs_tmdb
-def test_vllm_plugin_attaches_in_worker_and_stops(tmp_path):
-    """vLLM stand-in, plugin on its own: TENSORMORPH_LISTEN=1 gives the
-    worker process a PID.sock; tmdb attaches by pid, `info probe` names the
-    framework and rank, a breakpoint conditioned on a request id stops at
-    the step (= model forward) that ran it, with the right value; the step's
-    ids are in the trace (TQL `request`) and in the request log, and the
-    recording replays to the same stop."""
+@pytest.mark.parametrize("runner", ["V2", "V1"])
+def test_vllm_plugin_attaches_in_worker_and_stops(tmp_path, runner):
+    """vLLM stand-in, plugin on its own, with the V2 model runner (vLLM's
+    default: the batch is a local of execute_model, built by
+    prepare_inputs) and the V1 one (VLLM_USE_V2_MODEL_RUNNER=0:
+    input_batch): TENSORMORPH_LISTEN=1 gives the worker process a
+    PID.sock; tmdb attaches by pid, `info probe` names the framework and
+    rank, a breakpoint conditioned on a request id stops at the step (=
+    model forward) that ran it, with the right value; the profiling and
+    warm-up forwards before any traffic are steps with no request; the
+    step's ids are in the trace (TQL `request`) and in the request log, and
+    the recording replays to the same stop."""
     trace = tmp_path / "serve.tmrun"
-    proc = _server(tmp_path, "vllm-auto", steps=6, TENSORMORPH_LISTEN="1",
+    proc = _server(tmp_path, "vllm", steps=6, TENSORMORPH_LISTEN="1",
                    TENSORMORPH_WAIT="60", TENSORMORPH_SERVING_PAUSE="60",
-                   TENSORMORPH_RECORD=str(trace))
-    _wait_for(proc.stderr, r"listening on (\S+)")
+                   TENSORMORPH_RECORD=str(trace),
+                   **({"VLLM_USE_V2_MODEL_RUNNER": "0"} if runner == "V1" else {}))
+    said, _ = _wait_for(proc.stderr, r"listening on (\S+)")
     cmds = ['break model.model.layers.1.mlp if request == "req-2-1"', "continue",
             "print tensor.numel", "print step", "print request", "print request.count"]
     tm = _tmdb([f"attach {proc.pid}", "info probe"] + cmds + ["detach"])
     assert "Recorded by: vllm probe" in tm.stdout, tm.stdout + tm.stderr
     assert "rank 0 of 1" in tm.stdout, tm.stdout
-    stop = "Breakpoint 1, model.model.layers.1.mlp (out) at step 2"
+    stop = f"Breakpoint 1, model.model.layers.1.mlp (out) at step {DUMMY + 2}"
     assert stop in tm.stdout, tm.stdout
-    values = ["$1 = 320", "$2 = 2", '$3 = ["req-2-0", "req-2-1"]', "$4 = 2"]
+    values = ["$1 = 320", f"$2 = {DUMMY + 2}", '$3 = ["req-2-0", "req-2-1"]', "$4 = 2"]
     assert all(v in tm.stdout for v in values), tm.stdout
     out, err, st = _finish(proc)
-    assert st["forwards"] == 6 and st["step2"] == ["req-2-0", "req-2-1"], out
-    log = [json.loads(x) for x in Path(st["requests_log"]).read_text().splitlines()]
-    assert [e["step"] for e in log] == list(range(6))
-    assert log[4]["requests"] == ["req-4-0", "req-4-1"]
+    assert st[0]["forwards"] == DUMMY + 6 and st[0]["step4"] == ["req-1-0", "req-1-1"], out
+    # the first forward of requests ran the model's modules: the hooks that
+    # tell a compiled forward are off again (torch's fast call path)
+    assert not st[0]["checking_compiled"], out
+    log = [json.loads(x) for x in Path(st[0]["requests_log"]).read_text().splitlines()]
+    assert [e["step"] for e in log] == list(range(DUMMY + 6))
+    assert log[0] == {"step": 0, "requests": [], "count": 0}     # the profiling run
+    assert log[DUMMY + 4]["requests"] == ["req-4-0", "req-4-1"]
     nodes, events, gaps = read(str(trace))
     assert not gaps and "model.model.layers.1.mlp" in nodes
-    assert {e.step for e in events} == set(range(6))
+    assert {e.step for e in events} == set(range(DUMMY + 6))
     import tensormorph_probe as tp
     with tp.Trace(str(trace)) as t:
         assert t.meta["probe_kind"] == "vllm"
         assert t.meta["serving.rank"] == "0" and t.meta["serving.eager"] == "yes"
+        assert t.meta["serving.model_runner"] == runner
+        assert t.meta["serving.observed"] == "yes"
+        for step in range(DUMMY):
+            assert t.annotation(step) == ([], 0)
         # each forward's batch, read back through the C reader
-        for step in range(6):
-            assert t.annotation(step) == ([f"req-{step}-0", f"req-{step}-1"], 2)
-        assert t.annotation(6) is None and t.annotation(2, "other") is None
+        for k in range(6):
+            assert t.annotation(DUMMY + k) == ([f"req-{k}-0", f"req-{k}-1"], 2)
+        assert t.annotation(DUMMY + 6) is None and t.annotation(2, "other") is None
+    assert ("vllm rank 0 of 1: runs eager (read from vllm_config.compilation_config): the probe "
+            "sees every module call") in "".join(said)
     # the same command file on the recording: the same stop and values
     rp = _tmdb(cmds[:1] + ["run"] + cmds[2:], trace=str(trace))
     assert stop in rp.stdout and all(v in rp.stdout for v in values), rp.stdout + rp.stderr
@@ -422,41 +225,145 @@ def test_vllm_plugin_attaches_in_worker_and_stops(tmp_path):
 def test_vllm_worker_extension_rpc(tmp_path):
     """vLLM stand-in, worker_extension_cls path: the extension is mixed into
     the worker class as vLLM does it and tensormorph_attach is called as
-    collective_rpc would; the socket is FRAMEWORK-rankR-PID.sock in the
-    directory given; nothing happens at load time without the environment."""
+    POST /collective_rpc calls it, every argument a string; a bad argument
+    is an answer, not an error in the worker; the socket is
+    FRAMEWORK-rankR-PID.sock in the directory given; nothing happens at
+    load time without the environment."""
     sockdir = tmp_path / "socks"
     sockdir.mkdir(mode=0o700)
-    proc = _server(tmp_path, "vllm-rpc", steps=5, SERVE_LISTEN=str(sockdir), SERVE_PAUSE="60",
-                   TENSORMORPH_WAIT="60")
+    proc = _server(tmp_path, "vllm", steps=5, SERVE_RPC="1", SERVE_LISTEN=str(sockdir),
+                   SERVE_PAUSE="60", TENSORMORPH_WAIT="60",
+                   SERVE_RERECORD=str(tmp_path / "again.tmrun"))
     lines, m = _wait_for(proc.stderr, r"listening on (\S+)")
     sock = m.group(1)
     assert Path(sock).name == f"vllm-rank0-{proc.pid}.sock"
-    tm = _tmdb([f"attach {sock}", "break model.model.layers.0.self_attn.o_proj if step >= 3",
+    tm = _tmdb([f"attach {sock}", "break model.model.layers.0.self_attn.o_proj if step >= 5",
                 "continue", "print step", "print tensor.shape", "detach"])
-    assert "Breakpoint 1, model.model.layers.0.self_attn.o_proj (out) at step 3" in tm.stdout, \
+    assert "Breakpoint 1, model.model.layers.0.self_attn.o_proj (out) at step 5" in tm.stdout, \
         tm.stdout + tm.stderr
-    assert "$1 = 3" in tm.stdout and "[2, 5, 32]" in tm.stdout, tm.stdout
+    assert "$1 = 5" in tm.stdout and "[2, 5, 32]" in tm.stdout, tm.stdout
     out, err, st = _finish(proc)
     rpc = json.loads(re.search(r"^rpc (.*)$", out, re.M).group(1))
     assert rpc["attached"] and rpc["address"] == sock and rpc["eager"], rpc
-    assert st["forwards"] == 5
+    assert rpc["pause"] == 60.0 and rpc["observed"], rpc
+    bad = json.loads(re.search(r"^rpc-bad (.*)$", out, re.M).group(1))
+    assert not bad["attached"] and "pause must be float" in bad["error"], bad
+    # a detach and a second attach: the new probe's first step is the
+    # server's next batch, its ids read through the same runner wrappers
+    assert re.search(r"^rpc-detach true$", out, re.M), out
+    again = json.loads(re.search(r"^rpc-again (.*)$", out, re.M).group(1))
+    assert again == {"attached": True, "step0": ["req-5-0", "req-5-1"]}, again
+    assert st[0]["forwards"] == 1, out
+
+
+def test_vllm_tensor_parallel_processes(tmp_path):
+    """TP=2: the engine process loads the plugin and probes nothing; each
+    worker process (one per rank) records its own trace, with its rank,
+    the same request ids per step, and says what it observes."""
+    trace = tmp_path / "serve.tmrun"
+    proc = _server(tmp_path, "vllm", steps=3, SERVE_TP="2", TENSORMORPH_RECORD=str(trace))
+    out, err, st = _finish(proc)
+    procs = _procs(out)
+    assert sorted(procs.values()) == [("engine", 0), ("worker", 0), ("worker", 1)], out
+    assert sorted(st) == [0, 1] and {st[r]["pid"] for r in st} == {
+        p for p, (role, _) in procs.items() if role == "worker"}, out
+    import tensormorph_probe as tp
+    for r in (0, 1):
+        assert f"vllm rank {r} of 2: runs eager" in err, err
+        path = tmp_path / f"serve.rank{r}.tmrun"
+        assert st[r]["trace"] == str(path)
+        with tp.Trace(str(path)) as t:
+            assert t.meta["serving.rank"] == str(r) and t.meta["serving.tp_rank"] == str(r)
+            assert t.meta["serving.world_size"] == "2"
+            assert t.annotation(DUMMY + 1) == (["req-1-0", "req-1-1"], 2)
+    assert (tmp_path / "serve.manifest").exists()
+    assert not (tmp_path / "serve.tmrun").exists()
+
+
+def test_vllm_pipeline_rank_placeholder_is_not_compiled(tmp_path):
+    """PP=2: on the second rank the embedding is a placeholder
+    (PPMissingLayer) that never runs; that is not a compiled forward."""
+    proc = _server(tmp_path, "vllm", steps=2, SERVE_PP="2",
+                   TENSORMORPH_RECORD=str(tmp_path / "serve.tmrun"))
+    out, err, st = _finish(proc)
+    assert sorted(st) == [0, 1] and st[1]["forwards"] == DUMMY + 2, out
+    assert "none of its modules was called" not in err, err
+    import tensormorph_probe as tp
+    with tp.Trace(str(tmp_path / "serve.rank1.tmrun")) as t:
+        assert t.meta["serving.pp_rank"] == "1" and t.meta["serving.tp_rank"] == "0"
 
 
 @needs_tmdb
 def test_sglang_plugin_after_load_model(tmp_path):
-    """SGLang stand-in: the AFTER hook on ModelRunner.load_model attaches;
-    request ids come from the ForwardBatch the model is called with."""
-    proc = _server(tmp_path, "sglang", steps=4, TENSORMORPH_LISTEN="1", TENSORMORPH_WAIT="60",
-                   TENSORMORPH_SERVING_PAUSE="60")
-    _wait_for(proc.stderr, r"listening on (\S+)")
-    tm = _tmdb([f"attach {proc.pid}", "info probe", 'break model.lm_head if request =~ "rid-1-*"',
+    """SGLang stand-in: the AFTER hook on ModelRunner.load_model attaches in
+    the scheduler process, ranks read from runtime_context.get_parallel()
+    (the ModelRunner has no rank attributes); request ids come from the
+    ForwardBatch the model is called with."""
+    sockdir = tmp_path / "socks"
+    sockdir.mkdir(mode=0o700)
+    proc = _server(tmp_path, "sglang", steps=4, TENSORMORPH_LISTEN=str(sockdir),
+                   TENSORMORPH_WAIT="60", TENSORMORPH_SERVING_PAUSE="60")
+    said, m = _wait_for(proc.stderr, r"listening on (\S+)")
+    sock = m.group(1)
+    assert re.fullmatch(r"sglang-rank0-\d+\.sock", Path(sock).name), sock
+    tm = _tmdb([f"attach {sock}", "info probe", 'break model.lm_head if request =~ "req-1-*"',
                 "continue", "print tensor.numel", "print request", "detach"])
     assert "Recorded by: sglang probe" in tm.stdout, tm.stdout + tm.stderr
     assert "Breakpoint 1, model.lm_head (out) at step 1" in tm.stdout, tm.stdout
     assert "$1 = 640" in tm.stdout, tm.stdout
-    assert '$2 = ["rid-1-0", "rid-1-1"]' in tm.stdout, tm.stdout
+    assert '$2 = ["req-1-0", "req-1-1"]' in tm.stdout, tm.stdout
     out, err, st = _finish(proc)
-    assert st["forwards"] == 4 and st["step2"] == ["rid-2-0", "rid-2-1"], out
+    assert st[0]["forwards"] == 4 and st[0]["step4"] is None, out
+    assert "sglang rank 0 of 1: runs eager (read from get_exec().graph)" in "".join(said), said
+
+
+def test_sglang_loads_in_every_process_probes_only_schedulers(tmp_path):
+    """TP=2 with a speculative draft model: the engine, both schedulers and
+    the detokenizer load the plugin; only the schedulers probe (their
+    sockets, their traces), each with its rank; the draft model gets
+    none."""
+    sockdir = tmp_path / "socks"
+    sockdir.mkdir(mode=0o700)
+    trace = tmp_path / "serve.tmrun"
+    proc = _server(tmp_path, "sglang", steps=3, SERVE_TP="2", SERVE_DRAFT="1",
+                   TENSORMORPH_LISTEN=str(sockdir), TENSORMORPH_RECORD=str(trace))
+    out, err, st = _finish(proc)
+    procs = _procs(out)
+    roles = sorted(procs.values())
+    assert roles == [("detokenizer", 0), ("engine", 0), ("scheduler", 0), ("scheduler", 1)], out
+    sched = {rank: pid for pid, (role, rank) in procs.items() if role == "scheduler"}
+    assert sorted(st) == [0, 1] and all(st[r]["pid"] == sched[r] for r in (0, 1)), out
+    for r in (0, 1):
+        assert st[r]["address"] == str(sockdir / f"sglang-rank{r}-{sched[r]}.sock"), st
+    # one socket banner per scheduler, none from the other processes
+    assert len(re.findall(r"listening on ", err)) == 2, err
+    assert err.count("the speculative draft model gets no probe") == 2, err
+    import tensormorph_probe as tp
+    for r in (0, 1):
+        with tp.Trace(str(tmp_path / f"serve.rank{r}.tmrun")) as t:
+            assert t.meta["serving.tp_rank"] == str(r) and t.meta["serving.tp_size"] == "2"
+            assert t.annotation(2) == (["req-2-0", "req-2-1"], 2)
+
+
+@pytest.mark.parametrize("framework", ["vllm", "sglang"])
+@pytest.mark.parametrize("where", ["register", "attach", "requests"])
+def test_plugin_failure_never_stops_the_server(tmp_path, framework, where):
+    """Whatever part of the plugin fails (its registration, the attach after
+    load_model, reading a step's requests), it says so once per process
+    and the server serves every request."""
+    proc = _server(tmp_path, framework, steps=3, SERVE_BREAK=where,
+                   TENSORMORPH_RECORD=str(tmp_path / "serve.tmrun"))
+    out, err, st = _finish(proc)
+    # said once per process where it failed (SGLang registers in its
+    # engine, scheduler and detokenizer)
+    n = 3 if (framework, where) == ("sglang", "register") else 1
+    assert err.count(f"failed (RuntimeError: injected failure ({where})); the server runs "
+                     "on.") == n, err
+    if where == "requests":
+        # the probe records on; the steps' requests are unknown
+        assert st[0]["forwards"] == (DUMMY + 3 if framework == "vllm" else 3), out
+    else:
+        assert st == {}, out
 
 
 def _stop_and_hold(tmp_path, steps, **env):
@@ -465,16 +372,16 @@ def _stop_and_hold(tmp_path, steps, **env):
     end, trace, what the server said at start) once the server has ended
     while tmdb still sat at that stop."""
     trace = tmp_path / "serve.tmrun"
-    proc = _server(tmp_path, "vllm-auto", steps=steps, sleep=0.05, TENSORMORPH_LISTEN="1",
+    proc = _server(tmp_path, "vllm", steps=steps, sleep=0.05, TENSORMORPH_LISTEN="1",
                    TENSORMORPH_WAIT="60", TENSORMORPH_RECORD=str(trace), **env)
     said, _ = _wait_for(proc.stderr, r"listening on (\S+)")
     tm = subprocess.Popen([TMDB, "-nx", "-q"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True)
-    tm.stdin.write(f"attach {proc.pid}\nbreak model.model.layers.0.mlp if step == 1\n"
+    tm.stdin.write(f"attach {proc.pid}\nbreak model.model.layers.0.mlp if step == {DUMMY + 1}\n"
                    "continue\n")
     tm.stdin.flush()
-    _wait_for(tm.stdout, r"^Breakpoint 1, model\.model\.layers\.0\.mlp \(out\) at step 1",
-              timeout=60)
+    _wait_for(tm.stdout, r"^Breakpoint 1, model\.model\.layers\.0\.mlp \(out\) at step "
+              f"{DUMMY + 1}", timeout=60)
     t0 = time.monotonic()
     proc.wait(timeout=120)
     return proc, tm, time.monotonic() - t0, trace, "".join(said)
@@ -489,11 +396,11 @@ def test_stops_record_and_notify_by_default(tmp_path):
     rest, _ = tm.communicate("print step\ndelete\ncontinue\nquit\n", timeout=60)
     out, err, st = _finish(proc)
     assert "breakpoints record and notify" in said, said
-    assert st["forwards"] == 30 and st["released"] == 0, out
-    assert "$1 = 1" in rest, rest
+    assert st[0]["forwards"] == DUMMY + 30 and st[0]["released"] == 0, out
+    assert f"$1 = {DUMMY + 1}" in rest, rest
     assert re.search(r"went away|closed|exited", rest, re.I), rest
     _, events, gaps = read(str(trace))
-    assert not gaps and {e.step for e in events} == set(range(30))
+    assert not gaps and {e.step for e in events} == set(range(DUMMY + 30))
 
 
 @needs_tmdb
@@ -506,26 +413,30 @@ def test_pause_ends_after_its_timeout(tmp_path):
     rest, _ = tm.communicate("print step\ncontinue\nquit\n", timeout=60)
     out, err, st = _finish(proc)
     assert "breakpoints will pause the server for at most 2 s" in said, said
-    assert st["released"] == 1 and st["forwards"] == 30, out
+    assert st[0]["released"] == 1 and st[0]["forwards"] == DUMMY + 30, out
     assert held >= 1.0, held      # the rest of the 2 s, then 28 steps of 50 ms
-    assert "$1 = 1" in rest, rest
+    assert f"$1 = {DUMMY + 1}" in rest, rest
     _, events, gaps = read(str(trace))
-    assert not gaps and {e.step for e in events} == set(range(30))
+    assert not gaps and {e.step for e in events} == set(range(DUMMY + 30))
 
 
-@pytest.mark.parametrize("mode", ["vllm-auto", "sglang"])
-def test_not_eager_is_loud(tmp_path, mode):
-    """A config that replays CUDA graphs is named at attach (compiling alone
-    is not: the probe records inside compiled graphs);
-    TENSORMORPH_SERVING_STRICT=1 makes it fatal."""
+@pytest.mark.parametrize("framework", ["vllm", "sglang"])
+def test_not_eager_is_loud(tmp_path, framework):
+    """A resolved configuration that compiles or replays CUDA graphs is
+    named at attach, per rank; TENSORMORPH_SERVING_STRICT=1 makes it
+    fatal (the one failure the plugins let through, on request)."""
     trace = tmp_path / "serve.tmrun"
-    proc = _server(tmp_path, mode, steps=1, flavour="compiled", TENSORMORPH_RECORD=str(trace))
+    proc = _server(tmp_path, framework, steps=1, flavour="compiled",
+                   TENSORMORPH_RECORD=str(trace))
     out, err, _ = _finish(proc)
-    assert "WARNING" in err and "does not run eagerly" in err, err
-    assert ("cudagraph_mode FULL_AND_PIECEWISE" if mode != "sglang"
-            else "CUDA graphs on") in err, err
-    assert "--enable-torch-compile" not in err and "compilation mode" not in err, err
-    proc = _server(tmp_path, mode, steps=1, flavour="compiled", TENSORMORPH_RECORD=str(trace),
+    assert "WARNING" in err and "the probe's hooks do not see" in err, err
+    if framework == "vllm":
+        assert ("runs torch.compile (compilation mode VLLM_COMPILE); CUDA graphs (cudagraph_mode "
+                "FULL_AND_PIECEWISE) (read from vllm_config.compilation_config)") in err, err
+    else:
+        assert ("runs torch.compile (enable_torch_compile); decode CUDA graphs (full); prefill "
+                "CUDA graphs (breakable) (read from get_exec().graph)") in err, err
+    proc = _server(tmp_path, framework, steps=1, flavour="compiled", TENSORMORPH_RECORD=str(trace),
                    TENSORMORPH_SERVING_STRICT="1")
     out, err = proc.communicate(timeout=120)
     assert proc.returncode != 0 and "TENSORMORPH_SERVING_STRICT" in err, out + err
@@ -533,9 +444,77 @@ def test_not_eager_is_loud(tmp_path, mode):
 
 def test_model_body_skipped_is_loud(tmp_path):
     """Config says eager but the model's modules are never called (as under
-    a CUDA graph replay): said after the first forward."""
-    proc = _server(tmp_path, "vllm-auto", steps=2, flavour="replay",
+    a CUDA graph replay): said once, after that forward."""
+    proc = _server(tmp_path, "vllm", steps=2, flavour="replay",
                    TENSORMORPH_RECORD=str(tmp_path / "serve.tmrun"))
     out, err, st = _finish(proc)
-    assert "none of its modules was called" in err, err
+    assert "forward 1 of the model ran but none of its modules was called" in err, err
     assert err.count("none of its modules was called") == 1
+
+
+@pytest.mark.parametrize("framework,version,said", [
+    ("sglang", "0.5.10", "sglang 0.5.10 is older than 0.5.11, the oldest version this plugin "
+                         "supports"),
+    ("vllm", "0.34.0", "vllm 0.34.0 is newer than 0.33.0, the newest version this plugin was "
+                       "checked against")])
+def test_version_outside_range_is_named(tmp_path, framework, version, said):
+    """A framework version outside the supported range is named at load, and
+    the plugin still tries."""
+    proc = _server(tmp_path, framework, steps=1, versions={framework: version},
+                   TENSORMORPH_RECORD=str(tmp_path / "serve.tmrun"))
+    out, err, st = _finish(proc)
+    assert f"WARNING: {framework} plugin: {said}" in err, err
+    assert st[0]["forwards"] >= 1, out
+
+
+def test_version_range():
+    from tensormorph_probe.serving import touchpoints as tpt
+    assert tpt.version_tuple("0.5.12.post1") == (0, 5, 12)
+    assert tpt.version_tuple("0.34.0rc1") == (0, 34, 0)
+    assert tpt.version_note("sglang", "0.5.11") is None
+    assert tpt.version_note("sglang", "0.5.23.post2") is None
+    assert tpt.version_note("vllm", "0.33.0") is None
+    assert "older" in tpt.version_note("vllm", "0.28.0")
+    assert "not installed" in tpt.version_note("vllm", None)
+
+
+def test_execution_decisions():
+    """The eager/compiled decision, read from what each framework resolved."""
+    import types
+
+    from tensormorph_probe.serving import common, sglang, vllm
+    NS = types.SimpleNamespace
+    ex = vllm.execution_of(NS(compilation_config=NS(mode=0, cudagraph_mode=NS(name="NONE"))))
+    assert ex.eager and common.unobserved(ex) == []
+    ex = vllm.execution_of(NS(compilation_config=NS(mode=0,
+                                                    cudagraph_mode=NS(name="PIECEWISE"))))
+    assert not ex.eager and ex.graphs == ("CUDA graphs (cudagraph_mode PIECEWISE)",)
+    ex = vllm.execution_of(NS(compilation_config=NS(mode=None, cudagraph_mode=None)))
+    assert len(common.unobserved(ex)) == 2
+    # SGLang 0.5.11: server_args resolved in place; --disable-cuda-graph
+    # alone leaves the prefill's piecewise graphs on
+    mr = NS(server_args=NS(disable_cuda_graph=True, disable_piecewise_cuda_graph=False,
+                           enable_torch_compile=False))
+    ex = sglang.execution_of(mr)
+    assert ex.source == "server_args" and ex.graphs == (
+        "prefill piecewise CUDA graphs (disable_piecewise_cuda_graph off)",)
+    mr.server_args.disable_piecewise_cuda_graph = True
+    assert sglang.execution_of(mr).eager
+    # SGLang 0.5.2x: the resolved exec namespace; not published: unresolved,
+    # which the probe cannot vouch for
+    cfg = NS(decode=NS(backend="disabled"), prefill=NS(backend="breakable"))
+    rc = NS(get_exec=lambda: NS(graph=NS(cuda_graph_config=cfg, enable_torch_compile=False)))
+    orig = sglang._runtime_context
+    try:
+        sglang._runtime_context = lambda: rc
+        ex = sglang.execution_of(mr)
+        assert ex.source == "get_exec().graph" and ex.graphs == (
+            "prefill CUDA graphs (breakable)",)
+
+        def unpublished():
+            raise ValueError("config namespace 'exec' not published")
+        rc.get_exec = unpublished
+        ex = sglang.execution_of(mr)
+        assert not ex.eager and "unresolved" in common.unobserved(ex)[0]
+    finally:
+        sglang._runtime_context = orig

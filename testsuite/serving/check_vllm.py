@@ -2,8 +2,9 @@
 """Real-server check of the vLLM plugin (see serving_check.py): `vllm
 serve` of a tiny local Llama with --enforce-eager, the tensormorph plugin
 selected with VLLM_PLUGINS, tmdb attached to rank 0, one completion request
-stopped at a breakpoint on its id.  Exit 77 where vLLM, a GPU or tmdb is
-missing."""
+stopped at a breakpoint on its id.  vLLM's default model runner (V2) is
+used; VLLM_USE_V2_MODEL_RUNNER=0 in the environment checks the V1 one.
+Exit 77 where vLLM, a GPU or tmdb is missing."""
 
 from __future__ import annotations
 

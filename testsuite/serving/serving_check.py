@@ -12,6 +12,7 @@ testsuite runs on.  Run where vLLM or SGLang and a GPU are:
         python3 testsuite/serving/check_vllm.py
 
 Exit status: 0 passed, 1 failed, 77 skipped (the reason is printed).
+testsuite/serving/README says what a pass proves.
 """
 
 from __future__ import annotations

@@ -992,6 +992,128 @@ static void test_rank_suggest(void)
 	tm_nodetab_free(t);
 }
 
+/* ------------------------------------------------------------- ops */
+
+/* "!OP": an op inside a call, by index, name glob or source line. */
+static void test_op_parse(void)
+{
+	static const struct err_case bad[] = {
+		{ "model.attn!", 11, "expected an op index, name or '@LINE'" },
+		{ "model.attn!0", 11, "op indexes start at 1" },
+		{ "model.attn!99999999999", 11, "op index too large" },
+		{ "model.attn!div@", 15, "expected a source line" },
+		{ "model.attn!div@0", 15, "expected a source line" },
+		{ "model.attn!.div", 11, "bad op name" },
+		{ "model.attn!div-x", 14, "unexpected character" },
+		{ "!div", 0, "missing node path" },
+		{ "model.attn!3@12", 12, "unexpected character" },
+	};
+	tm_address *a;
+
+	check_canon("model.attn!div", "model.attn!div");
+	check_canon(" model.attn!aten::div.Tensor ", "model.attn!aten::div.Tensor");
+	check_canon("model.attn#2!3", "model.attn#2!3");
+	check_canon("model.attn!@42", "model.attn!@42");
+	check_canon("model.attn!div@42:out", "model.attn!div@42:out");
+	check_canon("model.layers[*].attn!*mm*", "model.layers.*.attn!*mm*");
+	check_canon("main!log", "main!log");
+	expect_parse_errors(bad, sizeof(bad) / sizeof(bad[0]));
+	CU_ASSERT_EQUAL_FATAL(tm_address_parse("model.attn#2!3:out", &a, NULL, NULL), TM_OK);
+	CU_ASSERT(tm_address_has_op(a));
+	CU_ASSERT_EQUAL(tm_address_op_index(a), 3);
+	CU_ASSERT_EQUAL(tm_address_call(a), 2);
+	CU_ASSERT_STRING_EQUAL(tm_address_path(a), "model.attn");
+	tm_address_free(a);
+	CU_ASSERT_EQUAL_FATAL(tm_address_parse("model.attn", &a, NULL, NULL), TM_OK);
+	CU_ASSERT(!tm_address_has_op(a));
+	CU_ASSERT_EQUAL(tm_address_op_index(a), 0);
+	tm_address_free(a);
+	/* an op address is no node pattern */
+	CU_ASSERT_EQUAL(tm_path_glob("model!div", "model"), -1);
+}
+
+static void test_op_name_match(void)
+{
+	CU_ASSERT(tm_op_name_match("div", "aten::div.Tensor"));
+	CU_ASSERT(tm_op_name_match("div.Tensor", "aten::div.Tensor"));
+	CU_ASSERT(tm_op_name_match("aten::div", "aten::div.Tensor"));
+	CU_ASSERT(tm_op_name_match("aten::div.Tensor", "aten::div.Tensor"));
+	CU_ASSERT(tm_op_name_match("*mm", "aten::bmm"));
+	CU_ASSERT(tm_op_name_match("", "aten::bmm"));
+	CU_ASSERT(!tm_op_name_match("div.Scalar", "aten::div.Tensor"));
+	CU_ASSERT(!tm_op_name_match("di", "aten::div.Tensor"));
+	CU_ASSERT(!tm_op_name_match("mul", "aten::div.Tensor"));
+	CU_ASSERT(tm_op_name_match("add", "prims::add") == 0);
+	CU_ASSERT(tm_op_name_match("prims::add", "prims::add"));
+}
+
+/* An op address selects op sites (at OP events) by module, name and line;
+ * no other address selects an op site. */
+static void test_op_bind(void)
+{
+	static const struct {
+		const char *address, *type;
+		uint8_t kind;
+		int parent;
+		uint32_t line;
+	} nodes[] = {
+		{ "model", "Net", TM_NODE_MODULE, -1, 0 },
+		{ "model.attn", "Attn", TM_NODE_MODULE, 0, 0 },
+		{ "model.attn.op_div_Tensor_12", "aten::div.Tensor", TM_NODE_OP, 1, 12 },
+		{ "model.attn.op_bmm_11", "aten::bmm", TM_NODE_OP, 1, 11 },
+		{ "main", "main", TM_NODE_MODULE, -1, 0 },
+		{ "main.op_log_30", "aten::log", TM_NODE_OP, 4, 30 },
+	};
+	enum { O = 1u << TM_EV_OP, X = 1u << TM_EV_EXIT };
+	static const struct {
+		const char *where;
+		uint8_t want[6];
+		uint32_t nmatch;
+	} cases[] = {
+		{ "model.attn!div", { 0, 0, O, 0, 0, 0 }, 1 },
+		{ "model.attn!*", { 0, 0, O, O, 0, 0 }, 2 },
+		{ "model.attn!@11", { 0, 0, 0, O, 0, 0 }, 1 },
+		{ "model.attn!div@11", { 0, 0, 0, 0, 0, 0 }, 0 },
+		{ "model.attn!3", { 0, 0, O, O, 0, 0 }, 2 },
+		{ "model.**!log", { 0, 0, 0, 0, 0, 0 }, 0 },
+		{ "**!log", { 0, 0, 0, 0, 0, O }, 1 },
+		{ "model.attn!div:out", { 0, 0, O, 0, 0, 0 }, 1 },
+		{ "model.attn!div:in", { 0, 0, 0, 0, 0, 0 }, 0 },
+		/* module patterns never select an op site */
+		{ "model.**", { X, X, 0, 0, 0, 0 }, 2 },
+		{ "**", { X, X, 0, 0, X, 0 }, 3 },
+	};
+	tm_nodetab *t = tm_nodetab_new();
+	size_t i;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+	for (i = 0; i < sizeof(nodes) / sizeof(nodes[0]); i++) {
+		struct tm_node n = { 0 };
+		uint32_t id;
+
+		n.address = nodes[i].address;
+		n.type = nodes[i].type;
+		n.kind = nodes[i].kind;
+		n.line = nodes[i].line;
+		n.parent = nodes[i].parent < 0 ? TM_NODE_NONE : (uint32_t)nodes[i].parent;
+		CU_ASSERT_EQUAL_FATAL(tm_nodetab_add(t, &n, &id), TM_OK);
+	}
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		tm_address *a;
+		uint8_t *k;
+		uint32_t nm;
+
+		CU_ASSERT_EQUAL_FATAL(tm_address_parse(cases[i].where, &a, NULL, NULL), TM_OK);
+		CU_ASSERT_EQUAL_FATAL(tm_address_bind(a, t, &k, &nm), TM_OK);
+		CU_ASSERT_EQUAL(nm, cases[i].nmatch);
+		if (memcmp(k, cases[i].want, 6))
+			CU_FAIL(cases[i].where);
+		free(k);
+		tm_address_free(a);
+	}
+	tm_nodetab_free(t);
+}
+
 int main(void)
 {
 	static const struct tm_test_case cases[] = {
@@ -1019,6 +1141,9 @@ int main(void)
 		TM_TEST(test_rank_nodetab),
 		TM_TEST(test_rank_bind),
 		TM_TEST(test_rank_suggest),
+		TM_TEST(test_op_parse),
+		TM_TEST(test_op_name_match),
+		TM_TEST(test_op_bind),
 		{ NULL, NULL }
 	};
 	return tm_test_run("address", cases);

@@ -140,6 +140,53 @@ static void test_event_roundtrip_every_level(void)
 	tm_decoder_free(d);
 }
 
+/* An OP event's appended fields (doc/tmrun.md 4.3): index and flags round
+ * trip; reserved flag bits are refused; a body without them reads as 0. */
+static void test_op_event_roundtrip(void)
+{
+	tm_decoder *d = tm_decoder_new();
+	struct tm_tensor ts[1];
+	struct tm_event e = { 0 };
+	struct tm_buf b = { 0 };
+	struct tm_record rec;
+	size_t used;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+	make_tensor(&ts[0], 1, 0);
+	e.seq = 9;
+	e.step = 2;
+	e.kind = TM_EV_OP;
+	e.level = 1;
+	e.node = 5;
+	e.call = 3;
+	e.ntensors = 1;
+	e.tensors = ts;
+	e.op_index = 70000;
+	e.op_flags = TM_OPF_INPUTS_CHECKED | TM_OPF_INPUTS_FINITE;
+	CU_ASSERT_EQUAL_FATAL(tm_encode_event(&b, &e), TM_OK);
+	CU_ASSERT_EQUAL_FATAL(tm_decode_record(d, b.data, b.len, &rec, &used), TM_OK);
+	CU_ASSERT_EQUAL(rec.u.event.kind, TM_EV_OP);
+	CU_ASSERT_EQUAL(rec.u.event.op_index, 70000);
+	CU_ASSERT_EQUAL(rec.u.event.op_flags, 3);
+	CU_ASSERT_EQUAL(rec.u.event.call, 3);
+	CU_ASSERT_STRING_EQUAL(tm_event_kind_name(TM_EV_OP), "op");
+	/* the last byte is the flags: reserved bits refused */
+	b.data[b.len - 1] = 0x80;
+	CU_ASSERT_EQUAL(tm_decode_record(d, b.data, b.len, &rec, &used), TM_ERR_RESERVED);
+	tm_buf_free(&b);
+	e.op_flags = 0x10;
+	CU_ASSERT_EQUAL(tm_encode_event(&b, &e), TM_ERR_INVALID_ARG);
+	tm_buf_free(&b);
+	/* other kinds carry no op fields */
+	e.kind = TM_EV_EXIT;
+	e.op_flags = 0;
+	CU_ASSERT_EQUAL_FATAL(tm_encode_event(&b, &e), TM_OK);
+	CU_ASSERT_EQUAL_FATAL(tm_decode_record(d, b.data, b.len, &rec, &used), TM_OK);
+	CU_ASSERT_EQUAL(rec.u.event.op_index, 0);
+	tm_buf_free(&b);
+	tm_decoder_free(d);
+}
+
 static void test_other_records_roundtrip(void)
 {
 	tm_decoder *d = tm_decoder_new();
@@ -434,6 +481,7 @@ int main(void)
 		TM_TEST(test_encoder_rejects_nonsense),
 		TM_TEST(test_decoder_hostile_input),
 		TM_TEST(test_event_copy_is_deep),
+		TM_TEST(test_op_event_roundtrip),
 		TM_TEST(test_annotation_roundtrip_and_limits),
 		{ NULL, NULL }
 	};

@@ -22,6 +22,9 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <fcntl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -870,6 +873,9 @@ static void test_socket_dir(void)
 	srv = NULL;
 	CU_ASSERT_EQUAL(tm_server_start(NULL, &srv), TM_ERR_IO);
 	CU_ASSERT_PTR_NULL(srv);
+	/* named, with what is wrong (F7) */
+	CU_ASSERT_PTR_NOT_NULL(strstr(tm_server_start_error(), dir));
+	CU_ASSERT_PTR_NOT_NULL(strstr(tm_server_start_error(), "mode 0755"));
 	chmod(dir, 0700);
 	/* So is a symlink in its place. */
 	rmdir(dir);
@@ -1485,6 +1491,339 @@ static void test_serve_wait_and_crash(void)
 	unlink(path);
 }
 
+/* ------------------------------------------------------------- issue 25 */
+
+static struct client *cl_wrap(int fd)
+{
+	struct client *c = calloc(1, sizeof(*c));
+
+	c->fd = fd;
+	c->d = tm_frame_decoder_new(0);
+	c->rd = tm_decoder_new();
+	return c;
+}
+
+static struct client *cl_connect_tcp(const char *url)
+{
+	struct sockaddr_in sa;
+	unsigned port = 0;
+	int fd;
+
+	CU_ASSERT_EQUAL_FATAL(sscanf(url, "tcp://127.0.0.1:%u", &port), 1);
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	CU_ASSERT_EQUAL_FATAL(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return cl_wrap(fd);
+}
+
+static void cl_hello_token(struct client *c, const char *token)
+{
+	memset(&c->m, 0, sizeof(c->m));
+	c->m.type = TM_MSG_HELLO;
+	c->m.u.hello.major = TM_WIRE_VERSION_MAJOR;
+	c->m.u.hello.minor = TM_WIRE_VERSION_MINOR;
+	strcpy(c->m.u.hello.name, "test_server");
+	snprintf(c->m.u.hello.token, sizeof(c->m.u.hello.token), "%s", token);
+	cl_send(c, &c->m);
+}
+
+static tm_server *start_opts(const char *path, uint32_t hello_ms, uint32_t takeover_ms)
+{
+	struct tm_server_opts o;
+	tm_server *srv = NULL;
+
+	tm_server_opts_default(&o);
+	o.path = path;
+	o.hello_ms = hello_ms;
+	o.takeover_ms = takeover_ms;
+	CU_ASSERT_EQUAL_FATAL(tm_server_start(&o, &srv), TM_OK);
+	add_nodes(srv);
+	return srv;
+}
+
+/* F5: a connection that never says HELLO keeps no debugger out, and is
+ * closed after hello_ms. */
+static void test_silent_connection(void)
+{
+	char path[128];
+	tm_server *srv;
+	struct client *mute, *c;
+
+	snprintf(path, sizeof(path), "%s/mute.sock", tmpdir);
+	srv = start_opts(path, 300, 0);
+	mute = cl_connect(path);
+	usleep(50000);
+	c = cl_connect(path);
+	cl_hello(c);    /* asserts DESCRIBE: not "another debugger is attached" */
+	CU_ASSERT_EQUAL(cl_subscribe(c, ""), TM_OK);
+	/* the mute one is told why and closed */
+	CU_ASSERT_EQUAL(cl_next(mute, 2000), TM_MSG_BYE);
+	CU_ASSERT_PTR_NOT_NULL(strstr(mute->m.u.result.text, "no HELLO within"));
+	CU_ASSERT_EQUAL(cl_next(mute, 2000), -1);
+	cl_close(mute);
+	cl_close(c);
+	tm_server_stop(srv);
+}
+
+/* A debugger silent for takeover_ms can be replaced; both are told. */
+static void test_takeover(void)
+{
+	char path[128];
+	tm_server *srv;
+	struct client *old, *nw, *third;
+	struct model m;
+
+	snprintf(path, sizeof(path), "%s/take.sock", tmpdir);
+	srv = start_opts(path, 0, 300);
+	old = cl_connect(path);
+	cl_hello(old);
+	CU_ASSERT_EQUAL(cl_break(old, 1, "model.fc2", ""), TM_OK);
+	CU_ASSERT_EQUAL(cl_subscribe(old, ""), TM_OK);
+	model_start(&m, srv);
+	CU_ASSERT_NOT_EQUAL(cl_stop(old, TM_STOP_BREAKPOINT, 1), UINT64_MAX);
+	usleep(400000);         /* old stays silent, the model paused */
+	nw = cl_connect(path);
+	cl_hello(nw);
+	CU_ASSERT_EQUAL(cl_next(nw, 2000), TM_MSG_RESULT);
+	CU_ASSERT_EQUAL(nw->m.u.result.request, TM_MSG_HELLO);
+	CU_ASSERT_PTR_NOT_NULL(strstr(nw->m.u.result.text, "took over from test_server"));
+	/* the old one hears it lost its place; the model runs on */
+	while (cl_next(old, 2000) > 0 && old->m.type != TM_MSG_BYE)
+		;
+	CU_ASSERT_EQUAL(old->m.type, TM_MSG_BYE);
+	CU_ASSERT_PTR_NOT_NULL(strstr(old->m.u.result.text, "another debugger took over"));
+	CU_ASSERT(model_finishes(&m, 2000));
+	pthread_join(m.th, NULL);
+	/* the new one is active: a third is turned away at once */
+	CU_ASSERT_EQUAL(cl_subscribe(nw, ""), TM_OK);
+	third = cl_connect(path);
+	CU_ASSERT_EQUAL(cl_next(third, 2000), TM_MSG_BYE);
+	CU_ASSERT_EQUAL(third->m.u.result.code, TM_ERR_GENERIC);
+	CU_ASSERT_PTR_NOT_NULL(strstr(third->m.u.result.text, "another debugger is attached"));
+	cl_close(third);
+	cl_close(old);
+	cl_close(nw);
+	tm_server_stop(srv);
+}
+
+/* F7: a listen path is reused only when it is a stale socket of ours. */
+static void test_listen_path(void)
+{
+	char victim[96], stale[96];
+	struct tm_server_opts o;
+	struct sockaddr_un sa;
+	struct stat st;
+	tm_server *srv = NULL, *srv2 = NULL;
+	int fd;
+
+	snprintf(victim, sizeof(victim), "%s/victim.txt", tmpdir);
+	fd = open(victim, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	CU_ASSERT_EQUAL(write(fd, "keep me\n", 8), 8);
+	close(fd);
+	tm_server_opts_default(&o);
+	o.path = victim;
+	CU_ASSERT_EQUAL(tm_server_start(&o, &srv), TM_ERR_IO);
+	CU_ASSERT_PTR_NULL(srv);
+	CU_ASSERT_EQUAL(stat(victim, &st), 0);
+	CU_ASSERT(S_ISREG(st.st_mode) && st.st_size == 8);
+	CU_ASSERT_PTR_NOT_NULL(strstr(tm_server_start_error(), "is not a socket: not removed"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(tm_server_start_error(), victim));
+	unlink(victim);
+
+	/* a dead process's socket is stale: reused */
+	snprintf(stale, sizeof(stale), "%s/stale.sock", tmpdir);
+	fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", stale);
+	CU_ASSERT_EQUAL(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	close(fd);
+	o.path = stale;
+	CU_ASSERT_EQUAL_FATAL(tm_server_start(&o, &srv), TM_OK);
+	/* a live one is not taken from its owner */
+	CU_ASSERT_EQUAL(tm_server_start(&o, &srv2), TM_ERR_IO);
+	CU_ASSERT_PTR_NOT_NULL(strstr(tm_server_start_error(), "another process listens"));
+	{
+		struct client *c = cl_connect(stale);
+
+		cl_hello(c);
+		cl_close(c);
+	}
+	tm_server_stop(srv);
+}
+
+/* F6: a subscriber that never reads costs the model little and the server
+ * thread nothing: the queue fills, events become BACKPRESSURE gaps, and
+ * nobody spins on a full socket. */
+static double cpu_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void test_reader_that_never_reads(void)
+{
+	struct tm_server_opts o;
+	struct tm_server_stats st;
+	struct tm_event ev;
+	struct tm_tensor t;
+	char path[128];
+	tm_server *srv = NULL;
+	struct client *c;
+	uint64_t seq;
+	double c0, c1;
+	int rcv = 4096;
+
+	snprintf(path, sizeof(path), "%s/deaf.sock", tmpdir);
+	tm_server_opts_default(&o);
+	o.path = path;
+	o.max_queue = 256u << 10;
+	CU_ASSERT_EQUAL_FATAL(tm_server_start(&o, &srv), TM_OK);
+	add_nodes(srv);
+	c = cl_connect(path);
+	setsockopt(c->fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
+	cl_hello(c);
+	CU_ASSERT_EQUAL(cl_subscribe(c, ""), TM_OK);
+	/* the model runs on, the queue fills */
+	for (seq = 0; seq < 200000; seq++) {
+		make_event(seq % NEVENTS + (seq / NEVENTS) * NEVENTS, &ev, &t);
+		ev.seq = seq;
+		tm_server_event(srv, &ev);
+	}
+	tm_server_get_stats(srv, &st);
+	CU_ASSERT(st.events_dropped > 150000);
+	/* idle now, with a full socket: the server thread must sleep */
+	c0 = cpu_s();
+	usleep(500000);
+	c1 = cpu_s();
+	CU_ASSERT(c1 - c0 < 0.05);
+	if (c1 - c0 >= 0.05)
+		fprintf(stderr, "server thread busy: %.3f s CPU in 0.5 s\n", c1 - c0);
+	cl_close(c);
+	tm_server_stop(srv);
+}
+
+/* TCP: the token from the 0600 file lets a debugger in; a wrong token,
+ * garbage and a half-open connection are refused; the model runs on. */
+static void test_tcp(void)
+{
+	struct tm_server_opts o;
+	struct stat st;
+	tm_server *srv = NULL;
+	struct client *c;
+	struct model m;
+	char tok[200] = "";
+	FILE *f;
+
+	setenv("XDG_RUNTIME_DIR", tmpdir, 1);
+	tm_server_opts_default(&o);
+	o.path = "tcp://127.0.0.1:0";
+	o.hello_ms = 300;
+	CU_ASSERT_EQUAL_FATAL(tm_server_start(&o, &srv), TM_OK);
+	add_nodes(srv);
+	CU_ASSERT(!strncmp(tm_server_path(srv), "tcp://127.0.0.1:", 16));
+	CU_ASSERT_EQUAL(strlen(tm_server_token(srv)), 64);
+	CU_ASSERT_EQUAL(stat(tm_server_token_path(srv), &st), 0);
+	CU_ASSERT_EQUAL(st.st_mode & 0777, 0600);
+	f = fopen(tm_server_token_path(srv), "r");
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	CU_ASSERT(fgets(tok, sizeof(tok), f) != NULL);
+	fclose(f);
+	tok[strcspn(tok, "\n")] = 0;
+	CU_ASSERT_STRING_EQUAL(tok, tm_server_token(srv));
+	model_start(&m, srv);
+
+	/* a wrong token, and none */
+	c = cl_connect_tcp(tm_server_path(srv));
+	cl_hello_token(c, "0000000000000000000000000000000000000000000000000000000000000000");
+	CU_ASSERT_EQUAL(cl_result(c, TM_MSG_HELLO), TM_ERR_INVALID_ARG);
+	CU_ASSERT_PTR_NOT_NULL(strstr(c->m.u.result.text, "wrong token"));
+	CU_ASSERT_EQUAL(cl_next(c, 2000), TM_MSG_BYE);
+	cl_close(c);
+	c = cl_connect_tcp(tm_server_path(srv));
+	cl_hello_token(c, "");
+	CU_ASSERT_EQUAL(cl_result(c, TM_MSG_HELLO), TM_ERR_INVALID_ARG);
+	cl_close(c);
+	/* garbage */
+	c = cl_connect_tcp(tm_server_path(srv));
+	CU_ASSERT_EQUAL(write(c->fd, "GET / HTTP/1.0\r\n\r\n", 18), 18);
+	CU_ASSERT_EQUAL(cl_next(c, 2000), TM_MSG_BYE);
+	CU_ASSERT_EQUAL(c->m.u.result.code, TM_ERR_BAD_MAGIC);
+	cl_close(c);
+	/* half-open: connects, never speaks */
+	c = cl_connect_tcp(tm_server_path(srv));
+	CU_ASSERT_EQUAL(cl_next(c, 2000), TM_MSG_BYE);
+	CU_ASSERT_PTR_NOT_NULL(strstr(c->m.u.result.text, "no HELLO"));
+	cl_close(c);
+	CU_ASSERT(model_finishes(&m, 2000));
+	pthread_join(m.th, NULL);
+
+	/* the right token: a debugging session as over the Unix socket */
+	c = cl_connect_tcp(tm_server_path(srv));
+	cl_hello_token(c, tok);
+	CU_ASSERT_EQUAL(cl_next(c, 2000), TM_MSG_DESCRIBE);
+	CU_ASSERT_EQUAL(cl_break(c, 1, "model.fc2:out", "tensor.max > 10"), TM_OK);
+	CU_ASSERT_EQUAL(cl_subscribe(c, ""), TM_OK);
+	model_start(&m, srv);
+	CU_ASSERT_EQUAL(cl_stop(c, TM_STOP_BREAKPOINT, 1), 6 * PER_STEP + 6);
+	memset(&c->m, 0, sizeof(c->m));
+	c->m.type = TM_MSG_BREAK_CLEAR;
+	cl_send(c, &c->m);
+	CU_ASSERT_EQUAL(cl_result(c, TM_MSG_BREAK_CLEAR), TM_OK);
+	cl_resume(c, TM_RESUME_CONTINUE, 1);
+	CU_ASSERT(model_finishes(&m, 2000));
+	pthread_join(m.th, NULL);
+	cl_close(c);
+	{
+		char tp[256];
+
+		snprintf(tp, sizeof(tp), "%s", tm_server_token_path(srv));
+		tm_server_stop(srv);
+		CU_ASSERT_NOT_EQUAL(stat(tp, &st), 0);  /* the token goes with it */
+	}
+	unsetenv("XDG_RUNTIME_DIR");
+}
+
+/* Over TCP the token comes first: without it, no client takes even an
+ * idle debugger's place, nor learns who is attached. */
+static void test_tcp_takeover_needs_token(void)
+{
+	struct tm_server_opts o;
+	struct tm_server_stats st;
+	tm_server *srv = NULL;
+	struct client *c1, *c2;
+
+	setenv("XDG_RUNTIME_DIR", tmpdir, 1);
+	tm_server_opts_default(&o);
+	o.path = "tcp://127.0.0.1:0";
+	o.takeover_ms = 100;
+	CU_ASSERT_EQUAL_FATAL(tm_server_start(&o, &srv), TM_OK);
+	add_nodes(srv);
+	c1 = cl_connect_tcp(tm_server_path(srv));
+	cl_hello_token(c1, tm_server_token(srv));
+	CU_ASSERT_EQUAL(cl_next(c1, 2000), TM_MSG_DESCRIBE);
+	CU_ASSERT_EQUAL(cl_subscribe(c1, ""), TM_OK);
+	usleep(250000);         /* c1 is idle now */
+	c2 = cl_connect_tcp(tm_server_path(srv));
+	cl_hello_token(c2, "not-the-token");
+	CU_ASSERT_EQUAL(cl_result(c2, TM_MSG_HELLO), TM_ERR_INVALID_ARG);
+	CU_ASSERT_PTR_NULL(strstr(c2->m.u.result.text, "test_server"));
+	cl_close(c2);
+	/* c1 keeps its place: no BYE, still subscribed */
+	CU_ASSERT_EQUAL(cl_next(c1, 300), 0);
+	tm_server_get_stats(srv, &st);
+	CU_ASSERT_EQUAL(st.connected, 1);
+	CU_ASSERT_EQUAL(st.subscribed, 1);
+	cl_close(c1);
+	tm_server_stop(srv);
+	unsetenv("XDG_RUNTIME_DIR");
+}
+
 int main(void)
 {
 	static const struct tm_test_case cases[] = {
@@ -1511,6 +1850,12 @@ int main(void)
 		TM_TEST(test_serve_gaps),
 		TM_TEST(test_serve_annotations),
 		TM_TEST(test_serve_wait_and_crash),
+		TM_TEST(test_silent_connection),
+		TM_TEST(test_takeover),
+		TM_TEST(test_listen_path),
+		TM_TEST(test_reader_that_never_reads),
+		TM_TEST(test_tcp),
+		TM_TEST(test_tcp_takeover_needs_token),
 		{ NULL, NULL }
 	};
 	int rc;

@@ -432,6 +432,185 @@ static void test_flipped_bytes(void)
 	free(all);
 }
 
+/* The events an ordinary reader reads before the end or its first error,
+ * as a bitmap of seqs below nmax; returns how many. */
+static unsigned read_seqs(const char *path, uint8_t *seen, unsigned nmax, int *clean_end)
+{
+	struct tm_record rec;
+	tm_reader *r;
+	unsigned count = 0;
+	int err;
+
+	memset(seen, 0, nmax);
+	*clean_end = 0;
+	if (tm_reader_open(path, 0, &r, NULL) != TM_OK)
+		return 0;
+	while ((err = tm_reader_next(r, &rec)) == TM_OK) {
+		if (rec.type == TM_REC_EVENT && rec.u.event.seq < nmax) {
+			seen[rec.u.event.seq] = 1;
+			count++;
+		}
+	}
+	*clean_end = err == TM_ERR_END;
+	tm_reader_close(r);
+	return count;
+}
+
+/*
+ * Issue 25 (F1, F2): whatever single byte is damaged, recovery keeps at
+ * least every event the reader reads of the damaged file -- a damaged file
+ * header, a chunk header the index still has a copy of, a damaged chunk in
+ * the middle (its seqs become a gap, the chunks after it are kept) -- and
+ * what it writes reads to the end without an error.  Run on a closed trace
+ * and on a killed writer's; every 11th position also in place.
+ */
+static void flip_every_byte(int closed, long stride)
+{
+	enum { N = 160 };
+	struct gen g = { 4, 10, 0 };
+	/* thousands of recoveries, each closing with fsync: on a tmpfs when
+	 * there is one, where that costs nothing */
+	char shm[] = "/dev/shm/tm-test-flip-XXXXXX";
+	int use_shm = mkdtemp(shm) != NULL;
+	char pb[64], qb[64], ob[64];
+	const char *p = tmp_path("fl.tmrun"), *q = tmp_path("fl-bad.tmrun");
+	const char *o = tmp_path("fl-out.tmrun");
+	uint8_t *all, before[N], after[N];
+	long n, pos;
+	unsigned kept_more = 0, rebuilt_header = 0, i;
+	tm_writer *w;
+
+	if (use_shm) {
+		snprintf(pb, sizeof(pb), "%s/a.tmrun", shm);
+		snprintf(qb, sizeof(qb), "%s/b.tmrun", shm);
+		snprintf(ob, sizeof(ob), "%s/c.tmrun", shm);
+		p = pb;
+		q = qb;
+		o = ob;
+	}
+	w = write_trace(p, &g, N, 400, !closed);
+	if (w)
+		CU_ASSERT_EQUAL(tm_writer_flush(w), TM_OK);
+	all = slurp(p, &n);
+	if (w)
+		tm_writer_abandon(w);
+	for (pos = 0; pos < n; pos += pos < 32 ? 1 : stride) {
+		char *report = NULL;
+		unsigned nb, na;
+		int clean, err, in_place = pos % 11 == 0;
+
+		all[pos] ^= 0xff;
+		spit(q, all, n);
+		all[pos] ^= 0xff;
+		nb = read_seqs(q, before, N, &clean);
+		err = tm_recover(q, in_place ? q : o, &report);
+		if (nb) {
+			CU_ASSERT_EQUAL(err, TM_OK);
+			if (err != TM_OK)
+				fprintf(stderr, "flip at %ld: %s\n", pos, report ? report : "");
+		}
+		CU_ASSERT_PTR_NOT_NULL(report);
+		free(report);
+		if (err != TM_OK) {
+			/* nothing written: an in-place original is untouched */
+			if (in_place)
+				CU_ASSERT_EQUAL(read_seqs(q, after, N, &clean), nb);
+			continue;
+		}
+		na = read_seqs(in_place ? q : o, after, N, &clean);
+		CU_ASSERT(clean);
+		CU_ASSERT(na >= nb);
+		for (i = 0; i < N; i++)
+			if (before[i] && !after[i]) {
+				CU_FAIL("recovery lost an event the reader read");
+				fprintf(stderr, "flip at %ld: seq %u lost\n", pos, i);
+				break;
+			}
+		kept_more += na > nb;
+		rebuilt_header += pos < 32 && na == N;
+	}
+	CU_ASSERT(kept_more > 0);
+	/* a damaged file header loses nothing (F1) */
+	CU_ASSERT_EQUAL(rebuilt_header, 32);
+	free(all);
+	if (use_shm) {
+		unlink(p);
+		unlink(q);
+		unlink(o);
+		rmdir(shm);
+	}
+}
+
+static void test_recover_every_flipped_byte_closed(void)
+{
+	flip_every_byte(1, 1);
+}
+
+static void test_recover_every_flipped_byte_killed(void)
+{
+	flip_every_byte(0, 5);	/* the same code paths, fewer times */
+}
+
+/*
+ * Issue 25 (F3): a damaged INDEX, SUMMARY or trailer is named as such (the
+ * writer did finish, no event is lost); recovery names the damaged part.
+ */
+static void test_index_damage_named(void)
+{
+	struct gen g = { 4, 10, 0 };
+	const char *p = tmp_path("named.tmrun"), *q = tmp_path("named-bad.tmrun");
+	const struct tm_summary *s;
+	uint8_t *all, tr[32];
+	long n;
+	tm_reader *r;
+	char *report = NULL;
+	uint64_t index_off, summary_off;
+	struct { uint64_t off; int why; const char *words; } cases[3];
+	unsigned k;
+
+	write_trace(p, &g, 300, 512, 0);
+	all = slurp(p, &n);
+	memcpy(tr, all + n - 32, 32);
+	index_off = (uint64_t)tr[0] | (uint64_t)tr[1] << 8 | (uint64_t)tr[2] << 16 |
+		    (uint64_t)tr[3] << 24;
+	summary_off = (uint64_t)tr[8] | (uint64_t)tr[9] << 8 | (uint64_t)tr[10] << 16 |
+		      (uint64_t)tr[11] << 24;
+	cases[0].off = index_off + 88 + 1;       /* INDEX payload */
+	cases[0].why = TM_INDEX_INDEX;
+	cases[0].words = "INDEX chunk is damaged";
+	cases[1].off = summary_off + 2;          /* SUMMARY header */
+	cases[1].why = TM_INDEX_SUMMARY;
+	cases[1].words = "SUMMARY chunk is damaged";
+	cases[2].off = (uint64_t)n - 32 + 3;     /* trailer */
+	cases[2].why = TM_INDEX_TRAILER;
+	cases[2].words = "trailer is damaged";
+	for (k = 0; k < 3; k++) {
+		all[cases[k].off] ^= 0xff;
+		spit(q, all, n);
+		all[cases[k].off] ^= 0xff;
+		CU_ASSERT_EQUAL_FATAL(tm_reader_open(q, 0, &r, NULL), TM_OK);
+		s = tm_reader_summary(r);
+		CU_ASSERT(!s->indexed);
+		CU_ASSERT(!s->damaged);         /* not "events after seq N are lost" */
+		CU_ASSERT(s->complete);         /* the writer did finish */
+		CU_ASSERT_EQUAL(s->index_damage, cases[k].why);
+		CU_ASSERT_EQUAL(s->nevents, 300);
+		tm_reader_close(r);
+		CU_ASSERT_EQUAL(tm_recover(q, q, &report), TM_OK);
+		CU_ASSERT(report && strstr(report, cases[k].words));
+		CU_ASSERT(report && !strstr(report, "truncated"));
+		free(report);
+		report = NULL;
+	}
+	/* a damaged chunk payload is named by its number and the checksum */
+	all[32 + 88 + 5] ^= 0xff;       /* chunk 0's payload */
+	spit(q, all, n);
+	CU_ASSERT_EQUAL(tm_recover(q, q, &report), TM_OK);
+	CU_ASSERT(report && strstr(report, "chunk 0 (META, offset 32): payload checksum mismatch"));
+	free(report);
+	free(all);
+}
+
 /* A chunk header whose CRC is right but whose sizes are absurd. */
 static void test_absurd_declared_sizes(void)
 {
@@ -753,6 +932,9 @@ int main(void)
 		TM_TEST(test_absurd_declared_sizes),
 		TM_TEST(test_not_a_trace),
 		TM_TEST(test_killed_writer_and_recover),
+		TM_TEST(test_recover_every_flipped_byte_closed),
+		TM_TEST(test_recover_every_flipped_byte_killed),
+		TM_TEST(test_index_damage_named),
 		TM_TEST(test_age_flush_thread),
 		TM_TEST(test_annotations),
 		TM_TEST(test_million_events),

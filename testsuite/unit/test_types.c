@@ -177,7 +177,8 @@ static void test_gap_reason_format(void)
 					     sizeof(buf)), TM_OK);
 	CU_ASSERT_STRING_EQUAL(buf, "backpressure|level");
 	CU_ASSERT_EQUAL(tm_gap_reason_format(TM_GAP__ALL, buf, sizeof(buf)), TM_OK);
-	CU_ASSERT_STRING_EQUAL(buf, "backpressure|level|filtered|crash|truncated");
+	CU_ASSERT_STRING_EQUAL(buf, "backpressure|level|filtered|crash|truncated|damaged|"
+			       "write error");
 	CU_ASSERT_EQUAL(tm_gap_reason_format(TM_GAP_CRASH | 0x100, buf, sizeof(buf)), TM_OK);
 	CU_ASSERT_STRING_EQUAL(buf, "crash|0x100");
 	CU_ASSERT_EQUAL(tm_gap_reason_format(0, buf, sizeof(buf)), TM_OK);

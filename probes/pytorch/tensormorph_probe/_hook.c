@@ -69,11 +69,12 @@ struct rec_event {
 	uint64_t end_ns;
 	uint32_t node;
 	uint32_t call;
-	uint32_t ntensors;
+	uint16_t ntensors;
+	uint16_t op_index;              /* op events only (_ops.py): 0 here */
 	uint8_t kind;
 	uint8_t phase;
 	uint8_t level;
-	uint8_t reserved;
+	uint8_t op_flags;               /* op events only: 0 here */
 };
 
 _Static_assert(sizeof(struct rec_tensor) == 336, "struct tm_rec_tensor");
@@ -124,6 +125,7 @@ typedef struct {
 	int level;
 	char observed;
 	char is_root;
+	char ops;                       /* an op recorder follows its calls (_ops.py) */
 	int depth;                      /* calls in flight */
 	long long epoch;                /* step whose calls count counts */
 	unsigned long long count;       /* calls in that step */
@@ -208,11 +210,12 @@ put_event(ProbeBase *p, int kind, int phase, unsigned int node, unsigned long lo
 	e->end_ns = (uint64_t)end;
 	e->node = node;
 	e->call = (uint32_t)call;
-	e->ntensors = ntensors;
+	e->ntensors = (uint16_t)ntensors;
+	e->op_index = 0;
 	e->kind = (uint8_t)kind;
 	e->phase = (uint8_t)phase;
 	e->level = (uint8_t)level;
-	e->reserved = 0;
+	e->op_flags = 0;
 }
 
 static int
@@ -889,7 +892,7 @@ forward_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwn
 	Py_INCREF(inner);
 	/* the common call in C: a node at level 0, or one whose only
 	 * argument is a tensor; roots and the rest go to Python */
-	fast = n->observed && !n->is_root && !p->closed && p->evaddr &&
+	fast = n->observed && !n->is_root && !n->ops && !p->closed && p->evaddr &&
 	       (n->level < 1 || (nargs == 2 && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0) &&
 				 Py_IS_TYPE(args[1], (PyTypeObject *)tensor_type)));
 	if (fast) {
@@ -932,7 +935,7 @@ forward_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwn
 		goto done;
 	}
 	/* (the probe may have closed during the call) */
-	if (n->observed && !n->is_root && !p->closed && p->evaddr &&
+	if (n->observed && !n->is_root && !n->ops && !p->closed && p->evaddr &&
 	    Py_IS_TYPE(out, (PyTypeObject *)tensor_type)) {
 		if (c_exit(p, n, start, call, out) < 0)
 			Py_CLEAR(out);
@@ -1145,6 +1148,7 @@ static PyMemberDef node_members[] = {
 	M("level", T_INT, level),
 	M("observed", T_BOOL, observed),
 	M("is_root", T_BOOL, is_root),
+	M("ops", T_BOOL, ops),
 	M("depth", T_INT, depth),
 	M("epoch", T_LONGLONG, epoch),
 	M("count", T_ULONGLONG, count),
@@ -1211,9 +1215,9 @@ static const struct {
 	HF(rec_event, tm_rec_event, step), HF(rec_event, tm_rec_event, time_ns),
 	HF(rec_event, tm_rec_event, start_ns), HF(rec_event, tm_rec_event, end_ns),
 	HF(rec_event, tm_rec_event, node), HF(rec_event, tm_rec_event, call),
-	HF(rec_event, tm_rec_event, ntensors), HF(rec_event, tm_rec_event, kind),
-	HF(rec_event, tm_rec_event, phase), HF(rec_event, tm_rec_event, level),
-	HF(rec_event, tm_rec_event, reserved),
+	HF(rec_event, tm_rec_event, ntensors), HF(rec_event, tm_rec_event, op_index),
+	HF(rec_event, tm_rec_event, kind), HF(rec_event, tm_rec_event, phase),
+	HF(rec_event, tm_rec_event, level), HF(rec_event, tm_rec_event, op_flags),
 	{ "TM_MAX_RANK", MAX_RANK }, { "TM_STAT__COUNT", STAT_COUNT },
 	{ "TM_HIST_BINS", HIST_BINS },
 	{ "TM_EV_ENTER", EV_ENTER }, { "TM_EV_EXIT", EV_EXIT }, { "TM_EV_BWD", EV_BWD },

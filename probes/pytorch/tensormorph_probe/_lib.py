@@ -42,10 +42,12 @@ TM_ERR_END = 13
 TM_ERR_AGAIN = 18
 
 # enum tm_event_kind, tm_phase, tm_slot_kind, tm_node_kind, tm_record_type
-EV_ENTER, EV_EXIT, EV_BWD, EV_PARAM = 0, 1, 2, 3
+EV_ENTER, EV_EXIT, EV_BWD, EV_PARAM, EV_OP = 0, 1, 2, 3, 5
 PHASE_FWD, PHASE_BWD = 0, 1
 SLOT_OUT, SLOT_IN, SLOT_GRAD_OUT, SLOT_GRAD_IN, SLOT_DATA, SLOT_GRAD = range(6)
-NODE_MODULE, NODE_PARAM, NODE_BUFFER = 0, 1, 2
+NODE_MODULE, NODE_PARAM, NODE_BUFFER, NODE_OP = 0, 1, 2, 3
+OPF_INPUTS_CHECKED, OPF_INPUTS_FINITE = 1, 2
+CAP_OPS = 1 << 4                    # enum tm_wire_caps: SET_OPS honoured
 REC_META, REC_NODE, REC_EVENT, REC_GAP, REC_CRASH, REC_ANNOT = 1, 2, 3, 4, 5, 6
 GAP_BACKPRESSURE, GAP_LEVEL, GAP_FILTERED, GAP_CRASH, GAP_TRUNCATED = 1, 2, 4, 8, 16
 
@@ -54,7 +56,7 @@ STAT_NAMES = (
     "min", "max", "mean", "abs_max", "l2", "std", "zero_count",
 )
 SLOT_NAMES = ("out", "in", "grad_out", "grad_in", "data", "grad")
-KIND_NAMES = ("enter", "exit", "bwd", "param")
+KIND_NAMES = ("enter", "exit", "bwd", "param", "?", "op")     # 4: issue 27's raise
 
 
 class LibraryNotFound(ImportError):
@@ -98,17 +100,20 @@ class RecEvent(ctypes.Structure):
         ("end_ns", ctypes.c_uint64),
         ("node", ctypes.c_uint32),
         ("call", ctypes.c_uint32),
-        ("ntensors", ctypes.c_uint32),
+        ("ntensors", ctypes.c_uint16),
+        ("op_index", ctypes.c_uint16),
         ("kind", ctypes.c_uint8),
         ("phase", ctypes.c_uint8),
         ("level", ctypes.c_uint8),
-        ("reserved", ctypes.c_uint8),
+        ("op_flags", ctypes.c_uint8),
     ]
 
 
 # struct.Struct views of the same layouts, for filling a batch buffer in
 # place with pack_into (much cheaper than ctypes attribute stores).  They
 # and the offsets are checked with everything else at load (check_layout).
+# ntensors and op_index are packed as one u32 (ntensors | op_index << 16),
+# op_flags in the last byte: every event but an op's packs n and 0 there.
 EVENT_STRUCT = struct.Struct("<QQQQIIIBBBB")
 TENSOR_SIZE = ctypes.sizeof(RecTensor)
 # data, numel, have, slot_index, device_index, slot_kind, dtype, rank,
@@ -160,6 +165,8 @@ class ServerOpts(ctypes.Structure):
         ("max_frame", ctypes.c_uint32),
         ("no_pause", ctypes.c_uint8),
         ("pause_ms", ctypes.c_uint32),
+        ("hello_ms", ctypes.c_uint32),
+        ("takeover_ms", ctypes.c_uint32),
     ]
 
 
@@ -234,6 +241,8 @@ class Event(ctypes.Structure):
         ("end_ns", ctypes.c_uint64),
         ("ntensors", ctypes.c_uint32),
         ("tensors", ctypes.POINTER(Tensor)),
+        ("op_index", ctypes.c_uint32),
+        ("op_flags", ctypes.c_uint8),
     ]
 
 
@@ -350,6 +359,7 @@ class Summary(ctypes.Structure):
         ("last_time_ns", ctypes.c_uint64),
         ("file_bytes", ctypes.c_uint64),
         ("uncompressed_bytes", ctypes.c_uint64),
+        ("index_damage", ctypes.c_int),
     ]
 
 
@@ -387,7 +397,7 @@ def _constants() -> dict[str, int]:
         "TM_OK", "TM_ERR_TOO_LARGE", "TM_ERR_END", "TM_ERR_AGAIN")}
     out["TM_STAT__COUNT"] = TM_STAT_COUNT
     out["TM_SLOT__COUNT"] = len(SLOT_NAMES)
-    for prefix in ("EV_", "PHASE_", "SLOT_", "NODE_", "REC_", "GAP_"):
+    for prefix in ("EV_", "PHASE_", "SLOT_", "NODE_", "REC_", "GAP_", "OPF_", "CAP_"):
         for name, value in g.items():
             if name.startswith(prefix) and name.isupper() and isinstance(value, int):
                 out["TM_" + name] = value
@@ -578,10 +588,14 @@ def _declare(lib: ctypes.CDLL) -> None:
         "tm_server_stop": (None, [c_vp]),
         "tm_server_drop": (None, [c_vp]),
         "tm_server_path": (c_str, [c_vp]),
+        "tm_server_start_error": (c_str, []),
+        "tm_server_token": (c_str, [c_vp]),
+        "tm_server_token_path": (c_str, [c_vp]),
         "tm_server_detail": (c_str, [c_vp]),
         "tm_server_state": (c_vp, [c_vp]),
         "tm_server_wait_client": (c_int, [c_vp, c_int]),
         "tm_server_level": (c_int, [c_vp, c_u32]),
+        "tm_server_ops": (c_int, [c_vp, ctypes.c_char_p, ctypes.c_size_t]),
         "tm_server_wants_capture": (c_int, [c_vp, c_u32]),
         "tm_server_get_stats": (None, [c_vp, ctypes.POINTER(ServerStats)]),
         "tm_reader_open": (c_int, [c_str, ctypes.c_uint, ctypes.POINTER(c_vp),

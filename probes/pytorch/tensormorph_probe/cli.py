@@ -37,6 +37,9 @@ def _parser() -> argparse.ArgumentParser:
                      metavar="PATTERN=N", help="level of the nodes matching PATTERN")
     rec.add_argument("--nodes", action="append", default=[], metavar="PATTERN",
                      help="observe only these nodes (default model.**)")
+    rec.add_argument("--ops", metavar="PATTERN", default=None,
+                     help="record op events inside the matching modules (comma-separated "
+                          "patterns; 'main': the code outside every module call)")
     rec.add_argument("--lossless", action="store_true",
                      help="block the program instead of dropping events")
     rec.add_argument("--listen", action="store_true",
@@ -68,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         "nodes": args.nodes or ["model.**"],
         "levels": dict(args.node_level),
         "lossless": args.lossless,
+        "ops": args.ops,
     })
     if args.listen:
         env["TENSORMORPH_LISTEN"] = "1"
@@ -75,13 +79,34 @@ def main(argv: list[str] | None = None) -> int:
             env["TENSORMORPH_WAIT"] = str(args.wait)
     try:
         rc = subprocess.call(cmd, env=env)
-        if rc < 0:
-            # died of a signal: so do we, so that the caller sees the same
-            signal.signal(-rc, signal.SIG_DFL)
-            os.kill(os.getpid(), -rc)
-        return rc
     except FileNotFoundError:
         print(f"tensormorph-probe: {cmd[0]}: command not found", file=sys.stderr)
         return 127
     except KeyboardInterrupt:
         return 130
+    if rc < 0:
+        _die_like(-rc)
+        return 128 - rc
+    return rc
+
+
+def _die_like(signo: int) -> None:
+    """The child died of signal signo: so do we, so that the caller (a shell:
+    128 + signo, 137 for SIGKILL) sees the same.  SIGKILL and SIGSTOP have no
+    handler to reset (signal.signal raises EINVAL); our own core file would
+    only hide the child's."""
+    try:
+        import resource
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    except (ImportError, OSError, ValueError):
+        pass
+    try:
+        if signo not in (signal.SIGKILL, signal.SIGSTOP):
+            signal.signal(signo, signal.SIG_DFL)
+        if signo == signal.SIGSTOP:
+            return
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.kill(os.getpid(), signo)
+    except (OSError, ValueError):
+        pass

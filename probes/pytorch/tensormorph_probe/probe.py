@@ -40,6 +40,10 @@ releases the GIL while it waits).  Without a debugger the probe batches as
 when it only records.  The rest of that word counts the debugger's level and
 capture requests; when it moves, node levels are looked up again.
 
+Operation events (ops="PATTERN", _ops.py): the aten operations inside the
+forwards of the modules the pattern selects, and of `main` (the code outside
+every module call); off, and installing nothing, without a pattern.
+
 Under torch.distributed (torchrun sets RANK and WORLD_SIZE; else an
 initialised process group) each rank records its own trace, named by
 libtensormorph from the record path ("run.tmrun" -> "run.rank1.tmrun"), and
@@ -68,6 +72,7 @@ import torch
 import torch.optim.optimizer as torch_optimizer
 
 from . import _compiled, _lib
+from . import _ops as _ops_mod
 from ._devstats import device_stats
 from ._flatten import FLATTEN_RULE, flatten, flatten_call
 
@@ -127,7 +132,7 @@ else:
         pass
 
     class _NodeBase:
-        __slots__ = ("id", "level", "observed", "is_root", "depth", "epoch", "count")
+        __slots__ = ("id", "level", "observed", "is_root", "ops", "depth", "epoch", "count")
 
 
 class _Node(_NodeBase):
@@ -146,6 +151,7 @@ class _Node(_NodeBase):
         self.observed = observed
         self.id = _lib.TM_NODE_NONE
         self.is_root = False
+        self.ops = False                # an op recorder follows its calls
         self.params = False             # parameter nodes registered
         self.depth = 0
         self.epoch = -1
@@ -249,7 +255,8 @@ class Probe(_ProbeBase):
                  device_stats_on_cpu: bool = False, crash_handler: bool = True,
                  rank: int | None = None, world_size: int | None = None,
                  probe_kind: str = "pytorch",
-                 meta: Iterable[tuple[str, str]] | Mapping[str, str] | None = None) -> None:
+                 meta: Iterable[tuple[str, str]] | Mapping[str, str] | None = None,
+                 ops: str | None = None) -> None:
         if not 0 <= level <= 3:
             raise ValueError(f"level must be 0..3, got {level}")
         self._lib = lib = _lib.load()
@@ -284,6 +291,13 @@ class Probe(_ProbeBase):
                 raise ValueError(f"level for {pat!r} must be 0..3, got {lv}")
         self._root_name = root_name
         self._force_dev = bool(device_stats_on_cpu)
+        self._ops: Any = None           # _ops.OpRecorder while ops are on
+        self._ops_patterns = _ops_mod.split_patterns(ops)
+        self._ops_own = ",".join(self._ops_patterns)  # as configured (not by a debugger)
+        self._ops_want: str | None = None   # a debugger's change, due at the root's exit
+        for pat in self._ops_patterns:
+            if lib.tm_path_glob(pat.encode(), b"model") < 0:
+                raise ValueError(f"bad op pattern {pat!r}")
 
         opts = _lib.RecorderOpts()
         lib.tm_recorder_opts_default(ctypes.byref(opts))
@@ -384,6 +398,8 @@ class Probe(_ProbeBase):
             self._adopt(_unwrap(model), root_name)
         else:
             self._discover_calls()
+        if self._ops_patterns:
+            self.set_ops(",".join(self._ops_patterns))
         ref = weakref.ref(self)
         self._atexit = functools.partial(_close_ref, ref)
         atexit.register(self._atexit)
@@ -403,6 +419,8 @@ class Probe(_ProbeBase):
         meta.command = " ".join(sys.argv).encode()
         pairs = [("nodes", ",".join(self._patterns)), ("flatten", FLATTEN_RULE)]
         pairs += [(f"level:{p}", str(lv)) for p, lv in self._levels.items()]
+        if self._ops_patterns:
+            pairs.append(("ops", ",".join(self._ops_patterns)))
         pairs += self._meta_pairs
         keep = [(k.encode(), v.encode()) for k, v in pairs[: _lib.TM_META_MAX_PAIRS]]
         meta.npairs = len(keep)
@@ -501,6 +519,8 @@ class Probe(_ProbeBase):
                 if level >= 2:
                     self._add_params(node)
             self._wrap(node)
+            if self._ops is not None:
+                self._ops.adopt(node)
         assert first is not None
         if self.model is None:
             self.model = root
@@ -530,7 +550,7 @@ class Probe(_ProbeBase):
         if _hook is not None:
             fwd = _hook.Forward(self, node, mod, inner)
         else:
-            enter, leave = self._enter, self._exit
+            probe = self
 
             def fwd(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
                 if torch.compiler.is_compiling():
@@ -541,16 +561,17 @@ class Probe(_ProbeBase):
                         return inner(*args, **kwargs)
                     return _compiled.region_call(self, node, inner, args, kwargs)
                 # as _hook.c's forward_call, every call through Python
+                # (looked up per call: an op recorder replaces them)
                 if module is not mod or node.wrapped is None:
                     # a copy (deepcopy rebinds this method), or unwrapped
                     return type(module).forward(module, *args, **kwargs)
-                start, call = enter(node, args, kwargs)
+                start, call = probe._enter(node, args, kwargs)
                 try:
                     out = inner(*args, **kwargs)
                 except BaseException:
-                    leave(node, start, call, None)      # the call still ends
+                    probe._exit(node, start, call, None)    # the call still ends
                     raise
-                leave(node, start, call, out)
+                probe._exit(node, start, call, out)
                 return out
 
         functools.update_wrapper(fwd, type(mod).forward if own is None else own)
@@ -878,6 +899,13 @@ class Probe(_ProbeBase):
             if level >= 2 and not node.params:
                 self._add_params(node)
             node.level = level
+        # set probe-ops: the debugger's op patterns, else the probe's own
+        buf = ctypes.create_string_buffer(4097)
+        have = lib.tm_server_ops(srv, buf, len(buf))
+        want = buf.value.decode(errors="replace") if have == 1 else self._ops_own
+        # applied when the model's current call returns (_exit): a
+        # recorder changed in the middle of a forward would lose its stack
+        self._ops_want = want if want != self.ops else None
 
     # ------------------------------------------------------------ hooks
 
@@ -944,6 +972,12 @@ class Probe(_ProbeBase):
                     self._grad_hooks(node, call, tensors, _lib.SLOT_GRAD_OUT)
         if node.is_root and not node.depth:
             self._root_done += 1
+            if self._ops_want is not None and not self._closed:
+                want, self._ops_want = self._ops_want, None
+                try:
+                    self._apply_ops(want)
+                except ValueError:
+                    pass        # the server checked the patterns already
 
     def _grad_hooks(self, node: _Node, call: int, tensors: list[torch.Tensor],
                     slot_kind: int) -> None:
@@ -1041,6 +1075,36 @@ class Probe(_ProbeBase):
                "annotate")
         return [b.decode() for b in kept]
 
+    def set_ops(self, ops: str | None) -> None:
+        """Records op events (_ops.py) for the nodes matching ops, a
+        comma-separated list of address patterns (`main`: the code outside
+        every module call); None or "" stops and uninstalls everything.
+        Call it on the thread that runs the model: its dispatch mode is that
+        thread's."""
+        self._apply_ops(ops)
+        self._ops_own = self.ops
+
+    def _apply_ops(self, ops: str | None) -> None:
+        pats = _ops_mod.split_patterns(ops)
+        for pat in pats:
+            if self._lib.tm_path_glob(pat.encode(), b"model") < 0:
+                raise ValueError(f"bad op pattern {pat!r}")
+        if self._closed:
+            return
+        if self._ops is not None:
+            self._ops.uninstall()
+            self._ops = None
+        self._ops_patterns = pats
+        if pats:
+            rec = _ops_mod.OpRecorder(self, pats)
+            self._ops = rec
+            rec.install()
+
+    @property
+    def ops(self) -> str:
+        """The op patterns in effect, comma-separated ("" when off)."""
+        return ",".join(self._ops_patterns) if self._ops is not None else ""
+
     def flush(self) -> None:
         """Hands over pending events and waits until they are written."""
         self._submit()
@@ -1070,6 +1134,7 @@ class Probe(_ProbeBase):
         if path is not None:
             opts.path = os.fsencode(path)
         opts.probe_kind = self.probe_kind.encode()
+        opts.caps |= _lib.CAP_OPS
         opts.trace = self.path.encode() if self.path else None
         if pause is not None:
             if pause < 0:
@@ -1080,7 +1145,8 @@ class Probe(_ProbeBase):
         err = lib.tm_server_start(ctypes.byref(opts), ctypes.byref(handle))
         if err:
             where = os.fspath(path) if path is not None else "the default socket"
-            raise ProbeError(f"cannot listen on {where}: {_lib.strerror(err)}")
+            why = (lib.tm_server_start_error() or b"").decode(errors="replace")
+            raise ProbeError(f"cannot listen on {where}: {why or _lib.strerror(err)}")
         self._srv = handle.value
         err = lib.tm_recorder_serve(self._rec, self._srv)
         if err:
@@ -1091,7 +1157,16 @@ class Probe(_ProbeBase):
         self._live_addr = lib.tm_server_state(self._srv)
         self._live = ctypes.c_uint32.from_address(self._live_addr)
         self._gen = self._live.value >> 1
-        if not quiet:
+        token_path = lib.tm_server_token_path(self._srv).decode()
+        if token_path:
+            # TCP: tmdb on this host reads the token from the file; elsewhere
+            # (through an SSH tunnel) it is given with --token
+            token = lib.tm_server_token(self._srv).decode()
+            hostport = self.address[len("tcp://"):]
+            print(f"tensormorph-probe: listening on {self.address}, token {token} "
+                  f"(also in {token_path}; tmdb -ex 'target remote {hostport}')",
+                  file=sys.stderr, flush=True)
+        elif not quiet:
             print(f"tensormorph-probe: listening on {self.address} "
                   f"(tmdb -ex 'attach {os.getpid()}')", file=sys.stderr, flush=True)
         if wait is not None and wait != 0:
@@ -1131,6 +1206,9 @@ class Probe(_ProbeBase):
 
     def _unhook(self) -> None:
         """Takes the probe out of the model and of torch."""
+        if self._ops is not None:
+            self._ops.uninstall()
+            self._ops = None
         for h in self._handles:
             h.remove()
         self._handles.clear()
@@ -1234,6 +1312,8 @@ def attach(model: torch.nn.Module | None = None, level: int = 1,
     the manifest (probe.manifest).
     Returns the probe; also usable as a context manager."""
     global _active
+    if options.get("ops") is None and os.environ.get("TENSORMORPH_OPS"):
+        options["ops"] = os.environ["TENSORMORPH_OPS"]
     probe = Probe(model, level, record, nodes, levels, lossless, **options)
     _active = weakref.ref(probe)
     where, wait = _env_listen()
@@ -1245,6 +1325,11 @@ def attach(model: torch.nn.Module | None = None, level: int = 1,
                 path = rank_socket_path(path, probe.rank)
             # a debugger that launched us waits for the socket: no banner
             probe.listen(path, wait, quiet=wait is not None)
+        except ProbeError as e:
+            # the environment asked for a listener, the program did not:
+            # it runs on (and records) without one
+            print(f"tensormorph-probe: {e}; running on without a listener",
+                  file=sys.stderr, flush=True)
         except BaseException:
             probe.close()
             raise

@@ -31,7 +31,7 @@ class EventRecord:
     seq: int
     step: int
     phase: str                    # "fwd" | "bwd"
-    kind: str                     # "enter" | "exit" | "bwd" | "param"
+    kind: str                     # "enter" | "exit" | "bwd" | "param" | "op"
     level: int
     node: str                     # node address
     call: int
@@ -39,6 +39,21 @@ class EventRecord:
     start_ns: int
     end_ns: int
     tensors: list[TensorRecord] = field(default_factory=list)
+    # op events (kind "op"): node is the op site, module its module's
+    # address; op the aten overload, file/line where the user's code called it
+    op_index: int = 0
+    op_flags: int = 0
+    op: str | None = None
+    module: str | None = None
+    file: str | None = None
+    line: int = 0
+
+    @property
+    def inputs_finite(self) -> bool | None:
+        """An op's inputs were all finite (None: not checked)."""
+        if not self.op_flags & _lib.OPF_INPUTS_CHECKED:
+            return None
+        return bool(self.op_flags & _lib.OPF_INPUTS_FINITE)
 
     def slot(self, name: str) -> TensorRecord | None:
         for t in self.tensors:
@@ -131,11 +146,18 @@ class Trace:
                 raise OSError(f"{self.path}: {_lib.strerror(err)}")
             if rec.type == _lib.REC_EVENT:
                 e = rec.u.event
-                node = self.nodes[e.node].address if e.node < len(self.nodes) else str(e.node)
-                yield EventRecord(e.seq, e.step, "bwd" if e.phase else "fwd",
-                                  _lib.KIND_NAMES[e.kind] if e.kind < 4 else "?", e.level, node,
-                                  e.call, e.time_ns, e.start_ns, e.end_ns,
-                                  [_tensor(e.tensors[i]) for i in range(e.ntensors)])
+                nd = self.nodes[e.node] if e.node < len(self.nodes) else None
+                node = nd.address if nd is not None else str(e.node)
+                kind = _lib.KIND_NAMES[e.kind] if e.kind < len(_lib.KIND_NAMES) else "?"
+                ev = EventRecord(e.seq, e.step, "bwd" if e.phase else "fwd", kind, e.level, node,
+                                 e.call, e.time_ns, e.start_ns, e.end_ns,
+                                 [_tensor(e.tensors[i]) for i in range(e.ntensors)])
+                if e.kind == _lib.EV_OP and nd is not None:
+                    ev.op_index, ev.op_flags = e.op_index, e.op_flags
+                    ev.op, ev.file, ev.line = nd.type, nd.file, nd.line
+                    if nd.parent < len(self.nodes):
+                        ev.module = self.nodes[nd.parent].address
+                yield ev
             elif rec.type == _lib.REC_GAP:
                 g = rec.u.gap
                 yield GapRecord(g.first_seq, g.last_seq, g.count, g.reason, g.step)

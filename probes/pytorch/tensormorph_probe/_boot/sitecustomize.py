@@ -4,7 +4,8 @@ or by tmdb (`tmdb --args python train.py`, then `run`).
 Python imports sitecustomize at start-up; this one reads the options the CLI
 put in TENSORMORPH_PROBE_CONFIG, or, from tmdb, TENSORMORPH_LISTEN (serve a
 debugger), TENSORMORPH_WAIT (seconds to wait for it before the model runs),
-TENSORMORPH_LEVEL and TENSORMORPH_RECORD (a .tmrun to write as well).  It
+TENSORMORPH_LEVEL, TENSORMORPH_RECORD (a .tmrun to write as well) and
+TENSORMORPH_OPS (op patterns, doc/manual.md "Operations").  It
 attaches with model=None (the first root module called becomes `model`) and
 lets the probe's atexit handler close the trace.  The variables are removed
 from the environment so that the program's own Python subprocesses do not
@@ -23,7 +24,7 @@ import os
 import sys
 
 _VARS = ("TENSORMORPH_PROBE_CONFIG", "TENSORMORPH_LISTEN", "TENSORMORPH_WAIT",
-         "TENSORMORPH_LEVEL", "TENSORMORPH_RECORD")
+         "TENSORMORPH_LEVEL", "TENSORMORPH_RECORD", "TENSORMORPH_OPS")
 
 
 _LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch")
@@ -82,7 +83,8 @@ def _attach() -> None:
         # attach() reads TENSORMORPH_LISTEN/WAIT itself
         tensormorph_probe.attach(None, level=opts["level"], record=opts["record"],
                                  nodes=opts["nodes"], levels=opts["levels"],
-                                 lossless=opts["lossless"])
+                                 lossless=opts["lossless"],
+                                 ops=opts.get("ops") or env.get("TENSORMORPH_OPS") or None)
     except Exception as exc:
         # Asked to record or to be debugged: running on without the probe
         # would look like success and leave no trace.

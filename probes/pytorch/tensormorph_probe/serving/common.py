@@ -37,6 +37,7 @@ from typing import Any
 import torch
 
 from ..probe import Probe, ProbeError, rank_socket_path
+from . import touchpoints
 
 ENV_LISTEN = "TENSORMORPH_LISTEN"
 ENV_WAIT = "TENSORMORPH_WAIT"
@@ -52,6 +53,44 @@ def _say(msg: str) -> None:
     print(f"tensormorph-probe: {msg}", file=sys.stderr, flush=True)
 
 
+class Refused(ProbeError):
+    """TENSORMORPH_SERVING_STRICT refused a worker the probe would not see:
+    the one error the plugins let reach the framework, because the user
+    asked for it."""
+
+
+_said: set[str] = set()
+
+
+def say_once(key: str, msg: str) -> None:
+    """msg, the first time key is said in this process."""
+    if key not in _said:
+        _said.add(key)
+        _say(msg)
+
+
+def guarded(where: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """fn(*args, **kwargs), or None when it raises: a debugging aid must
+    never take a server down.  The first failure at `where` is said with
+    its traceback, later ones not at all; Refused (strict mode) passes."""
+    try:
+        return fn(*args, **kwargs)
+    except Refused:
+        raise
+    except Exception as exc:
+        report(where, exc)
+        return None
+
+
+def report(where: str, exc: BaseException) -> None:
+    """Says, once per where, that the plugin failed there and the server
+    runs on."""
+    import traceback
+    say_once("failed:" + where,
+             f"{where} failed ({type(exc).__name__}: {exc}); the server runs on.\n"
+             + "".join(traceback.format_exception(exc)).rstrip())
+
+
 def requested(env: Mapping[str, str] | None = None) -> bool:
     """Whether the environment asks for a serving probe at all."""
     env = os.environ if env is None else env
@@ -61,23 +100,42 @@ def requested(env: Mapping[str, str] | None = None) -> bool:
 _registered: set[str] = set()
 
 
+def installed_version(framework: str) -> str | None:
+    """The installed distribution's version, from its metadata (importing
+    the framework is not needed, nor wanted in every process)."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version(framework)
+    except PackageNotFoundError:
+        return None
+
+
 def register_plugin(framework: str, module: str, install: Callable[[Any], None]) -> None:
     """The body of a framework's plugin entry point: once per process
     (frameworks load plugins in many processes, vLLM possibly more than
     once in one), nothing at all unless the environment asks for a probe,
-    and a framework without the module it hooks says so instead of failing
-    its own start.  install gets the imported module."""
-    if framework in _registered:
-        return
-    _registered.add(framework)
-    if not requested():
-        return
+    a warning naming the framework's version when it is outside the
+    supported range (touchpoints.SUPPORTED), and never an exception: vLLM
+    calls its plugins unguarded, so anything raised here would stop the
+    server.  install gets the imported module."""
     try:
-        mod = importlib.import_module(module)
-    except ImportError as exc:
-        _say(f"{framework} plugin: cannot import {module} ({exc}); no probe will be attached")
-        return
-    install(mod)
+        if framework in _registered:
+            return
+        _registered.add(framework)
+        if not requested():
+            return
+        note = touchpoints.version_note(framework, installed_version(framework))
+        if note is not None:
+            _say(f"WARNING: {framework} plugin: {note}")
+        try:
+            mod = importlib.import_module(module)
+        except ImportError as exc:
+            _say(f"{framework} plugin: cannot import {module} ({exc}); no probe will be "
+                 "attached")
+            return
+        install(mod)
+    except Exception as exc:
+        report(f"{framework} plugin registration", exc)
 
 
 def pause_timeout(env: Mapping[str, str] | None = None) -> float | None:
@@ -97,6 +155,33 @@ def pause_timeout(env: Mapping[str, str] | None = None) -> float | None:
     return t
 
 
+@dataclass(frozen=True)
+class Execution:
+    """How a worker's model forward runs, as its framework RESOLVED it
+    (vLLM's compilation config after VllmConfig.__post_init__, SGLang's
+    resolved exec namespace), not as flags asked for it."""
+    compiled: tuple[str, ...] = ()   # what torch.compile's the model (empty: nothing)
+    graphs: tuple[str, ...] = ()     # what replays CUDA graphs (empty: nothing)
+    source: str = ""                 # where the decision was read
+
+    @property
+    def eager(self) -> bool:
+        return not self.compiled and not self.graphs
+
+    def describe(self) -> str:
+        if self.eager:
+            return "eager"
+        return "; ".join(self.compiled + self.graphs)
+
+
+def unobserved(ex: Execution) -> list[str]:
+    """THE decision of the plugins: why the probe's module hooks would not
+    see this worker's forwards (empty: they see them).  Hooks do not fire in
+    a CUDA graph replay, nor (today) inside torch.compile'd code; where the
+    probe learns to observe compiled code, only this function changes."""
+    return list(ex.compiled) + list(ex.graphs)
+
+
 @dataclass
 class Worker:
     """What a plugin found out about the worker it runs in."""
@@ -106,12 +191,16 @@ class Worker:
     world_size: int                  # workers in the server (tp * pp * dp)
     tp_rank: int = 0
     tp_size: int = 1
-    # reasons the model does not run eagerly (empty: eager)
-    not_eager: list[str] = field(default_factory=list)
+    execution: Execution = field(default_factory=Execution)
     # the request ids of the batch about to run, from the root forward's
     # arguments; None where the framework does not expose them
     request_ids: Callable[[tuple[Any, ...], dict[str, Any]], Sequence[str] | None] | None = None
     extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def not_eager(self) -> list[str]:
+        """Why the probe would not see this worker's forwards (empty: it does)."""
+        return unobserved(self.execution)
 
 
 class ServingProbe(Probe):
@@ -155,22 +244,32 @@ class Session:
             # always_call: a forward that raises still leaves the forward
             m.register_forward_hook(self._root_post, always_call=True),
         ]
-        leaf = _first_leaf(worker.model)
-        if leaf is not None:
-            self._handles.append(leaf.register_forward_pre_hook(self._leaf_pre))
+        # Whether a forward's body ran as modules: the leaves that own
+        # weights.  Not the first leaf: on a pipeline rank after the first,
+        # that is a placeholder (vLLM's and SGLang's PPMissingLayer, no
+        # weights) that never runs.  A module with a hook leaves torch's
+        # fast call path, so they stay only until it is known: removed
+        # after the first forward of requests that ran them (whether a
+        # framework compiles is decided once, for its warm-up and capture
+        # runs already), or after a forward that ran none of them.
+        self._leaf_handles = [leaf.register_forward_pre_hook(self._leaf_pre)
+                              for leaf in _weighted_leaves(m)]
+        self._traffic = False           # the running forward has requests
 
     # --------------------------------------------------------- per forward
 
     def _root_pre(self, args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> None:
-        ids: Sequence[str] | None = None
+        # runs inside the probe's hook of the model's forward
+        guarded(f"rank {self.worker.rank}: reading the step's requests", self._requests,
+                args, kwargs)
+
+    def _requests(self, args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> None:
+        self._inner_calls = 0
+        self._traffic = True            # until known otherwise
         fn = self.worker.request_ids
-        if fn is not None:
-            try:
-                ids = fn(args, kwargs or {})
-            except Exception as exc:         # never break the server for a log line
-                ids = None
-                if self.forwards == 0:
-                    _say(f"rank {self.worker.rank}: cannot read request ids: {exc}")
+        ids = fn(args, kwargs or {}) if fn is not None else None
+        # unknown ids (None): a framework that does not tell; count it as traffic
+        self._traffic = ids is None or len(ids) > 0
         if ids is not None:
             n = len(ids)
             step = self.probe.step_count
@@ -195,14 +294,32 @@ class Session:
 
     def _root_post(self, module: torch.nn.Module, args: tuple[Any, ...], out: Any) -> None:
         self.forwards += 1
-        if not self._warned_hooks and self._inner_calls == 0:
-            # The root was called but none of its modules: the body ran as a
-            # compiled graph.  Recording root calls only is not what anyone asked.
+        if not self._leaf_handles:
+            return
+        if self._inner_calls > 0:
+            if self._traffic:
+                self._drop_leaf_hooks()
+            return
+        # The root was called but none of its weighted modules: the body ran
+        # as a compiled graph.  Said once, for any forward (a profiling run
+        # may run eagerly, the compiled warm-up after it).
+        self._drop_leaf_hooks()
+        if not self._warned_hooks:
             self._warned_hooks = True
-            _say(f"WARNING: rank {self.worker.rank}: the model's forward ran but none of "
-                 "its modules was called: it runs compiled (torch.compile / CUDA graphs), "
-                 "so module breakpoints and traces see nothing.  Restart the server in "
-                 "eager mode (see doc/serving.md).")
+            _say(f"WARNING: {self.worker.framework} rank {self.worker.rank}: forward "
+                 f"{self.forwards} of the model ran but none of its modules was called: "
+                 "it runs compiled (torch.compile / CUDA graphs), so module breakpoints "
+                 "and traces see nothing there (doc/serving.md, \"Eager mode\").")
+
+    def _drop_leaf_hooks(self) -> None:
+        for h in self._leaf_handles:
+            h.remove()
+        self._leaf_handles.clear()
+
+    @property
+    def checking_compiled(self) -> bool:
+        """Whether the hooks that tell a compiled forward are still on."""
+        return bool(self._leaf_handles)
 
     def requests_at(self, step: int) -> list[str] | None:
         """The request ids of step (one model forward), while still kept."""
@@ -223,6 +340,7 @@ class Session:
         for h in self._handles:
             h.remove()
         self._handles.clear()
+        self._drop_leaf_hooks()
         try:
             self.probe.close()
         finally:
@@ -256,12 +374,17 @@ def route_forward_through_hooks(model: torch.nn.Module) -> None:
     model.forward = forward                 # type: ignore[method-assign]
 
 
-def _first_leaf(model: torch.nn.Module) -> torch.nn.Module | None:
-    """The first module without children inside model (not model itself)."""
-    for _, m in model.named_modules():
-        if m is not model and next(iter(m.children()), None) is None:
-            return m
-    return None
+def _weighted_leaves(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The modules without children inside model (not model itself) that
+    own a parameter or buffer: the ones a forward of the model runs."""
+    out = []
+    for m in model.modules():
+        if m is model or next(iter(m.children()), None) is not None:
+            continue
+        if (next(iter(m.parameters(recurse=False)), None) is not None
+                or next(iter(m.buffers(recurse=False)), None) is not None):
+            out.append(m)
+    return out
 
 
 def _listen_path(value: str, worker: Worker) -> str | None:
@@ -313,23 +436,26 @@ def start(worker: Worker, env: Mapping[str, str] | None = None, *,
             pause = pause_timeout(env)
         who = f"{worker.framework} rank {worker.rank} of {worker.world_size}"
 
-        if worker.not_eager:
-            msg = (f"WARNING: {who}: the model does not run eagerly ("
-                   + "; ".join(worker.not_eager) + "): the probe records inside "
-                   "torch.compile'd code but not inside CUDA graph replays, so breakpoints "
-                   "and traces would see nothing.  Restart without CUDA graphs "
-                   "(doc/serving.md).")
+        ex = worker.execution
+        blind = unobserved(ex)
+        src = f" (read from {ex.source})" if ex.source else ""
+        if blind:
+            msg = (f"WARNING: {who}: runs {ex.describe()}{src}: the probe's hooks do not "
+                   "see " + "; ".join(blind) + ", so breakpoints and traces see nothing "
+                   "there.  Restart in eager mode (doc/serving.md, \"Eager mode\").")
             if env.get(ENV_STRICT, "0") not in ("", "0"):
-                raise ProbeError(msg.replace("WARNING: ", "") + f" ({ENV_STRICT} is set)")
+                raise Refused(msg.replace("WARNING: ", "") + f" ({ENV_STRICT} is set)")
             _say(msg)
+        else:
+            _say(f"{who}: runs {ex.describe()}{src}: the probe sees every module call")
 
         pairs = [("serving", worker.framework), ("serving.rank", str(worker.rank)),
                  ("serving.world_size", str(worker.world_size)),
                  ("serving.tp_rank", str(worker.tp_rank)),
                  ("serving.tp_size", str(worker.tp_size)),
                  ("serving.pid", str(os.getpid())),
-                 ("serving.eager", "yes" if not worker.not_eager
-                  else "no: " + "; ".join(worker.not_eager)),
+                 ("serving.eager", "yes" if ex.eager else "no: " + ex.describe()),
+                 ("serving.observed", "yes" if not blind else "no: " + "; ".join(blind)),
                  ("serving.pause", "record and notify" if pause is None
                   else f"at most {pause:g} s"),
                  ("serving.step", "one model forward")]

@@ -1,16 +1,25 @@
 """The SGLang plugin: a probe in every SGLang TP worker (doc/serving.md).
 
-SGLang loads the entry points of group `sglang.srt.plugins` in every
-process (sglang.srt.plugins.load_plugins, filtered by SGLANG_PLUGINS) and
-then applies the hooks they registered with HookRegistry.  register() is
-that entry point.  It does nothing unless TENSORMORPH_LISTEN or
-TENSORMORPH_RECORD is set; then it registers an AFTER hook on
-ModelRunner.load_model, which runs in each tensor-parallel rank's process
-with the loaded model as self.model: attach_model_runner() puts a Probe
-there, with its own socket (PID.sock).  Request ids come from
-ForwardBatch.rids (the model's forward gets the ForwardBatch).
+SGLang loads the entry points of group `sglang.srt.plugins` in each of its
+processes (sglang.srt.plugins.load_plugins, filtered by SGLANG_PLUGINS:
+the engine or launcher, each scheduler, the detokenizer, the data-parallel
+controller) and then applies the hooks they registered with HookRegistry.
+register() is that entry point.  It does nothing unless TENSORMORPH_LISTEN
+or TENSORMORPH_RECORD is set; then it registers an AFTER hook on
+ModelRunner.load_model, which runs only in the scheduler processes (one per
+tensor- and pipeline-parallel rank) with the loaded model as self.model:
+attach_model_runner() puts a Probe there, with its own socket (PID.sock).
+The other processes load the plugin and never probe.  Request ids come
+from ForwardBatch.rids (the model's forward gets the ForwardBatch).
 
-Read against SGLang 0.5.23 (see doc/serving.md for the files and commits).
+SGLang 0.5.11 is the first with the `sglang.srt.plugins` group.  Where the
+ranks and the execution decisions live moved since: 0.5.11 keeps them on
+the ModelRunner and in server_args (resolved in place); 0.5.2x in
+sglang.srt.runtime_context (get_parallel(), get_exec()).  Both are read,
+the newer first.  Every SGLang name used here is a row of
+touchpoints.TOUCH_POINTS, checked against the released source by
+testsuite/probes/test_serving_contract.py.  The hook never raises into
+SGLang (common.guarded): a debugging aid must not stop a scheduler.
 """
 
 from __future__ import annotations
@@ -19,69 +28,86 @@ from typing import Any
 
 from . import common
 
+FRAMEWORK = "sglang"
 TARGET = "sglang.srt.model_executor.model_runner.ModelRunner.load_model"
 
+
 def register() -> None:
-    """The `sglang.srt.plugins` entry point; idempotent."""
-    common.register_plugin("sglang", "sglang.srt.plugins.hook_registry",
+    """The `sglang.srt.plugins` entry point; idempotent; never raises."""
+    common.register_plugin(FRAMEWORK, "sglang.srt.plugins.hook_registry",
                            lambda hr: hr.HookRegistry.register(TARGET, _after_load_model,
                                                                hr.HookType.AFTER))
 
 
 def _after_load_model(result: Any, model_runner: Any, *args: Any, **kwargs: Any) -> None:
     # HookType.AFTER: fn(result, *args, **kwargs); None keeps the result
-    attach_model_runner(model_runner)
+    common.guarded("sglang plugin: attaching the probe", attach_model_runner, model_runner)
     return None
 
 
-def _graph_off(sa: Any, phase: str) -> bool:
-    """Whether SGLang's CUDA graphs of phase (decode|prefill) are off:
-    --disable-cuda-graph (deprecated, both phases), --disable-PHASE-cuda-graph
-    or --cuda-graph-backend-PHASE=disabled (0.5.23's arg_groups)."""
-    if getattr(sa, "disable_cuda_graph", False) or getattr(sa, f"disable_{phase}_cuda_graph",
-                                                           False):
-        return True
-    backend = getattr(sa, f"cuda_graph_backend_{phase}", None)
-    return backend is not None and str(getattr(backend, "value", backend)).lower() == "disabled"
+def _runtime_context() -> Any:
+    """sglang.srt.runtime_context (0.5.2x), or None (0.5.11)."""
+    try:
+        from sglang.srt import runtime_context
+    except ImportError:
+        return None
+    return runtime_context
 
 
-def not_eager(server_args: Any) -> list[str]:
-    """What in SGLang's server arguments the probe cannot see into: CUDA
-    graph replays (--enable-torch-compile alone is fine: the probe records
-    inside compiled graphs)."""
-    if server_args is None:
-        return ["no server_args to check"]
-    why = [f"{phase} CUDA graphs on (--disable-cuda-graph not given)"
-           for phase in ("decode", "prefill") if not _graph_off(server_args, phase)]
-    if len(why) == 2:
-        why = ["CUDA graphs on (--disable-cuda-graph not given)"]
-    if getattr(server_args, "enable_piecewise_cuda_graph", False):
-        why.append("--enable-piecewise-cuda-graph")
-    return why
+def _backend_off(backend: Any) -> bool:
+    return str(getattr(backend, "value", backend)).lower() == "disabled"
+
+
+def execution_of(mr: Any) -> common.Execution:
+    """How SGLang resolved this rank's execution.
+
+    0.5.2x: get_exec().graph, the exec namespace the argument resolution
+    published: cuda_graph_config holds each phase's backend (full,
+    breakable or disabled) after --cuda-graph-config JSON (which wins),
+    --cuda-graph-backend-PHASE, --disable-PHASE-cuda-graph, the deprecated
+    --disable-cuda-graph and the model's and platform's overrides were
+    folded in; enable_torch_compile likewise.
+    0.5.11: server_args itself, resolved in place by its __post_init__:
+    disable_cuda_graph (decode graphs), disable_piecewise_cuda_graph (the
+    prefill's piecewise graphs, on by default) and enable_torch_compile."""
+    rc = _runtime_context()
+    if rc is not None and hasattr(rc, "get_exec"):
+        try:
+            graph = rc.get_exec().graph
+        except Exception as exc:        # not published in this process
+            return common.Execution(graphs=(f"execution unresolved ({exc})",),
+                                    source="get_exec()")
+        cfg = getattr(graph, "cuda_graph_config")
+        graphs = tuple(f"{phase} CUDA graphs ({getattr(getattr(cfg, phase), 'backend')})"
+                       for phase in ("decode", "prefill")
+                       if not _backend_off(getattr(getattr(cfg, phase), "backend")))
+        compiled = ("torch.compile (enable_torch_compile)",) if bool(
+            getattr(graph, "enable_torch_compile")) else ()
+        return common.Execution(compiled, graphs, "get_exec().graph")
+    sa = getattr(mr, "server_args", None)
+    if sa is None:
+        return common.Execution(graphs=("no server_args to read",), source="ModelRunner")
+    graphs = ()
+    if not getattr(sa, "disable_cuda_graph", False):
+        graphs += ("decode CUDA graphs (disable_cuda_graph off)",)
+    if not getattr(sa, "disable_piecewise_cuda_graph", True):
+        graphs += ("prefill piecewise CUDA graphs (disable_piecewise_cuda_graph off)",)
+    compiled = ("torch.compile (enable_torch_compile)",) if getattr(
+        sa, "enable_torch_compile", False) else ()
+    return common.Execution(compiled, graphs, "server_args")
 
 
 def _ranks(mr: Any) -> tuple[int, int, int, int]:
-    """(tp_rank, tp_size, pp_rank, pp_size): SGLang 0.5.23 keeps them in
-    sglang.srt.runtime_context.get_parallel(); older ModelRunners had them
-    as attributes."""
-    par: Any = None
-    try:
-        from sglang.srt.runtime_context import get_parallel
-        par = get_parallel()
-    except Exception:
-        par = None
-
-    def pick(name: str, default: int) -> int:
-        for src in (par, mr):
-            try:
-                v = getattr(src, name, None)
-            except Exception:           # a ParallelContext not published yet
-                v = None
-            if isinstance(v, int):
-                return v
-        return default
-
-    return pick("tp_rank", 0), pick("tp_size", 1) or 1, pick("pp_rank", 0), pick("pp_size", 1) or 1
+    """(tp_rank, tp_size, pp_rank, pp_size): get_parallel() in 0.5.2x (the
+    ModelRunner has no such attributes there), the ModelRunner's
+    attributes in 0.5.11."""
+    rc = _runtime_context()
+    if rc is not None and hasattr(rc, "get_parallel"):
+        par = rc.get_parallel()
+        return (int(getattr(par, "tp_rank")), int(getattr(par, "tp_size")),
+                int(getattr(par, "pp_rank")), int(getattr(par, "pp_size")))
+    return (int(getattr(mr, "tp_rank")), int(getattr(mr, "tp_size")),
+            int(getattr(mr, "pp_rank", 0)), int(getattr(mr, "pp_size", 1)))
 
 
 def _forward_batch(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -112,15 +138,21 @@ def describe_model_runner(mr: Any) -> common.Worker:
              "gpu_id": str(getattr(mr, "gpu_id", ""))}
     if sa is not None:
         extra["model"] = str(getattr(sa, "model_path", ""))
-    return common.Worker("sglang", model, pp_rank * tp_size + tp_rank, tp_size * pp_size,
-                         tp_rank, tp_size, not_eager(sa), _request_ids, extra)
+    return common.Worker(FRAMEWORK, model, pp_rank * tp_size + tp_rank, tp_size * pp_size,
+                         tp_rank, tp_size, execution_of(mr), _request_ids, extra)
 
 
 def attach_model_runner(mr: Any, **options: Any) -> common.Session | None:
     """Starts this rank's probe as the environment (or options) asks.
-    SGLang's runners call model.forward(...) directly, which skips the
-    root module's hooks: the model's forward is routed through its hooks
-    first (common.route_forward_through_hooks)."""
+    A speculative-decoding draft model (is_draft_worker) gets none: its
+    ModelRunner loads in the same process as the target's and would take
+    the same socket.  SGLang's runners call model.forward(...) directly,
+    which skips the root module's hooks: the model's forward is routed
+    through its hooks first (common.route_forward_through_hooks)."""
+    if getattr(mr, "is_draft_worker", False):
+        common.say_once("sglang-draft", "sglang: the speculative draft model gets no probe; "
+                        "the target model's has one")
+        return None
     w = describe_model_runner(mr)
     s = common.start(w, **options)
     if s is not None:
