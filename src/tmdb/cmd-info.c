@@ -27,6 +27,29 @@ struct info_sub {
 
 /* ------------------------------------------------------------- probe */
 
+/* The compiled region of the playhead's step (torch.compile, annotated by
+ * the probe: "compiled" its outermost module, "compiled-levels" the levels
+ * its calls are observed at). */
+static void info_probe_compiled(struct tm_session *s)
+{
+	const struct tm_annot *a;
+	char *addr;
+
+	if (!s->have_cur || !s->probe->ops->annotation)
+		return;
+	a = s->probe->ops->annotation(s->probe, &s->cur, "compiled");
+	if (!a || !a->nvalues)
+		return;
+	/* valid until the next call */
+	if (!(addr = strdup(a->values[0])))
+		return;
+	a = s->probe->ops->annotation(s->probe, &s->cur, "compiled-levels");
+	tm_out(s, "Compiled: step %" PRIu64 " ran region %s compiled (torch.compile), observed "
+	       "at level %s; its forward events come when the region ends\n", s->cur.step, addr,
+	       a && a->nvalues ? a->values[0] : "?");
+	free(addr);
+}
+
 static int info_probe(struct tm_session *s, const char *args)
 {
 	struct tm_probe_info pi;
@@ -78,6 +101,7 @@ static int info_probe(struct tm_session *s, const char *args)
 	tm_out(s, "Capabilities: reverse %s, pause %s, capture %s\n",
 	       pi.can_reverse ? "yes" : "no", pi.can_pause ? "yes" : "no",
 	       pi.can_capture ? "yes" : "no");
+	info_probe_compiled(s);
 	if (s->have_cur)
 		tm_out(s, "Playhead: seq %" PRIu64 ", step %" PRIu64 ", %s\n",
 		       s->cur.seq, s->cur.step, tm_phase_name(s->cur.phase));
@@ -334,6 +358,36 @@ static int info_event(struct tm_session *s, const char *args)
 	return 0;
 }
 
+/* A step the probe ran compiled (torch.compile) carries the annotation
+ * "compiled": the addresses of the regions' outermost modules.  Their
+ * forward events reach tmdb when the region ends, so a stop at one holds
+ * the model there; a gradient's event comes from the compiled backward as
+ * the gradient is made (doc/manual.md, "Compiled models"). */
+static void info_frame_compiled(struct tm_session *s, const struct tm_node *n)
+{
+	const struct tm_annot *a;
+	uint32_t i;
+
+	/* parameter events are made at the optimizer, outside compiled code */
+	if (!n || !s->probe || !s->probe->ops->annotation || s->cur.kind == TM_EV_PARAM)
+		return;
+	a = s->probe->ops->annotation(s->probe, &s->cur, "compiled");
+	for (i = 0; a && i < a->nvalues; i++) {
+		size_t len = strlen(a->values[i]);
+
+		if (!strncmp(n->address, a->values[i], len) &&
+		    (n->address[len] == '\0' || n->address[len] == '.')) {
+			if (s->cur.kind == TM_EV_BWD)
+				tm_out(s, " compiled region %s, backward: the model is paused in its "
+				       "compiled backward, after this gradient\n", a->values[i]);
+			else
+				tm_out(s, " compiled region %s: the model is paused at the region's "
+				       "end\n", a->values[i]);
+			return;
+		}
+	}
+}
+
 static int info_frame(struct tm_session *s, const char *args)
 {
 	const struct frame *f;
@@ -358,6 +412,7 @@ static int info_frame(struct tm_session *s, const char *args)
 	}
 	if (f->enter_seq != UINT64_MAX)
 		tm_out(s, " entered at seq %" PRIu64 "\n", f->enter_seq);
+	info_frame_compiled(s, n);
 	if (s->sel_frame + 1 < s->nframes)
 		tm_out(s, " called by frame at level %zu (%s)\n", s->sel_frame + 1,
 		       tm_node_name(s, s->frames[s->nframes - 2 - s->sel_frame].node));

@@ -10,6 +10,9 @@ command file.
              two AdamW steps: keyword arguments, ModelOutput results
     cnn      a small ResNet-like CNN: BatchNorm, in-place ReLU, one block
              called twice (a shared module), two SGD steps
+    compiled diverge's model under torch.compile(fullgraph=True) (test_compiled.py;
+             backend from TM_BACKEND, default aot_eager: the probe's traced path
+             is the same for every backend, inductor is slow to compile here)
 """
 
 from __future__ import annotations
@@ -31,6 +34,16 @@ def diverge() -> None:
     with contextlib.redirect_stdout(io.StringIO()):
         runpy.run_path(str(HERE.parent.parent / "examples" / "train_diverge.py"),
                        run_name="__main__")
+
+
+def compiled() -> None:
+    import contextlib
+    import io
+    import os
+
+    os.environ.setdefault("TM_BACKEND", "aot_eager")
+    with contextlib.redirect_stdout(io.StringIO()):
+        runpy.run_path(str(HERE / "compiled_train.py"), run_name="__main__")
 
 
 def gpt2() -> None:
@@ -88,7 +101,7 @@ def cnn() -> None:
         opt.step()
 
 
-MODELS = {"diverge": diverge, "gpt2": gpt2, "cnn": cnn}
+MODELS = {"diverge": diverge, "gpt2": gpt2, "cnn": cnn, "compiled": compiled}
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in MODELS:

@@ -1067,6 +1067,16 @@ static PyMethodDef forward_methods[] = {
 	{ NULL, NULL, 0, NULL }
 };
 
+/* What the traced path (_compiled.py) reads: dynamo reads these members
+ * and guards on what it read. */
+static PyMemberDef forward_members[] = {
+	{ "_tm_probe", T_OBJECT, offsetof(Forward, probe), READONLY, NULL },
+	{ "_tm_node", T_OBJECT, offsetof(Forward, node), READONLY, NULL },
+	{ "_tm_module", T_OBJECT, offsetof(Forward, module), READONLY, NULL },
+	{ "_tm_inner", T_OBJECT, offsetof(Forward, inner), READONLY, NULL },
+	{ NULL, 0, 0, 0, NULL }
+};
+
 static PyGetSetDef forward_getset[] = {
 	{ "__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL },
 	{ NULL, NULL, NULL, NULL, NULL }
@@ -1087,6 +1097,7 @@ static PyTypeObject ForwardType = {
 	.tp_vectorcall_offset = offsetof(Forward, vectorcall),
 	.tp_dictoffset = offsetof(Forward, dict),
 	.tp_methods = forward_methods,
+	.tp_members = forward_members,
 	.tp_getset = forward_getset,
 };
 
@@ -1398,7 +1409,48 @@ layout(PyObject *mod, PyObject *unused)
 	return d;
 }
 
+/* set_trace_call(fn): Forward.__call__ becomes fn for whoever looks it up
+ * in the type's dictionary -- torch.compile's dynamo does, to trace a call
+ * of a Forward -- while calls keep going through tp_call and vectorcall
+ * (forward_call): the dictionary is changed without type_setattro, which
+ * would point tp_call at fn.  fn is _compiled.traced_call, code dynamo can
+ * trace where forward_call is C it cannot. */
+static PyObject *
+set_trace_call(PyObject *unused, PyObject *fn)
+{
+	(void)unused;
+	if (!PyCallable_Check(fn)) {
+		PyErr_SetString(PyExc_TypeError, "set_trace_call needs a function");
+		return NULL;
+	}
+	if (PyDict_SetItemString(ForwardType.tp_dict, "__call__", fn) < 0)
+		return NULL;
+	PyType_Modified(&ForwardType);
+	Py_RETURN_NONE;
+}
+
+/* set_discover_trace_call(fn): the same for Discover (nn.Module.__call__
+ * while the probe looks for the model), so that a compiled function that
+ * calls the model traces fn (_compiled.traced_discover), not C. */
+static PyObject *
+set_discover_trace_call(PyObject *unused, PyObject *fn)
+{
+	(void)unused;
+	if (!PyCallable_Check(fn)) {
+		PyErr_SetString(PyExc_TypeError, "set_discover_trace_call needs a function");
+		return NULL;
+	}
+	if (PyDict_SetItemString(DiscoverType.tp_dict, "__call__", fn) < 0)
+		return NULL;
+	PyType_Modified(&DiscoverType);
+	Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
+	{ "set_trace_call", set_trace_call, METH_O,
+	  "set_trace_call(fn): the Python __call__ dynamo traces in place of a Forward's C call" },
+	{ "set_discover_trace_call", set_discover_trace_call, METH_O,
+	  "set_discover_trace_call(fn): the Python __call__ dynamo traces in place of Discover's" },
 	{ "setup", setup, METH_VARARGS, "setup(torch.Tensor, torch.strided, torch.is_grad_enabled)" },
 	{ "layout", layout, METH_NOARGS,
 	  "{name: value}: the offsets, sizes and constants this module mirrors "

@@ -30,6 +30,13 @@ GIL released), because the tensor may change in place afterwards; device
 tensors are reduced on their device and copied to the host once per batch.
 Whether a node is observed, and at what level, is decided once per node.
 
+Under torch.compile dynamo cannot trace that wrapper; it traces
+_compiled.py's path instead (_hook.c shows it dynamo as Forward.__call__),
+which computes the stats inside the graph and hands each compiled region's
+events over when the region ends, numbered as _enter and _exit number them.
+torch.compile's OptimizedModule is looked through as a data-parallel
+wrapper is.
+
 Hooks run on the thread that runs the model (autograd's CPU backward too);
 a probe is not meant to be fed from several Python threads at once.
 
@@ -74,7 +81,7 @@ from typing import Any
 import torch
 import torch.optim.optimizer as torch_optimizer
 
-from . import _flight, _lib, _loop
+from . import _compiled, _flight, _lib, _loop
 from . import _ops as _ops_mod
 from ._devstats import device_stats
 from ._flatten import FLATTEN_RULE, flatten, flatten_call
@@ -127,6 +134,9 @@ class ProbeError(RuntimeError):
 _hook = _lib.load_hook()
 if _hook is not None:
     _hook.setup(torch.Tensor, torch.strided, torch.is_grad_enabled)
+    # what dynamo traces in place of a Forward's C call (_compiled.py)
+    _hook.set_trace_call(_compiled.traced_call)
+    _hook.set_discover_trace_call(_compiled.traced_discover)
     _ProbeBase: Any = _hook.ProbeBase
     _NodeBase: Any = _hook.NodeBase
 else:
@@ -194,31 +204,34 @@ def rank_socket_path(path: str | os.PathLike[str], rank: int) -> str:
 
 
 def _unwrap(module: torch.nn.Module) -> torch.nn.Module:
-    """The module a data-parallel wrapper holds (DDP, DataParallel, FSDP):
-    its forward only scatters, shards or syncs and calls that module, whose
-    tree is the user's model."""
+    """The module a data-parallel wrapper (DDP, DataParallel, FSDP) or
+    torch.compile's OptimizedModule holds: its forward only scatters,
+    shards, syncs or runs compiled code and calls that module, whose tree is
+    the user's model (`model.fc`, never `model._orig_mod.fc`)."""
     par = torch.nn.parallel
     while True:
-        if isinstance(module, (par.DistributedDataParallel, par.DataParallel)):
-            module = module.module
-            continue
-        fsdp = sys.modules.get("torch.distributed.fsdp")
-        cls = getattr(fsdp, "FullyShardedDataParallel", None) if fsdp is not None else None
-        if cls is not None and isinstance(module, cls):
-            module = module.module
-            continue
-        return module
+        inner = _compiled.unwrap_compiled(module)
+        if isinstance(inner, (par.DistributedDataParallel, par.DataParallel)):
+            inner = inner.module
+        else:
+            fsdp = sys.modules.get("torch.distributed.fsdp")
+            cls = getattr(fsdp, "FullyShardedDataParallel", None) if fsdp is not None else None
+            if cls is not None and isinstance(inner, cls):
+                inner = inner.module
+        if inner is module:
+            return module
+        module = inner
 
 
 def _user_model(module: torch.nn.Module) -> torch.nn.Module:
     """The model a module called first belongs to: the outermost module
     holding it (a LightningModule whose training_step calls self.net, a
     wrapper holding the net and its loss), short of a data-parallel
-    wrapper and of torch.compile's OptimizedModule (compile.py's)."""
+    wrapper and of torch.compile's OptimizedModule."""
     top = module
     for _ in range(64):
         up = _loop.owner(top)
-        if up is None or type(up).__name__ == "OptimizedModule" or _unwrap(up) is not up:
+        if up is None or _unwrap(up) is not up:
             break
         top = up
     return top
@@ -409,6 +422,12 @@ class Probe(_ProbeBase):
         # id(tensor) -> (index, weak ref, version, address, shape, dtype, level, strides)
         self._seen: dict[int, tuple[Any, ...]] = {}
         self.reused = 0                 # tensor summaries copied, not recomputed
+        self._by_id: dict[int, _Node] = {}  # node id -> observed node (compiled regions)
+        self._discovering = model is None
+        self._compiled_step = -1        # step annotated "compiled" (_compiled.py)
+        # region token -> (node, call, level) of its events, for its backward
+        self._region_calls: dict[int, list[tuple[int, int, int]]] = {}
+        self._cid = _compiled.register(self)
 
         self.step_count = 0
         # called with the root's (args, kwargs) as each root call starts, its
@@ -450,6 +469,9 @@ class Probe(_ProbeBase):
         _loop.install(self)
         self._wrappers: set[int] = set()  # data-parallel wrappers looked through
         self._root_methods: list[tuple[torch.nn.Module, str, Any]] = []
+        undo = _compiled.patch_optimized_module(self._is_wrapper)
+        if undo is not None:
+            self._undo.append(undo)
         if model is not None:
             self._adopt(_unwrap(model), root_name)
         else:
@@ -570,6 +592,7 @@ class Probe(_ProbeBase):
                 file, line = _forward_source(mod)
                 node.id = self._register(address, type(mod).__name__, file, line, parent,
                                          _lib.NODE_MODULE)
+                self._by_id[node.id] = node
                 ids[address] = node.id
                 if level >= 2:
                     self._add_params(node)
@@ -640,6 +663,13 @@ class Probe(_ProbeBase):
         probe = self
 
         def fwd(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+            if torch.compiler.is_compiling():
+                # traced by dynamo: as _hook.c's Forward (_compiled.py)
+                if module is not mod or (name == "forward" and node.wrapped is None):
+                    return getattr(type(module), name)(module, *args, **kwargs)
+                if probe._closed or not node.observed:
+                    return inner(*args, **kwargs)
+                return _compiled.region_call(probe, node, inner, args, kwargs)
             if module is not mod or probe._closed or (name == "forward" and node.wrapped is None):
                 # a copy (deepcopy rebinds this method), or unwrapped
                 return getattr(type(module), name)(module, *args, **kwargs)
@@ -657,6 +687,12 @@ class Probe(_ProbeBase):
             finally:
                 probe._eval_depth -= scope
         return fwd
+
+    def _is_wrapper(self, fwd: Any) -> bool:
+        """Whether fwd is a forward this probe installed."""
+        mod = getattr(fwd, "__self__", None)
+        node = self._nodes.get(id(mod)) if mod is not None else None
+        return node is not None and node.wrapped is fwd
 
     def _unwrap_all(self) -> None:
         """Gives every wrapped module its forward back, unless another tool
@@ -714,6 +750,10 @@ class Probe(_ProbeBase):
             __call__ = _hook.Discover(self, orig)
         else:
             def __call__(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+                if torch.compiler.is_compiling():
+                    # a compiled function calls the model: found at trace time
+                    _compiled.discover_traced(module)
+                    return orig(module, *args, **kwargs)
                 p = ref()
                 if p is not None and not p._active and not p._closed:
                     p._discover(module)
@@ -904,6 +944,32 @@ class Probe(_ProbeBase):
         self.reused += 1
         return True
 
+    def _pack_stats(self, idx: int, row: list[float], level: int) -> None:
+        """Stats reduced away from the hook (_devstats.py's vector), into
+        the summary at idx."""
+        off = idx * _lib.TENSOR_SIZE
+        hist = [int(h) for h in row[14:]]
+        _lib.TENSOR_STATS.pack_into(self._tbuf, off + _lib.TENSOR_STATS_OFF, *row[:14], *hist)
+        have = L2_MASK if level >= 2 else L1_MASK
+        finite = row[1] + row[2] < row[0]
+        if not finite:      # as in C: only the counts are known
+            have &= _COUNTS_MASK
+        ctypes.c_uint32.from_buffer(self._tbuf, off + _HAVE_OFF).value = have
+        ctypes.c_uint8.from_buffer(self._tbuf, off + _HAVE_HIST_OFF).value = \
+            1 if level >= 2 and finite else 0
+
+    def _put_capture(self, idx: int, h: torch.Tensor) -> None:
+        """A level-3 copy in host memory, kept until submitted."""
+        self._keep.append(h)
+        off = idx * _lib.TENSOR_SIZE
+        ctypes.c_uint64.from_buffer(self._tbuf, off).value = h.data_ptr()
+        ctypes.c_uint8.from_buffer(self._tbuf, off + _lib.OFF_CAPTURE).value = 1
+
+    def _compiled_flush(self, stats: torch.Tensor, table: list[int],
+                        captures: list[torch.Tensor], token: torch.Tensor | None) -> None:
+        """A compiled region ran (_compiled.py's tensormorph::flush)."""
+        _compiled.run_flush(self, stats, table, captures, token)
+
     def _submit(self) -> None:
         """Hands the batch to libtensormorph: one host copy of the device
         stats, one call."""
@@ -911,24 +977,10 @@ class Probe(_ProbeBase):
             vecs = torch.stack([v.to("cpu", torch.float64) if v.device.type == "mps" else v
                                 for _, v, _ in self._dev_pending]).to("cpu", torch.float64)
             for (idx, _, level), row in zip(self._dev_pending, vecs.tolist(), strict=True):
-                off = idx * _lib.TENSOR_SIZE
-                hist = [int(h) for h in row[14:]]
-                _lib.TENSOR_STATS.pack_into(self._tbuf, off + _lib.TENSOR_STATS_OFF,
-                                            *row[:14], *hist)
-                have = L2_MASK if level >= 2 else L1_MASK
-                finite = row[1] + row[2] < row[0]
-                if not finite:      # as in C: only the counts are known
-                    have &= _COUNTS_MASK
-                ctypes.c_uint32.from_buffer(self._tbuf, off + _HAVE_OFF).value = have
-                ctypes.c_uint8.from_buffer(self._tbuf, off + _HAVE_HIST_OFF).value = \
-                    1 if level >= 2 and finite else 0
+                self._pack_stats(idx, row, level)
             self._dev_pending.clear()
         for idx, y in self._dev_capture:
-            h = y.to("cpu").contiguous()
-            self._keep.append(h)
-            off = idx * _lib.TENSOR_SIZE
-            ctypes.c_uint64.from_buffer(self._tbuf, off).value = h.data_ptr()
-            ctypes.c_uint8.from_buffer(self._tbuf, off + _lib.OFF_CAPTURE).value = 1
+            self._put_capture(idx, y.to("cpu").contiguous())
         self._dev_capture.clear()
         nev, self._nev = self._nev, 0
         self._bnev.value = 0
@@ -1496,6 +1548,7 @@ class Probe(_ProbeBase):
         self._unhook()
         if self._flight is not None:
             self._flight.uninstall()
+        _compiled.unregister(self._cid)
         try:
             self._submit()
             if self._flight is not None and self._rec:
@@ -1520,6 +1573,9 @@ class Probe(_ProbeBase):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_compiled.skip_eager_path(Probe)
 
 
 def _close_ref(ref: weakref.ref[Probe]) -> None:

@@ -1,0 +1,472 @@
+"""The probe inside torch.compile's graphs.
+
+Eager module calls are observed by _hook.c's Forward (or probe.py's Python
+wrapper), code that dynamo cannot trace: ctypes, struct packing, C.  When
+dynamo traces a wrapped forward it takes traced_call instead (_hook.c's
+set_trace_call shows it to dynamo as Forward.__call__; the Python wrapper
+branches on torch.compiler.is_compiling()).  That path is plain Python and
+tensor code, so the probe adds no graph break:
+
+- at trace time, each observed call appends its events to a table of
+  ints (event kind, node id, level, then per tensor its slot, dtype,
+  device, numel and shape -- SymInts where dynamo made a size dynamic);
+- each tensor's stats are computed by device_stats (_devstats.py, the
+  definitions of stats.c), tensor reductions that inductor fuses with the
+  model's kernels; they are stacked into one float64 tensor;
+- when the outermost observed call traced into the graph returns (the
+  region), one custom op, tensormorph::flush(stats, table, ...), takes the
+  stats and the table.  It is registered as an ordered effect, so dynamo,
+  AOTAutograd and inductor keep it, after the region's kernels.  At run
+  time it reads the stats to the host once and hands the events to the
+  probe (Probe._compiled_flush), which numbers the calls, moves the step as
+  a root call does in eager mode and packs them into its batch: the same
+  order, call numbers, addresses and seqs as eager mode.
+
+The region's state while it is traced lives in module lists that dynamo
+tracks as side effects of the trace (they are empty again when a region
+ends, and a restarted trace starts from them empty).  Node levels and
+whether a node is observed are read by the traced code, so dynamo guards
+on them: a level a debugger changes recompiles the region (doc/manual.md,
+"Compiled models").
+
+Level 3 passes each tensor's copy to the op, which copies it to the host.
+
+Level 2's gradients: the traced call registers a gradient hook where eager
+mode does (the inputs at ENTER, the outputs at EXIT); dynamo compiles it
+into the backward graph, where it computes the gradient's stats and calls
+tensormorph::grad, one host read per gradient event, in the order eager
+mode's hooks fire.  The event names its forward call through a token that
+tensormorph::begin hands the region when it starts (the flush maps it to
+the calls it numbered).  Parameter events (once a step, at the optimizer)
+are made outside compiled code as in eager mode.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+import weakref
+from typing import Any
+
+import torch
+
+from . import _lib
+from ._devstats import VEC_LEN, device_stats
+from ._flatten import flatten, flatten_call
+
+_EV_ENTER, _EV_EXIT, _EV_BWD = _lib.EV_ENTER, _lib.EV_EXIT, _lib.EV_BWD
+_MAX_RANK = _lib.TM_MAX_RANK
+_MAX_TENSORS = _lib.TM_MAX_TENSORS
+_SLOT_IN, _SLOT_OUT = _lib.SLOT_IN, _lib.SLOT_OUT
+_SLOT_GRAD_IN, _SLOT_GRAD_OUT = _lib.SLOT_GRAD_IN, _lib.SLOT_GRAD_OUT
+_KEEP_REGIONS = 256     # region runs whose calls a later backward may name
+_TENSOR_PACK = [p.pack_into for p in _lib.TENSOR_PACK]
+
+# the region being traced (see the module's docstring)
+_open: list[int] = []
+_table: list[Any] = []
+_rows: list[torch.Tensor] = []
+_caps: list[torch.Tensor] = []
+_tok: list[torch.Tensor] = []          # the region's token, once a hook wants it
+_nev: list[int] = [0]                  # events tabled so far in the region
+_hooks: list[Any] = []                 # tensor, hook, ...: registered as the region ends
+
+# probe id -> probe, for the op (its arguments are tensors and ints)
+_probes: dict[int, weakref.ref[Any]] = {}
+
+
+def _dtype_codes() -> dict[torch.dtype, int]:
+    lib = _lib.load()
+    codes = {}
+    for name in dir(torch):
+        dt = getattr(torch, name)
+        if isinstance(dt, torch.dtype) and dt not in codes:
+            codes[dt] = lib.tm_dtype_from_name(str(dt).encode())
+    return codes
+
+
+_DTYPES = _dtype_codes()
+
+
+def register(probe: Any) -> int:
+    """The id by which compiled regions name probe."""
+    pid = id(probe)
+    _probes[pid] = weakref.ref(probe)
+    return pid
+
+
+def unregister(pid: int) -> None:
+    _probes.pop(pid, None)
+
+
+def _grad_traced(pid: int, tok: torch.Tensor, ordinal: int, slot_kind: int, index: int,
+                 g: torch.Tensor) -> None:
+    """A gradient hook of a traced call (compiled into the backward)."""
+    dev = g.device
+    shape = list(g.shape)
+    if len(shape) > _MAX_RANK:
+        shape = shape[:_MAX_RANK - 1] + [-1]
+    meta = [ordinal, slot_kind, index, _DTYPES.get(g.dtype, 0),
+            0 if dev.type == "cpu" else 1 if dev.type == "cuda" else 2,
+            dev.index if dev.index is not None else 0, g.numel(), len(shape)]
+    torch.ops.tensormorph.grad(device_stats(g.detach(), 2), tok, pid, meta + shape)
+
+
+def _grad_hooks(pid: int, ordinal: int, tensors: Any, slot_kind: int) -> None:
+    if not torch.is_grad_enabled():
+        return
+    for j in range(len(tensors)):
+        x = tensors[j]
+        if x.requires_grad:
+            if not _tok:
+                _tok.append(torch.ops.tensormorph.begin(pid))
+            _hooks.append(x)
+            _hooks.append(functools.partial(_grad_traced, pid, _tok[0], ordinal, slot_kind, j))
+
+
+def _put(kind: int, nid: int, level: int, tensors: Any, slot_kind: int) -> None:
+    n = len(tensors)
+    _nev[0] += 1
+    _table.extend((kind, nid, level, n))
+    for j in range(n):
+        x = tensors[j]
+        dev = x.device
+        devtype = 0 if dev.type == "cpu" else 1 if dev.type == "cuda" else 2
+        shape = list(x.shape)
+        if len(shape) > _MAX_RANK:
+            shape = shape[:_MAX_RANK - 1] + [-1]
+        stats = 1 if level and x.layout == torch.strided else 0
+        _table.extend((slot_kind, j, _DTYPES.get(x.dtype, 0), devtype,
+                       dev.index if dev.index is not None else 0, x.numel(), stats, len(shape)))
+        _table.extend(shape)
+        if stats:
+            _rows.append(device_stats(x.detach(), level))
+            if level >= 3:
+                _caps.append(x.detach().clone())
+
+
+def _emit(pid: int) -> None:
+    if _rows:
+        dev = _rows[0].device
+        stats = torch.stack([r.to(dev, torch.float64) for r in _rows])
+    else:
+        stats = torch.zeros((0, VEC_LEN), dtype=torch.float64)
+    table = list(_table)
+    caps = list(_caps)
+    tok = _tok[0] if _tok else None
+    # registered once the region's own code has run: a hook registered
+    # in its middle makes dynamo lose attribute stores of objects the
+    # region creates (transformers' DynamicCache layers)
+    for i in range(0, len(_hooks), 2):
+        _hooks[i].register_hook(_hooks[i + 1])
+    _hooks.clear()
+    _table.clear()
+    _rows.clear()
+    _caps.clear()
+    _tok.clear()
+    _nev[0] = 0
+    torch.ops.tensormorph.flush(stats, table, pid, caps, tok)
+
+
+def region_call(probe: Any, node: Any, inner: Any, args: Any, kwargs: Any) -> Any:
+    """An observed call, traced: its events go to the region's table."""
+    level = node.level
+    nid = node.id
+    outer = not _open
+    _open.append(nid)
+    pid = probe._cid
+    ins = flatten_call(args, kwargs, _MAX_TENSORS) if level >= 1 else []
+    if level >= 2:
+        _grad_hooks(pid, _nev[0], ins, _SLOT_GRAD_IN)
+    _put(_EV_ENTER, nid, level, ins, _SLOT_IN)
+    out = inner(*args, **kwargs)
+    outs = flatten(out, _MAX_TENSORS)
+    _put(_EV_EXIT, nid, level, outs, _SLOT_OUT)
+    if level >= 2:
+        _grad_hooks(pid, _nev[0] - 1, outs, _SLOT_GRAD_OUT)
+    _open.pop()
+    if outer:
+        _emit(pid)
+    return out
+
+
+def traced_call(self: Any, *args: Any, **kwargs: Any) -> Any:
+    """Forward.__call__ as dynamo sees it (_hook.c's set_trace_call)."""
+    if not torch.compiler.is_compiling():
+        return self(*args, **kwargs)        # an explicit __call__: the C path
+    probe, node, module = self._tm_probe, self._tm_node, args[0]
+    if probe is None or module is not self._tm_module:
+        return type(module).forward(*args, **kwargs)    # released, or a copy
+    if probe._closed or not node.observed:
+        return self._tm_inner(*args[1:], **kwargs)
+    return region_call(probe, node, self._tm_inner, args[1:], kwargs)
+
+
+# Host code (a host read, the recorder): inductor's graph partitioning runs
+# them between CUDA graphs (mode="reduce-overhead") instead of giving up on
+# capturing the graph; the stats they read are the captured partition's
+# static outputs, filled on each replay.
+_TAGS = (torch.Tag.cudagraph_unsafe,) if hasattr(torch.Tag, "cudagraph_unsafe") else ()
+
+
+def _probe(pid: int) -> Any:
+    ref = _probes.get(pid)
+    p = ref() if ref is not None else None
+    return p if p is not None and not p._closed else None
+
+
+@torch.library.custom_op("tensormorph::flush", mutates_args=(), tags=_TAGS)
+def flush(stats: torch.Tensor, table: list[int], probe: int,
+          captures: list[torch.Tensor], token: torch.Tensor | None) -> None:
+    """A compiled region ran: its events to the probe (run time)."""
+    p = _probe(probe)
+    if p is not None:
+        p._compiled_flush(stats, table, captures, token)
+
+
+@flush.register_fake
+def _flush_fake(stats: torch.Tensor, table: list[int], probe: int,
+                captures: list[torch.Tensor], token: torch.Tensor | None) -> None:
+    return None
+
+
+_region_runs = [0]
+
+
+@torch.library.custom_op("tensormorph::begin", mutates_args=(), tags=_TAGS)
+def begin(probe: int) -> torch.Tensor:
+    """A compiled region whose gradients are wanted starts: its token."""
+    _region_runs[0] += 1
+    return torch.tensor(_region_runs[0], dtype=torch.int64)
+
+
+@begin.register_fake
+def _begin_fake(probe: int) -> torch.Tensor:
+    return torch.empty((), dtype=torch.int64)
+
+
+@torch.library.custom_op("tensormorph::grad", mutates_args=(), tags=_TAGS)
+def grad(stats: torch.Tensor, token: torch.Tensor, probe: int, meta: list[int]) -> None:
+    """A gradient a traced call wanted was computed (run time)."""
+    p = _probe(probe)
+    if p is not None:
+        run_grad(p, stats, int(token), meta)
+
+
+@grad.register_fake
+def _grad_fake(stats: torch.Tensor, token: torch.Tensor, probe: int, meta: list[int]) -> None:
+    return None
+
+
+try:
+    from torch._library.effects import EffectType
+    for _op in (flush, begin, grad):
+        _op.register_effect(EffectType.ORDERED)
+except (ImportError, AttributeError):   # older torch: kept as ops without outputs
+    pass
+
+
+def run_grad(p: Any, stats: torch.Tensor, token: int, meta: list[int]) -> None:
+    """A BWD event, as Probe._on_grad makes it, for the forward call the
+    region run `token` numbered."""
+    calls = p._region_calls.get(token)
+    ordinal, slot_kind, index, dtype, devtype, devidx, numel, rank = meta[:8]
+    if calls is None or ordinal >= len(calls):
+        return      # a run older than _KEEP_REGIONS: nothing is made up
+    nid, call, level = calls[ordinal]
+    row = stats.to("cpu", torch.float64).tolist()
+    t = time.monotonic_ns() - p._t0
+    if p._nev >= p._bev or p._nt + 1 > p._bt:
+        p._submit()
+    idx = p._nt
+    _TENSOR_PACK[rank](p._tbuf, idx * _lib.TENSOR_SIZE, 0, numel, 0, index, devidx, slot_kind,
+                       dtype, rank, devtype, 0, 0, 0, 0, *meta[8:8 + rank])
+    p._pack_stats(idx, row, level)
+    _lib.EVENT_STRUCT.pack_into(p._evbuf, p._nev * 48, p.step_count, t, t, t, nid, call, 1,
+                                _EV_BWD, _lib.PHASE_BWD, level, 0)
+    p._nt = idx + 1
+    p._nev = nev = p._nev + 1
+    p._bnev.value = nev
+    if p._live is not None and p._live.value & 1:
+        p._submit_live()
+
+
+def _levels(table: list[int]) -> list[int]:
+    """The levels a region's table observes its calls at."""
+    seen = set()
+    i, end = 0, len(table)
+    while i < end:
+        seen.add(table[i + 2])
+        n = table[i + 3]
+        i += 4
+        for _ in range(n):
+            i += 8 + table[i + 7]
+    return sorted(seen)
+
+
+def run_flush(p: Any, stats: torch.Tensor, table: list[int],
+              captures: list[torch.Tensor], token: torch.Tensor | None) -> None:
+    """The events of a region that ran, into p's batch as _enter and _exit
+    would have packed them: calls numbered, the step moved by a root call,
+    stats from the rows of `stats` (one host read), in table order."""
+    rows = stats.to("cpu", torch.float64).tolist() if stats.numel() else []
+    caps = [c.to("cpu").contiguous() for c in captures]
+    t = time.monotonic_ns() - p._t0
+    nodes = p._by_id
+    calls: dict[int, list[int]] = {}
+    ordinals: list[tuple[int, int, int]] = []       # (node, call, level) by event
+    ev_pack, t_pack, tsize = _lib.EVENT_STRUCT.pack_into, _TENSOR_PACK, _lib.TENSOR_SIZE
+    i = r = c = 0
+    end = len(table)
+    while i < end:
+        kind, nid, level, n = table[i], table[i + 1], table[i + 2], table[i + 3]
+        i += 4
+        node = nodes[nid]
+        if kind == _EV_ENTER:
+            if node.is_root and not node.depth:
+                p._root_enter()
+                if p.on_root_call is not None:
+                    # the call's arguments stayed in the compiled code: a
+                    # serving probe reads its batch from the worker
+                    p.on_root_call((), None)
+            node.depth += 1
+            step = p.step_count
+            if node.epoch != step:
+                node.epoch = step
+                node.count = 0
+            call = node.count = node.count + 1
+            calls.setdefault(nid, []).append(call)
+            start, tend = t, 0
+        else:
+            call = calls[nid].pop()
+            node.depth -= 1
+            start, tend = t, t
+        ordinals.append((nid, call, level))
+        if p._compiled_step != p.step_count:
+            # tmdb's `info frame` tells a compiled region's stop by this
+            p._compiled_step = p.step_count
+            p.annotate("compiled", [node.address])
+            p.annotate("compiled-levels", [",".join(str(lv) for lv in _levels(table))])
+        if p._nev >= p._bev or p._nt + n > p._bt:
+            p._submit()
+        base = p._nt
+        for j in range(n):
+            slot_kind, slot_index, dtype, devtype, devidx, numel, has, rank = table[i:i + 8]
+            shape = table[i + 8:i + 8 + rank]
+            i += 8 + rank
+            idx = base + j
+            t_pack[rank](p._tbuf, idx * tsize, 0, numel, 0, slot_index, devidx, slot_kind,
+                         dtype, rank, devtype, 0, 0, 0, 0, *shape)
+            if has:
+                p._pack_stats(idx, rows[r], level)
+                r += 1
+                if level >= 3:
+                    p._put_capture(idx, caps[c])
+                    c += 1
+        ev_pack(p._evbuf, p._nev * 48, p.step_count, t, start, tend, nid, call, n, kind,
+                _lib.PHASE_FWD, level, 0)
+        p._nt = base + n
+        p._nev = nev = p._nev + 1
+        p._bnev.value = nev
+        if kind != _EV_ENTER and node.is_root and not node.depth:
+            p._root_done += 1
+        if p._live is not None and p._live.value & 1:
+            p._submit_live()
+    if token is not None:
+        runs = p._region_calls
+        runs[int(token)] = ordinals
+        while len(runs) > _KEEP_REGIONS:
+            del runs[next(iter(runs))]
+
+
+def _discover_ctx(ctx: Any) -> None:
+    vt = ctx.get_local("module")._i_will_not_complain_if_bc_breaks_VariableTracker()
+    mod = getattr(vt, "value", None)
+    if not isinstance(mod, torch.nn.Module):
+        return
+    for ref in list(_probes.values()):
+        p = ref()
+        if p is not None and not p._closed and not p._active and p._discovering:
+            known = len(p._nodes)
+            p._discover(mod)
+            if len(p._nodes) != known:
+                # dynamo has read the forwards it guards on before this
+                # call: trace the frame again with the probe's
+                raise torch._dynamo.exc.RestartAnalysis(
+                    restart_reason="tensormorph probe: a model found")
+
+
+def discover_traced(module: Any) -> None:
+    """A module called in code dynamo traces (a compiled function that calls
+    the model): discovered now, at trace time, as an eager call would be, so
+    that the forward dynamo reads next is the probe's."""
+    from torch._dynamo.comptime import comptime
+    comptime(_discover_ctx)
+
+
+def traced_discover(self: Any, module: Any, *args: Any, **kwargs: Any) -> Any:
+    """_hook.c's Discover.__call__ as dynamo sees it (set_discover_trace_call)."""
+    if not torch.compiler.is_compiling():
+        return self(module, *args, **kwargs)    # an explicit __call__: the C path
+    discover_traced(module)
+    return self.__wrapped__(module, *args, **kwargs)
+
+
+def patch_optimized_module(is_ours: Any) -> Any:
+    """torch.compile(model) of a model whose forward the probe wrapped:
+    OptimizedModule asks dynamo's trace rules about `model.forward`, which
+    insist on a Python function's source file (a Forward has none) and
+    fail.  It is asked about the class's forward instead, and told to trace
+    from a frame around model's call (wrap_top_frame): by default dynamo
+    runs model.__call__ itself eagerly and traces the first Python frame
+    under it, which a C Forward would make the probe's _enter, not the
+    model's forward.  Returns the undo, or None when torch has no
+    OptimizedModule."""
+    ef = getattr(getattr(torch, "_dynamo", None), "eval_frame", None)
+    cls = getattr(ef, "OptimizedModule", None)
+    orig = getattr(cls, "_initialize", None)
+    if orig is None:
+        return None
+
+    def _initialize(self: Any) -> None:
+        d = getattr(self._orig_mod, "__dict__", {})
+        fwd = d.get("forward")
+        if fwd is None or not is_ours(fwd):
+            return orig(self)
+        del d["forward"]
+        try:
+            with torch._dynamo.config.patch(wrap_top_frame=True):
+                return orig(self)
+        finally:
+            d["forward"] = fwd
+
+    cls._initialize = _initialize
+
+    def undo() -> None:
+        if cls._initialize is _initialize:
+            cls._initialize = orig
+    return undo
+
+
+def skip_eager_path(cls: type) -> None:
+    """The probe's eager methods, which _hook.c calls from C while compiled
+    code runs (a graph break's eager part): dynamo would try to compile
+    each as a frame of its own, and fail on ctypes and struct.  They are
+    never compiled (the traced path is traced_call and region_call)."""
+    skip = getattr(getattr(torch, "_dynamo", None), "eval_frame", None)
+    skip = getattr(skip, "skip_code", None)
+    if skip is None:
+        return
+    for name, fn in vars(cls).items():
+        code = getattr(fn, "__code__", None)
+        if code is not None and name.startswith("_") and not name.startswith("__"):
+            skip(code)
+
+
+def unwrap_compiled(module: Any) -> Any:
+    """The module torch.compile's OptimizedModule wraps (`_orig_mod`)."""
+    opt = getattr(getattr(torch, "_dynamo", None), "eval_frame", None)
+    cls = getattr(opt, "OptimizedModule", None)
+    while cls is not None and isinstance(module, cls):
+        module = module._orig_mod
+    return module

@@ -1,0 +1,358 @@
+"""Compiled models (torch.compile): the probe inside the graph (_compiled.py).
+
+A compiled model records the same forward events as the same model run
+eagerly -- order, steps, call numbers, addresses (never `_orig_mod`), slots,
+shapes, stats -- and the probe adds no graph break: `fullgraph=True` works.
+Level 2's gradient events come from hooks compiled into the backward graph:
+on the MLP the whole recording, backward included, is the eager one.  Most
+tests compile with the aot_eager backend: dynamo and
+AOTAutograd trace the probe's path exactly as for inductor, which two tests
+use (the unmodified script at level 1, reduce-overhead) because it compiles
+slowly on the CI's cores.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import comparable, needs_tmdb, read
+from conftest import run_tmdb as _tmdb
+
+import tensormorph_probe as tp
+
+# compiling is slow (minutes on 2 cores): the normal build's run checks it,
+# the sanitizer run and distcheck (TM_QUICK) leave it out
+pytestmark = pytest.mark.slow
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+counters = pytest.importorskip("torch._dynamo.utils").counters
+
+HERE = Path(__file__).resolve().parent
+SCRIPT = HERE / "compiled_train.py"
+BACKEND = {0: "aot_eager", 1: "inductor", 2: "aot_eager"}
+
+
+def fwd_events(path, backward=False):
+    """The forward events of a trace (with backward: all of its events)."""
+    _, events, gaps = read(path)
+    assert not gaps
+    return [e for e in events if backward or e.kind in ("enter", "exit")]
+
+
+def assert_same(eager, compiled, rel=1e-4, float_steps=None):
+    """compiled recorded what eager did.  float_steps: compare the stats
+    only in steps below it -- inductor computes in another order, and once
+    this training diverges the two runs part by more than rounding (compiled,
+    its first NaN comes a step later, in the backward: doc/manual.md 15)."""
+    key = [(e.seq, e.step, e.phase, e.kind, e.node, e.call, e.level,
+            [(t.slot, t.shape, t.dtype) for t in e.tensors]) for e in eager]
+    ckey = [(e.seq, e.step, e.phase, e.kind, e.node, e.call, e.level,
+             [(t.slot, t.shape, t.dtype) for t in e.tensors]) for e in compiled]
+    assert ckey == key
+    for a, b in zip(eager, compiled, strict=True):
+        assert "_orig_mod" not in b.node
+        if float_steps is not None and a.step >= float_steps:
+            continue
+        for ta, tb in zip(a.tensors, b.tensors, strict=True):
+            assert set(tb.stats) == set(ta.stats), (a.node, ta.slot)
+            for k, v in ta.stats.items():
+                w = tb.stats[k]
+                assert (math.isnan(v) and math.isnan(w)) or math.isclose(
+                    v, w, rel_tol=rel, abs_tol=1e-5), (a.seq, a.node, ta.slot, k, v, w)
+            assert (ta.hist is None) == (tb.hist is None)
+
+
+def _run(args, env):
+    return subprocess.run(args, capture_output=True, text=True, env=env, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def script_runs(tmp_path_factory):
+    """compiled_train.py alone, and recorded by `tensormorph-probe record`
+    compiled and eager, at levels 0, 1, 2."""
+    d = tmp_path_factory.mktemp("compiled")
+    runs = {}
+    for level, backend in BACKEND.items():
+        env = dict(os.environ, TM_BACKEND=backend)
+        alone = _run([sys.executable, str(SCRIPT)], env)
+        assert alone.returncode == 0, alone.stderr
+        rec = str(d / f"compiled{level}.tmrun")
+        probed = _run([sys.executable, "-m", "tensormorph_probe", "record", "-o", rec,
+                       "--level", str(level), "--", sys.executable, str(SCRIPT)], env)
+        assert probed.returncode == 0, probed.stderr
+        ref = str(d / f"eager{level}.tmrun")
+        eager = _run([sys.executable, "-m", "tensormorph_probe", "record", "-o", ref,
+                      "--level", str(level), "--", sys.executable, str(SCRIPT)],
+                     dict(env, TM_COMPILE="0"))
+        assert eager.returncode == 0, eager.stderr
+        runs[level] = (alone.stdout, probed.stdout, rec, ref)
+    return runs
+
+
+# the tests on script_runs and reduce-overhead compile with inductor in
+# fresh processes: slow, left out of the sanitizer runs (TM_QUICK)
+@pytest.mark.slow
+@pytest.mark.parametrize("level", [0, 1, 2])
+def test_unmodified_script(script_runs, level):
+    """The script's own output, graph-break count included, is unchanged;
+    its recording is the eager one."""
+    alone, probed, rec, ref = script_runs[level]
+    assert "graph breaks: 0" in alone
+    assert probed == alone
+    assert_same(fwd_events(ref, level == 2), fwd_events(rec, level == 2),
+                float_steps=2 if BACKEND[level] == "inductor" else None)
+
+
+@pytest.mark.slow
+def test_python_path(script_runs, tmp_path):
+    """Without the C extension (TENSORMORPH_NO_HOOK=1) the probe's Python
+    wrapper takes the same traced path."""
+    _, _, _, ref = script_runs[1]
+    rec = str(tmp_path / "nohook.tmrun")
+    env = dict(os.environ, TM_BACKEND="aot_eager", TENSORMORPH_NO_HOOK="1")
+    r = _run([sys.executable, "-m", "tensormorph_probe", "record", "-o", rec, "--level", "1",
+              "--", sys.executable, str(SCRIPT)], env)
+    assert r.returncode == 0, r.stderr
+    assert "graph breaks: 0" in r.stdout
+    assert_same(fwd_events(ref), fwd_events(rec))
+
+
+@pytest.mark.slow
+@needs_tmdb
+def test_find_first_nan(script_runs):
+    """`find first` names the module and step of the first NaN, as on the
+    eager recording (aot_eager runs eager's kernels: the same NaN)."""
+    _, _, rec, ref = script_runs[2]
+    found = []
+    for path in (rec, ref):
+        r = _tmdb(["-ex", "find first tensor.nan_count > 0", path])
+        assert r.returncode == 0, r.stderr
+        found.append([ln for ln in r.stdout.splitlines() if " at step " in ln])
+    assert found[0] == found[1] == ["model.layers.1.norm (out) at step 3, fwd"]
+    r = _tmdb(["-ex", "goto step 2", "-ex", "info probe", rec])
+    assert ("Compiled: step 2 ran region model compiled (torch.compile), observed at level 2; "
+            "its forward events come when the region ends") in r.stdout, r.stdout
+    r = _tmdb(["-ex", "goto step 2", "-ex", "info probe", ref])
+    assert "Compiled:" not in r.stdout, r.stdout
+
+
+@needs_tmdb
+def test_live_equals_replay(tmp_path):
+    """A live `break model.** if tensor.nan_count > 0` on the compiled model
+    stops where the recording does, at the region's end (`info frame`)."""
+    cmds = HERE / "live" / "compiled.cmds"
+    trace = tmp_path / "compiled.tmrun"
+    env = dict(os.environ, TENSORMORPH_RECORD=str(trace), TENSORMORPH_LEVEL="1")
+    live = _tmdb(["-x", str(cmds), "--args", sys.executable, str(HERE / "live_models.py"),
+                  "compiled"], env=env, timeout=600)
+    assert trace.exists(), live.stdout + live.stderr
+    replay = _tmdb(["-x", str(cmds), str(trace)])
+    a, b = comparable(live.stdout), comparable(replay.stdout)
+    assert a == b, "live and replayed sessions differ:\n" + "\n".join(
+        f"live:   {x}\nreplay: {y}" for x, y in zip(a, b, strict=False) if x != y)
+    assert "Breakpoint 1, model.layers.1.norm (out) at step 3, fwd" in live.stdout
+    assert "compiled region model: the model is paused at the region's end" in live.stdout
+    assert "Error" not in live.stderr, live.stderr
+
+
+@pytest.mark.slow
+def test_reduce_overhead_cpu(tmp_path):
+    """mode="reduce-overhead" (CUDA graphs) falls back on the CPU and the
+    probe keeps recording."""
+    rec = str(tmp_path / "ro.tmrun")
+    env = dict(os.environ, TM_BACKEND="inductor", TM_MODE="reduce-overhead", TM_STEPS="3")
+    r = _run([sys.executable, "-m", "tensormorph_probe", "record", "-o", rec, "--level", "1",
+              "--", sys.executable, str(SCRIPT)], env)
+    assert r.returncode == 0, r.stderr
+    assert "graph breaks: 0" in r.stdout
+    ref = str(tmp_path / "eager.tmrun")
+    r = _run([sys.executable, "-m", "tensormorph_probe", "record", "-o", ref, "--level", "1",
+              "--", sys.executable, str(SCRIPT)], dict(env, TM_COMPILE="0"))
+    assert r.returncode == 0, r.stderr
+    assert_same(fwd_events(ref), fwd_events(rec), float_steps=2)
+
+
+# ------------------------------------------------------------ in-process models
+
+class Block(nn.Module):
+    def __init__(self, brk: bool = False) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(16, 32)
+        self.act = nn.ReLU()
+        self.fc2 = nn.Linear(32, 16)
+        self.brk = brk
+
+    def forward(self, x):
+        h = self.act(self.fc1(x))
+        if self.brk:
+            torch._dynamo.graph_break()     # the model's own
+        return x + self.fc2(h)
+
+
+class MLP(nn.Module):
+    def __init__(self, brk: bool = False) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(Block(brk and i == 1) for i in range(3))
+        self.head = nn.Linear(16, 1)
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return self.head(x)
+
+
+def train(model, run, steps=3):
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(1)
+    for _ in range(steps):
+        loss = run(torch.randn(4, 16, generator=g)).sum()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+
+def record_pair(tmp_path, model0, compile_fn, level=1, attach_model=False, backward=False):
+    """The same training recorded eagerly and compiled; the compiled run's
+    dynamo counters."""
+    paths = []
+    for compiled in (False, True):
+        model = copy.deepcopy(model0)
+        path = str(tmp_path / f"{'c' if compiled else 'e'}.tmrun")
+        torch._dynamo.reset()
+        counters.clear()
+        probe = tp.attach(model if attach_model else None, level=level, record=path)
+        try:
+            train(model, compile_fn(model) if compiled else model)
+        finally:
+            probe.close()
+        paths.append(path)
+    stats = {k: dict(v) for k, v in counters.items()}
+    return fwd_events(paths[0], backward), fwd_events(paths[1], backward), stats
+
+
+def breaks(stats):
+    return sum(stats.get("graph_break", {}).values())
+
+
+@pytest.mark.parametrize("level", [0, 1, 2, 3])
+def test_mlp_fullgraph(tmp_path, level):
+    torch.manual_seed(0)
+    e, c, stats = record_pair(
+        tmp_path, MLP(), lambda m: torch.compile(m, fullgraph=True, backend="aot_eager"), level,
+        backward=True)
+    if level >= 2:
+        assert any(ev.kind == "bwd" and ev.node == "model.blocks.1.fc2" for ev in c)
+    assert_same(e, c)
+    assert breaks(stats) == 0
+    assert stats["stats"]["unique_graphs"] == 1
+
+
+def test_attached_then_compiled(tmp_path):
+    """attach(model) before torch.compile(model): the probe's forward is
+    what dynamo traces from the model's own call."""
+    torch.manual_seed(0)
+    e, c, stats = record_pair(tmp_path, MLP(), lambda m: torch.compile(
+        m, fullgraph=True, backend="aot_eager"), attach_model=True)
+    assert_same(e, c)
+    assert breaks(stats) == 0
+
+
+def test_module_compile_method(tmp_path):
+    torch.manual_seed(0)
+
+    def comp(m):
+        m.compile(fullgraph=True, backend="aot_eager")
+        return m
+    e, c, stats = record_pair(tmp_path, MLP(), comp)
+    assert_same(e, c)
+    assert breaks(stats) == 0
+
+
+def test_compiled_function(tmp_path):
+    """A compiled function that calls the model, first called compiled: the
+    model is found while dynamo traces it."""
+    torch.manual_seed(0)
+
+    def comp(m):
+        return torch.compile(lambda x: m(x) * 1.0, fullgraph=True, backend="aot_eager")
+    e, c, stats = record_pair(tmp_path, MLP(), comp)
+    assert_same(e, c)
+    assert breaks(stats) == 0
+
+
+def test_graph_break_of_its_own(tmp_path):
+    """The model breaks its graph itself: regions on either side of the
+    break, the eager part between them, in order."""
+    torch.manual_seed(0)
+    e, c, stats = record_pair(tmp_path, MLP(brk=True),
+                              lambda m: torch.compile(m, backend="aot_eager"))
+    assert_same(e, c)
+    assert stats["stats"]["unique_graphs"] > 1
+    # every break is the model's own
+    assert all("graph_break()" in k for k in stats["graph_break"]), stats["graph_break"]
+
+
+def test_gpt2_fullgraph(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    # no dropout: compiled code draws other random numbers than eager
+    cfg = transformers.GPT2Config(vocab_size=97, n_positions=32, n_embd=32, n_layer=2,
+                                  n_head=2, bos_token_id=0, eos_token_id=0, resid_pdrop=0.0,
+                                  embd_pdrop=0.0, attn_pdrop=0.0)
+    model0 = transformers.GPT2LMHeadModel(cfg)
+    ids = torch.randint(0, 97, (2, 12), generator=torch.Generator().manual_seed(1))
+    paths = []
+    for compiled in (False, True):
+        model = copy.deepcopy(model0)
+        torch._dynamo.reset()
+        counters.clear()
+        path = str(tmp_path / f"g{int(compiled)}.tmrun")
+        with tp.attach(None, level=1, record=path):
+            run = torch.compile(model, fullgraph=True, backend="aot_eager") if compiled else model
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+            for _ in range(2):
+                out = run(input_ids=ids)
+                loss = out.logits.float().logsumexp(-1).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        paths.append(path)
+    assert breaks({k: dict(v) for k, v in counters.items()}) == 0
+    e, c = fwd_events(paths[0]), fwd_events(paths[1])
+    assert any(ev.node == "model.transformer.h.1.mlp" for ev in c)
+    assert_same(e, c)
+
+
+def test_level_change_recompiles(tmp_path):
+    """A node's level is read by the traced code: changing it (as a
+    debugger's `set level` does) fails dynamo's guard and recompiles, and
+    the new level is recorded -- never silently the old one."""
+    torch.manual_seed(0)
+    model = MLP()
+    path = str(tmp_path / "lv.tmrun")
+    torch._dynamo.reset()
+    counters.clear()
+    probe = tp.attach(model, level=1, record=path)
+    run = torch.compile(model, fullgraph=True, backend="aot_eager")
+    x = torch.randn(4, 16)
+    run(x)
+    probe.step()
+    graphs = counters["stats"]["unique_graphs"]
+    node = next(n for n in probe._nodes.values() if n.address == "model.head")
+    node.level = 2
+    run(x)
+    probe.step()
+    assert counters["stats"]["unique_graphs"] == graphs + 1
+    run(x)
+    assert counters["stats"]["unique_graphs"] == graphs + 1
+    probe.close()
+    head = [ev for ev in fwd_events(path) if ev.node == "model.head" and ev.kind == "enter"]
+    assert [ev.level for ev in head] == [1, 2, 2]
+    assert ["std" in ev.tensors[0].stats for ev in head] == [False, True, True]
