@@ -378,11 +378,14 @@ static void flush_out(tm_server *srv)
 		srv->out.len = srv->out_off = 0;
 }
 
-/* The hook path's flush: only once a batch worth sending is queued, and
- * not while the socket is full (the server thread waits for room). */
+/* The hook path's flush: once a batch worth sending is queued.  It also
+ * tries while the socket is full: leaving that to the server thread alone
+ * stalled the stream (an MI -exec-interrupt of a running model never got
+ * its stop; tmdb.mi/ide-live.pygdbmi), at the price of one refused send
+ * per event while a debugger does not read. */
 static void flush_some(tm_server *srv)
 {
-	if (!srv->out_blocked && srv->out.len - srv->out_off >= FLUSH_BYTES)
+	if (srv->out.len - srv->out_off >= FLUSH_BYTES)
 		flush_out(srv);
 }
 
