@@ -46,14 +46,36 @@ def fwd_events(path, backward=False):
     return [e for e in events if backward or e.kind in ("enter", "exit")]
 
 
+def _canonical(events):
+    """events in order, but each run of consecutive PARAM events in node
+    order: their gradients come from post-accumulate-grad hooks, which fire
+    as autograd accumulates them, and a compiled backward hands them over in
+    another order than eager autograd does."""
+    out, run = [], []
+
+    def flush():
+        out.extend(sorted(run, key=lambda x: (x.node, [t.slot for t in x.tensors])))
+        run.clear()
+    for e in events:
+        if e.kind == "param":
+            run.append(e)
+            continue
+        flush()
+        out.append(e)
+    flush()
+    return out
+
+
 def assert_same(eager, compiled, rel=1e-4, float_steps=None):
     """compiled recorded what eager did.  float_steps: compare the stats
     only in steps below it -- inductor computes in another order, and once
     this training diverges the two runs part by more than rounding (compiled,
     its first NaN comes a step later, in the backward: doc/manual.md 15)."""
-    key = [(e.seq, e.step, e.phase, e.kind, e.node, e.call, e.level,
+    assert [e.seq for e in compiled] == [e.seq for e in eager]
+    eager, compiled = _canonical(eager), _canonical(compiled)
+    key = [(e.step, e.phase, e.kind, e.node, e.call, e.level,
             [(t.slot, t.shape, t.dtype) for t in e.tensors]) for e in eager]
-    ckey = [(e.seq, e.step, e.phase, e.kind, e.node, e.call, e.level,
+    ckey = [(e.step, e.phase, e.kind, e.node, e.call, e.level,
              [(t.slot, t.shape, t.dtype) for t in e.tensors]) for e in compiled]
     assert ckey == key
     for a, b in zip(eager, compiled, strict=True):

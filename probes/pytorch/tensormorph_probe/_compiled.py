@@ -323,18 +323,24 @@ def run_flush(p: Any, stats: torch.Tensor, table: list[int],
         i += 4
         node = nodes[nid]
         if kind == _EV_ENTER:
-            if node.is_root and not node.depth:
+            # a root call as Probe._enter counts it (the step, the micro-batch)
+            root = node.is_root and not p._root_depth
+            if root:
                 p._root_enter()
-                if p.on_root_call is not None:
-                    # the call's arguments stayed in the compiled code: a
-                    # serving probe reads its batch from the worker
-                    p.on_root_call((), None)
+            if node.is_root:
+                p._root_depth += 1
+            if root and p.on_root_call is not None:
+                # the call's arguments stayed in the compiled code: a
+                # serving probe reads its batch from the worker
+                p.on_root_call((), None)
             node.depth += 1
             step = p.step_count
             if node.epoch != step:
                 node.epoch = step
                 node.count = 0
             call = node.count = node.count + 1
+            if root:
+                p._micro = call
             calls.setdefault(nid, []).append(call)
             start, tend = t, 0
         else:
@@ -368,8 +374,8 @@ def run_flush(p: Any, stats: torch.Tensor, table: list[int],
         p._nt = base + n
         p._nev = nev = p._nev + 1
         p._bnev.value = nev
-        if kind != _EV_ENTER and node.is_root and not node.depth:
-            p._root_done += 1
+        if kind != _EV_ENTER and node.is_root:
+            p._root_depth -= 1
         if p._live is not None and p._live.value & 1:
             p._submit_live()
     if token is not None:
