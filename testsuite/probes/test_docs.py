@@ -53,7 +53,9 @@ from conftest import TMDB, needs_tmdb
 
 TOP = Path(__file__).resolve().parents[2]
 DOCS = [TOP / "doc" / "manual.md", TOP / "README"]
-pytestmark = needs_tmdb
+# slow: the documents are checked once, by the normal build's run; the
+# sanitizer run and distcheck (TM_QUICK) leave them out
+pytestmark = [needs_tmdb, pytest.mark.slow]
 
 _DIRECTIVE = re.compile(r"^<!-- doctest: (sh|skip|mask) ?(.*?) ?-->$")
 

@@ -24,6 +24,10 @@ from conftest import run_tmdb as _tmdb
 
 import tensormorph_probe as tp
 
+# slow (HF Trainer, Lightning, accelerate): the normal build's run checks
+# them; the sanitizer run and distcheck (TM_QUICK) leave them out
+pytestmark = pytest.mark.slow
+
 HERE = Path(__file__).resolve().parent
 MODELS = HERE / "loop_models.py"
 

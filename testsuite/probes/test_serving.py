@@ -26,6 +26,10 @@ from pathlib import Path
 import pytest
 from conftest import TMDB, needs_tmdb, read, run_tmdb
 
+# slow (stand-in servers in several processes): the normal build's run
+# checks them; the sanitizer run and distcheck (TM_QUICK) leave them out
+pytestmark = pytest.mark.slow
+
 HERE = Path(__file__).resolve().parent
 PYPROJECT = HERE.parent.parent / "probes" / "pytorch" / "pyproject.toml"
 pytest.importorskip("transformers")
