@@ -1436,21 +1436,6 @@ static int req_variables(struct dap *d, json_int_t seq, const char *cmd,
 
 /* ------------------------------------------------------------- evaluate */
 
-static const char *val_type(const struct tm_val *v)
-{
-	if (v->kind == VAL_TENSOR)
-		return "tensor";
-	switch (v->v.type) {
-	case TM_TQL_BOOL: return "bool";
-	case TM_TQL_INT: return "int";
-	case TM_TQL_NUM: return "float";
-	case TM_TQL_STR: return "string";
-	case TM_TQL_SHAPE: return "shape";
-	case TM_TQL_LIST: return "list";
-	default: return "unknown";
-	}
-}
-
 /* A CLI command line that moves the playhead (continue, step, run...). */
 static int is_resume(struct tm_session *s, const char *line)
 {
@@ -1530,7 +1515,7 @@ static int req_evaluate(struct dap *d, json_int_t seq, const char *cmd,
 		tm_val_format(&v, buf, sizeof(buf));
 	}
 	send_response(d, seq, cmd, json_pack("{s:s,s:s,s:i}", "result", buf, "type",
-					     val_type(&v), "variablesReference", ref));
+					     tm_val_type_name(&v), "variablesReference", ref));
 	tm_val_clear(&v);
 	return 0;
 }

@@ -78,21 +78,6 @@ static int need_playhead(struct mi *m)
 	return 0;
 }
 
-static const char *val_type(const struct tm_val *v)
-{
-	if (v->kind == VAL_TENSOR)
-		return "tensor";
-	switch (v->v.type) {
-	case TM_TQL_BOOL: return "bool";
-	case TM_TQL_INT: return "int";
-	case TM_TQL_NUM: return "float";
-	case TM_TQL_STR: return "string";
-	case TM_TQL_SHAPE: return "shape";
-	case TM_TQL_LIST: return "list";
-	default: return "unknown";
-	}
-}
-
 /* Value text as print shows it, without print's history entry. */
 static void val_text(const struct tm_val *v, char *buf, size_t len)
 {
@@ -1216,7 +1201,7 @@ static int mi_var_create(struct mi *m, struct mi_parse *c)
 	mi_kv(&m->res, "name", var->name);
 	mi_kvf(&m->res, "numchild", "%zu", val_children(&v));
 	mi_kv(&m->res, "value", buf);
-	mi_kv(&m->res, "type", val_type(&v));
+	mi_kv(&m->res, "type", tm_val_type_name(&v));
 	mi_kv(&m->res, "thread-id", "1");
 	mi_kv(&m->res, "has_more", "0");
 	tm_val_clear(&v);
@@ -1397,7 +1382,7 @@ static int mi_var_info_type(struct mi *m, struct mi_parse *c)
 
 	if (!var || var_eval(m, var, &v, buf, sizeof(buf)))
 		return -1;
-	mi_kv(&m->res, "type", val_type(&v));
+	mi_kv(&m->res, "type", tm_val_type_name(&v));
 	tm_val_clear(&v);
 	return 0;
 }

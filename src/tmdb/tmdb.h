@@ -359,6 +359,8 @@ void tm_displays_show(struct tm_session *s);
 
 /* ------------------------------------------------------------- value.c */
 void tm_val_clear(struct tm_val *v);
+/* "tensor", "bool", "int", "float", "string", "shape", "list" (MI and DAP types). */
+const char *tm_val_type_name(const struct tm_val *v);
 int tm_val_set_scalar(struct tm_val *v, const struct tm_tql_value *src);
 void tm_val_set_tensor(struct tm_val *v, const struct tm_tensor *t);
 int tm_val_copy(struct tm_val *dst, const struct tm_val *src);

@@ -382,3 +382,19 @@ void tm_expr_free(struct tm_expr *e)
 	tm_tql_free(e->prog);
 	memset(e, 0, sizeof(*e));
 }
+
+/* A value's type as MI's -var-create and DAP's variables name it. */
+const char *tm_val_type_name(const struct tm_val *v)
+{
+	if (v->kind == VAL_TENSOR)
+		return "tensor";
+	switch (v->v.type) {
+	case TM_TQL_BOOL: return "bool";
+	case TM_TQL_INT: return "int";
+	case TM_TQL_NUM: return "float";
+	case TM_TQL_STR: return "string";
+	case TM_TQL_SHAPE: return "shape";
+	case TM_TQL_LIST: return "list";
+	default: return "unknown";
+	}
+}
