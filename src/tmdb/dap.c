@@ -2069,10 +2069,5 @@ void tm_dap_done(struct tm_session *s)
 	pthread_mutex_destroy(&d->lock);
 	pthread_cond_destroy(&d->cond);
 	free(d);
-	s->ui = NULL;
-	s->out_fn = NULL;
-	s->on_stop = NULL;
-	s->on_bp_event = NULL;
-	s->on_inferior = NULL;
-	s->on_resume = NULL;
+	tm_session_detach_ui(s);
 }

@@ -1178,10 +1178,5 @@ void tm_mi_done(struct tm_session *s)
 	mi_buf_free(&m->err);
 	mi_buf_free(&m->res);
 	free(m);
-	s->ui = NULL;
-	s->out_fn = NULL;
-	s->on_stop = NULL;
-	s->on_bp_event = NULL;
-	s->on_resume = NULL;
-	s->on_inferior = NULL;
+	tm_session_detach_ui(s);
 }

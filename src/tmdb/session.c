@@ -1155,3 +1155,15 @@ void tm_progress(struct tm_session *s, uint64_t seq, int done)
 	fflush(s->err);
 	s->progress_shown = 1;
 }
+
+/* A front end (MI, DAP) leaves: the session's output and callbacks are the
+ * plain CLI's again. */
+void tm_session_detach_ui(struct tm_session *s)
+{
+	s->ui = NULL;
+	s->out_fn = NULL;
+	s->on_stop = NULL;
+	s->on_bp_event = NULL;
+	s->on_resume = NULL;
+	s->on_inferior = NULL;
+}

@@ -293,6 +293,8 @@ int tm_session_can_pend(const struct tm_session *s);
  * probe rebinds the breakpoints to its nodes (tm_bp_rebind_all). */
 int tm_session_load(struct tm_session *s, const char *path);
 void tm_session_unload(struct tm_session *s);
+/* A front end (MI, DAP) leaves: no ui, out_fn or callbacks any more. */
+void tm_session_detach_ui(struct tm_session *s);
 void tm_bp_free(struct bp *b);
 void tm_bp_free_all(struct tm_session *s);
 void tm_playhead_clear(struct tm_session *s);
