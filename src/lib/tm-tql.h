@@ -59,6 +59,13 @@ struct tm_tql_value {
  * not a missing record either. */
 #define TM_TQL_OVERFLOW (1u << 17)
 #define TM_TQL_DIV_ZERO (1u << 18)
+/* Beside them too: an index past a shape's rank or a tensor's size ("index
+ * out of range"), an element of a tensor whose contents were not captured
+ * ("contents not captured"), and a convenience variable never set, which
+ * GDB prints "void" (tm_tql_value_format prints just that). */
+#define TM_TQL_RANGE (1u << 19)
+#define TM_TQL_NO_PAYLOAD (1u << 20)
+#define TM_TQL_VOID (1u << 21)
 /* Why stat (enum tm_stat) is absent from a tensor of ev (NULL: unknown). */
 uint32_t tm_tql_absent_reason(const struct tm_event *ev, int stat);
 
