@@ -490,8 +490,12 @@ static int info_display(struct tm_session *s, const char *args)
 	}
 	tm_out(s, "Auto-display expressions now in effect:\nNum Enb Expression\n");
 	while (n > 0) {
+		char ft[16];
+
 		d = order[--n];
-		tm_out(s, "%d:   %s  %s\n", d->num, d->enabled ? "y" : "n", d->expr);
+		tm_fmt_text(&d->fmt, ft, sizeof(ft));
+		tm_out(s, "%d:   %s  %s%s%s\n", d->num, d->enabled ? "y" : "n", ft,
+		       *ft ? " " : "", d->expr);
 	}
 	return 0;
 }

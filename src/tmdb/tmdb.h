@@ -40,6 +40,14 @@ struct tm_val {
 	struct tm_tensor t;             /* VAL_TENSOR, payload dropped */
 };
 
+/* print/FMT: GDB's format letter (0: none), size in bytes (0: natural)
+ * and count (x). */
+struct tm_fmt {
+	char letter;
+	int size;
+	unsigned count;
+};
+
 /* ------------------------------------------------------------- breakpoints */
 
 enum bp_type {
@@ -86,6 +94,7 @@ struct display {
 	int num;
 	int enabled;
 	char *expr;
+	struct tm_fmt fmt;      /* display/x: kept for every stop */
 };
 
 struct ucmd {
@@ -108,6 +117,8 @@ struct frame {
 	uint32_t call;
 	uint64_t enter_seq;     /* UINT64_MAX when not seen */
 	int returning;          /* frame 0 at an EXIT event */
+	int have_enter;
+	struct tm_event enter;  /* the call's ENTER event (its inputs), a copy */
 };
 
 /*
@@ -185,6 +196,7 @@ struct settings {
 	int max_gap_lines;
 	int style;              /* colour where the output is a terminal */
 	int trace_commands;     /* echo each command, '+' per nesting level */
+	int print_pretty;       /* set print pretty: a tensor one field a line */
 	char *prompt;
 };
 
@@ -269,6 +281,11 @@ struct tm_session {
 	int progress_shown;
 	int scan_quiet;         /* searches do not report the gaps they cross */
 	int scan_gap_after;     /* goto end: gaps read lie after the landing */
+
+	/* the oldest step an evaluation's addressed terms read (lookups), and
+	 * print's "  (from step N)" when it is older than the focus's step */
+	uint64_t eval_oldest_step;
+	char from_note[48];
 };
 
 /* ------------------------------------------------------------- session.c */
@@ -301,7 +318,13 @@ void tm_playhead_clear(struct tm_session *s);
 void tm_playhead_set(struct tm_session *s, const struct tm_event *ev);
 uint64_t tm_playhead_seq(const struct tm_session *s);
 void tm_cursor_restore(struct tm_session *s);
+/* The tensor print and info stats look at: the playhead's focus tensor, or
+ * with frame N selected, that call's first input (its ENTER event). */
 const struct tm_tensor *tm_focus_tensor(const struct tm_session *s);
+/* The event of the selected frame (the playhead for frame 0), or NULL. */
+const struct tm_event *tm_focus_event(const struct tm_session *s);
+/* Frame k of the stack (0 innermost), NULL past the end. */
+const struct frame *tm_frame_at(const struct tm_session *s, size_t k);
 const char *tm_node_name(const struct tm_session *s, uint32_t id);
 /* "SIGSEGV" (and *meaning "Segmentation fault") for the signals a training
  * process dies of; NULL for others. */
@@ -360,6 +383,16 @@ int tm_evaluate(struct tm_session *s, const char *expr, struct tm_val *out);
 void tm_displays_show(struct tm_session *s);
 
 /* ------------------------------------------------------------- value.c */
+/* Reads "/NLS" at *args (nothing there: no format) and skips past it;
+ * errors as GDB's for a bad letter, or a count where cmd takes none. */
+int tm_fmt_parse(struct tm_session *s, const char **args, struct tm_fmt *f,
+		 const char *cmd, int allow_count);
+void tm_fmt_text(const struct tm_fmt *f, char *buf, size_t len);
+void tm_fmt_int(int64_t v, char letter, int size, char *buf, size_t len);
+void tm_val_format_as(const struct tm_val *v, const struct tm_fmt *f, int pretty,
+		      char *buf, size_t len);
+void tm_tensor_format_as(const struct tm_tensor *t, const struct tm_fmt *f,
+			 int pretty, char *buf, size_t len);
 void tm_val_clear(struct tm_val *v);
 /* "tensor", "bool", "int", "float", "string", "shape", "list" (MI and DAP types). */
 const char *tm_val_type_name(const struct tm_val *v);
