@@ -506,6 +506,7 @@ static int info_stack(struct tm_session *s, const char *args)
 }
 
 static const struct info_sub subs[] = {
+	{ "args", tm_info_args, 1, "The selected call's inputs (frame N selects one)." },
 	{ "breakpoints", info_breakpoints, 0, "Status of breakpoints and watchpoints." },
 	{ "display", info_display, 0, "Expressions to display at each stop." },
 	{ "event", info_event, 1, "The event at the playhead and all its tensors." },
@@ -513,6 +514,7 @@ static const struct info_sub subs[] = {
 	{ "gaps", info_gaps, 1, "Every gap (lost range of events) in the trace." },
 	{ "graph", tm_view_info_graph, 1, "The module tree with each node's values at the playhead." },
 	{ "inferiors", tm_info_inferiors, 0, "The processes (ranks of a distributed job) debugged." },
+	{ "locals", tm_info_locals, 1, "The selected call's outputs, parameters and ops." },
 	{ "nodes", info_nodes, 1, "Graph nodes matching a pattern (all by default)." },
 	{ "op", tm_info_op, 1, "The op at the playhead: made or passed on non-finite values." },
 	{ "probe", info_probe, 1, "The probe: trace file, recording, capabilities." },

@@ -422,6 +422,12 @@ int tm_parse_uint(const char *p, uint64_t *out);
 int tm_parse_bool(const char *p, int *out);
 int tm_word_is(const char *word, size_t len, const char *full, size_t minlen);
 
+/* cmd-stack.c */
+/* "f32[4,32,64] nan=12": a tensor in a frame's argument list. */
+void tm_tensor_brief(const struct tm_tensor *t, char *buf, size_t len);
+int tm_info_args(struct tm_session *s, const char *args);
+int tm_info_locals(struct tm_session *s, const char *args);
+
 /* op events (cmd-ops.c) */
 /* "model.attn#2!8 aten::div.Tensor": an op event's address and name */
 void tm_op_label(struct tm_session *s, const struct tm_event *ev, char *buf, size_t len);
