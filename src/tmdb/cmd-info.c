@@ -511,6 +511,7 @@ static const struct info_sub subs[] = {
 	{ "display", info_display, 0, "Expressions to display at each stop." },
 	{ "event", info_event, 1, "The event at the playhead and all its tensors." },
 	{ "frame", info_frame, 1, "The selected frame of the module call stack." },
+	{ "functions", tm_info_functions, 1, "Module calls (where break stops) matching a regex." },
 	{ "gaps", info_gaps, 1, "Every gap (lost range of events) in the trace." },
 	{ "graph", tm_view_info_graph, 1, "The module tree with each node's values at the playhead." },
 	{ "inferiors", tm_info_inferiors, 0, "The processes (ranks of a distributed job) debugged." },
@@ -522,6 +523,7 @@ static const struct info_sub subs[] = {
 	{ "stack", info_stack, 1, "The module call stack (same as backtrace)." },
 	{ "stats", tm_view_info_stats, 1, "Every stat of one tensor at the playhead, with its level." },
 	{ "steps", info_steps, 1, "Steps of the trace and where each starts." },
+	{ "types", tm_info_types, 1, "Module classes matching a regex, with their source." },
 	{ "watchpoints", info_watchpoints, 0, "Status of watchpoints." },
 	{ NULL, NULL, 0, NULL }
 };
@@ -561,9 +563,11 @@ static int cmd_info_exec(struct tm_session *s, const char *args, int from_tty)
 						off ? ", " : "", subs[i].name);
 		}
 	}
-	/* GDB's abbreviation "info b" is breakpoints */
-	if (nhit > 1 && wl == 1 && p[0] == 'b') {
-		hit = &subs[0];
+	/* GDB's abbreviations: "info b" is breakpoints, "info f" frame */
+	if (nhit > 1 && wl == 1 && (p[0] == 'b' || p[0] == 'f')) {
+		for (i = 0; subs[i].name; i++)
+			if (!strcmp(subs[i].name, p[0] == 'b' ? "breakpoints" : "frame"))
+				hit = &subs[i];
 		nhit = 1;
 	}
 	if (nhit == 0) {

@@ -427,6 +427,9 @@ int tm_word_is(const char *word, size_t len, const char *full, size_t minlen);
 void tm_tensor_brief(const struct tm_tensor *t, char *buf, size_t len);
 int tm_info_args(struct tm_session *s, const char *args);
 int tm_info_locals(struct tm_session *s, const char *args);
+/* cmd-explore.c: module classes and calls by regular expression */
+int tm_info_types(struct tm_session *s, const char *args);
+int tm_info_functions(struct tm_session *s, const char *args);
 
 /* op events (cmd-ops.c) */
 /* "model.attn#2!8 aten::div.Tensor": an op event's address and name */
@@ -608,7 +611,7 @@ TM_CMD(apropos); TM_CMD(quit); TM_CMD(end); TM_CMD(capture);
 TM_CMD(level); TM_CMD(record); TM_CMD(dump);
 TM_CMD(heatmap); TM_CMD(plot); TM_CMD(x); TM_CMD(tui); TM_CMD(layout);
 TM_CMD(attach); TM_CMD(target); TM_CMD(detach); TM_CMD(kill); TM_CMD(inferior);
-TM_CMD(tty);
+TM_CMD(tty); TM_CMD(whatis); TM_CMD(ptype); TM_CMD(rbreak);
 #undef TM_CMD
 
 #endif /* TMDB_H */
