@@ -104,9 +104,8 @@ static int cmd_x_exec(struct tm_session *s, const char *args, int from_tty)
 	esize = (int)tm_dtype_size(t->dtype);
 	unit = f.size ? f.size : esize;
 	byte0 = start * (uint64_t)esize;
-	nunits = (numel * (uint64_t)esize - byte0) / (uint64_t)unit;
-	if (byte0 + nunits * (uint64_t)unit > t->payload_len)
-		nunits = t->payload_len > byte0 ? (t->payload_len - byte0) / (uint64_t)unit : 0;
+	/* view_payload_ok: the payload holds numel elements */
+	nunits = t->payload_len > byte0 ? (t->payload_len - byte0) / (uint64_t)unit : 0;
 	if (!nunits) {
 		tm_error(s, "No elements there.");
 		return -1;

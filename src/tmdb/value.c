@@ -193,7 +193,7 @@ int tm_fmt_parse(struct tm_session *s, const char **args, struct tm_fmt *f,
 				 cmd);
 			return -1;
 		}
-		f->count = (unsigned)n;
+		f->count = n > 1000000 ? 1000001 : (unsigned)n;   /* x says "Bad count" */
 		p = end;
 	}
 	while (*p && !isspace((unsigned char)*p)) {
