@@ -990,7 +990,7 @@ static void do_resume(tm_server *srv, const struct tm_msg *m)
 		if (e->kind == TM_EV_ENTER) {
 			srv->fin_node = e->node;
 			srv->fin_call = e->call;
-		} else if (e->kind == TM_EV_EXIT && srv->nstack) {
+		} else if ((e->kind == TM_EV_EXIT || e->kind == TM_EV_RAISE) && srv->nstack) {
 			/* The stack no longer holds the call that just returned. */
 			srv->fin_node = srv->stack[srv->nstack - 1].node;
 			srv->fin_call = srv->stack[srv->nstack - 1].call;
@@ -2052,8 +2052,9 @@ static void track_call(tm_server *srv, const struct tm_event *ev)
 			ns[srv->nstack].call = ev->call;
 			srv->nstack++;
 		}
-	} else if (ev->kind == TM_EV_EXIT) {
-		/* Pop through the matching call (an exit may have been lost). */
+	} else if (ev->kind == TM_EV_EXIT || ev->kind == TM_EV_RAISE) {
+		/* Pop through the matching call (an exit may have been lost;
+		 * a raise ends its call as an exit does). */
 		size_t i = srv->nstack;
 
 		while (i > 0) {
@@ -2077,7 +2078,8 @@ static int step_done(tm_server *srv, const struct tm_event *ev)
 			return 0;
 		break;
 	case TM_RESUME_FINISH:
-		if (ev->kind != TM_EV_EXIT || ev->node != srv->fin_node ||
+		if ((ev->kind != TM_EV_EXIT && ev->kind != TM_EV_RAISE) ||
+		    ev->node != srv->fin_node ||
 		    ev->call != srv->fin_call)
 			return 0;
 		if (srv->step_left > 1 && srv->nstack) {
