@@ -32,7 +32,8 @@ HERE = Path(__file__).resolve().parent
 MODELS = HERE / "loop_models.py"
 
 # the program's own lines, which a replay does not print
-_PROGRAM = re.compile(r"^((nan|skipped|generate): |\{')")   # HF prints its metrics dicts
+# (and live find's note that it searched what has arrived)
+_PROGRAM = re.compile(r"^((nan|skipped|generate|raise): |\{'|Searched what the running)")
 
 
 def _needs(module):
@@ -263,3 +264,34 @@ def test_live_find_and_info_steps_keep_the_program_paused(tmp_path):
     steps = re.findall(r"^(\d+) +\d+ +\d+$", out, re.M)
     assert steps == [str(i) for i in range(6)], out        # nothing past step 5 ran
     assert "(the steps recorded so far: the program is paused)" in out
+
+
+@needs_tmdb
+def test_raise_and_catch(tmp_path):
+    """An exception leaving a forward is a (raise) event at each call it
+    leaves, named by its type; catch exception stops there, catch nan
+    with a condition passes over the overflow the scaler skips, live and
+    replayed alike."""
+    live, _, trace = _session(tmp_path, "raises", "raises.cmds", 2)
+    assert re.search(r"^raise: step 4 activation overflow in model.1$", live, re.M), live
+    assert re.search(r"^nan: step 5 micro 1$", live, re.M), live
+    assert ("Catchpoint 1 (exception raised), model.1 (raise) FloatingPointError "
+            "at step 4, fwd\n") in live
+    assert re.search(r"^#0  model.1 \(_Check\) at .*\n#1  model \(Sequential\)", live, re.M)
+    assert ('$1 = "raise"\n$2 = "FloatingPointError"\n'
+            '$3 = "activation overflow in model.1"\n') in live
+    assert "Exception: FloatingPointError: activation overflow in model.1\n" in live
+    assert "Catchpoint 1 (exception raised), model (raise) FloatingPointError" in live
+    # the NaN, not the skipped overflow of step 2 (8 infinite gradients)
+    assert "Catchpoint 2 (nan), model (in) at step 5, fwd\n" in live
+    assert "\n$4 = 5\n$5 = false\n" in live
+    assert ("seq 88, step 4, fwd: model.1 (raise) FloatingPointError\n"
+            "seq 89, step 4, fwd: model (raise) FloatingPointError\n") in live
+    assert "\n8 matching events.\n" in live
+    assert "Temporary catchpoint 3 (exception raised)" not in live     # a KeyError's
+    _, events, _ = read(trace)
+    raised = [(e.node, e.step, e.call) for e in events if e.kind == "raise"]
+    assert raised == [("model.1", 4, 1), ("model", 4, 1)]
+    # the batch after the skipped one is the same optimizer step's next call
+    assert [(e.step, e.call) for e in events if e.node == "model" and e.kind == "enter"][4:6] \
+        == [(4, 1), (4, 2)]

@@ -165,7 +165,7 @@ static PyObject *s_enter, *s_exit, *s_submit, *s_submit_live, *s_forward, *s_sha
 	*s_dtype, *s_is_cpu, *s_layout, *s_is_contiguous, *s_data_ptr, *s_event1_py,
 	*s_is_inference, *s_version, *s_stride, *s_detach, *s_contiguous, *s_clone,
 	*s_requires_grad, *s_backward_hooks, *s_reversed, *s_register_hook, *s_discover,
-	*s_grad_check;
+	*s_grad_check, *s_raise;
 
 static long long
 now_ns(void)
@@ -858,20 +858,26 @@ kwargs_dict(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 }
 
 /* Python's _exit(node, start, call, out); out NULL: the forward raised,
- * and its exception is kept whatever _exit does. */
+ * _raise(node, start, call, exception) instead, and the exception is kept
+ * whatever _raise does. */
 static int
 slow_exit(ProbeBase *p, NodeBase *n, long long start, unsigned long long call, PyObject *out)
 {
 	PyObject *et = NULL, *ev = NULL, *tb = NULL, *r, *a[5];
 
-	if (out == NULL)
+	if (out == NULL) {
 		PyErr_Fetch(&et, &ev, &tb);
+		PyErr_NormalizeException(&et, &ev, &tb);
+		if (tb && ev)
+			PyException_SetTraceback(ev, tb);
+	}
 	a[0] = (PyObject *)p;
 	a[1] = (PyObject *)n;
 	a[2] = PyLong_FromLongLong(start);
 	a[3] = PyLong_FromUnsignedLongLong(call);
-	a[4] = out ? out : Py_None;
-	r = (a[2] && a[3]) ? PyObject_VectorcallMethod(s_exit, a, 5 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+	a[4] = out ? out : ev ? ev : Py_None;
+	r = (a[2] && a[3]) ? PyObject_VectorcallMethod(out ? s_exit : s_raise, a,
+						     5 | PY_VECTORCALL_ARGUMENTS_OFFSET,
 						     NULL) : NULL;
 	Py_XDECREF(a[2]);
 	Py_XDECREF(a[3]);
@@ -1478,7 +1484,7 @@ PyInit__hook(void)
 {
 	PyObject *m;
 
-	if (intern(&s_enter, "_enter") || intern(&s_exit, "_exit") ||
+	if (intern(&s_enter, "_enter") || intern(&s_exit, "_exit") || intern(&s_raise, "_raise") ||
 	    intern(&s_submit, "_submit") || intern(&s_submit_live, "_submit_live") ||
 	    intern(&s_forward, "forward") || intern(&s_shape, "shape") ||
 	    intern(&s_dtype, "dtype") || intern(&s_is_cpu, "is_cpu") ||
