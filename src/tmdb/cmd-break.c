@@ -142,6 +142,15 @@ static int bp_compile(struct tm_session *s, const struct bp *b, const char *user
 		return 0;
 	if (!text)
 		return -1;
+	if (b->catch_kind && user && *user) {
+		/* errors name the user's text, not the combination */
+		if (tm_compile(s, user, 1, prog)) {
+			free(text);
+			return -1;
+		}
+		tm_tql_free(*prog);
+		*prog = NULL;
+	}
 	if (tm_compile(s, text, 1, prog)) {
 		free(text);
 		return -1;
@@ -1249,7 +1258,7 @@ int tm_bp_info(struct tm_session *s, const char *args, int watch_only)
 			       b->hits, b->hits == 1 ? "" : "s");
 		/* a catchpoint's own test is unknown wherever there is no
 		 * tensor: that says nothing about the user's condition */
-		if (b->core.unknown && (!b->catch_kind || b->cond_src))
+		if (b->core.unknown && !b->catch_kind)
 			tm_out(s, "\tcondition was unknown at %" PRIu64 " event%s\n",
 			       b->core.unknown, b->core.unknown == 1 ? "" : "s");
 		if (b->ignore)
