@@ -652,7 +652,8 @@ const struct cmd_entry cmd_tbreak_entry = {
  * event kind first (bp_core_cond).  Announces it; *out (may be NULL) gets
  * it.  0, or -1 after an error message.
  */
-int tm_catch(struct tm_session *s, const char *args, int disp, struct bp **out)
+int tm_catch(struct tm_session *s, const char *args, int disp, int announce,
+	     struct bp **out)
 {
 	static const struct {
 		const char *word;
@@ -748,7 +749,8 @@ int tm_catch(struct tm_session *s, const char *args, int disp, struct bp **out)
 	}
 	if (tm_bp_create(s, &spec, &b))
 		return -1;
-	bp_announce(s, b);
+	if (announce)
+		bp_announce(s, b);
 	if (out)
 		*out = b;
 	return 0;
@@ -757,7 +759,7 @@ int tm_catch(struct tm_session *s, const char *args, int disp, struct bp **out)
 static int cmd_catch_exec(struct tm_session *s, const char *args, int from_tty)
 {
 	(void)from_tty;
-	return tm_catch(s, args, BP_KEEP, NULL);
+	return tm_catch(s, args, BP_KEEP, 1, NULL);
 }
 
 #define CATCH_HELP \
@@ -780,7 +782,7 @@ const struct cmd_entry cmd_catch_entry = {
 static int cmd_tcatch_exec(struct tm_session *s, const char *args, int from_tty)
 {
 	(void)from_tty;
-	return tm_catch(s, args, BP_DEL, NULL);
+	return tm_catch(s, args, BP_DEL, 1, NULL);
 }
 
 const struct cmd_entry cmd_tcatch_entry = {

@@ -495,7 +495,8 @@ int tm_bp_change(struct tm_session *s, struct bp *b, const struct tm_bp_spec *sp
 int tm_bp_bind(struct tm_session *s, struct bp *b, const char *where, int quiet);
 /* catch/tcatch's arguments ("nan", "exception TYPE if COND"): creates and
  * announces a catchpoint; 0 or -1 after an error message. */
-int tm_catch(struct tm_session *s, const char *args, int disp, struct bp **out);
+int tm_catch(struct tm_session *s, const char *args, int disp, int announce,
+	     struct bp **out);
 int tm_bp_match(struct tm_session *s, struct bp *b, const struct tm_event *ev,
 		uint32_t *focus);
 int tm_bp_info(struct tm_session *s, const char *args, int watch_only);
