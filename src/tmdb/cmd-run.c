@@ -241,8 +241,9 @@ static int scan(struct tm_session *s, int dir, stop_fn fn, void *arg,
 {
 	struct tm_record rec;
 	unsigned gaps = 0, tick = 0;
-	int err, first_intr = 0, rank = -1;
+	int err, first_intr = 0, rank = -1, have_last = 0;
 	struct bp *cb, *gap_bp = NULL;  /* a catch gap stops at the next event */
+	uint64_t last_seq = 0;          /* the last event read */
 
 	memset(st, 0, sizeof(*st));
 	/* step, next, finish move within the playhead's rank, as GDB steps
@@ -270,9 +271,11 @@ static int scan(struct tm_session *s, int dir, stop_fn fn, void *arg,
 			break;
 		}
 		if (err == TM_ERR_AGAIN && s->have_cur) {
-			/* Ctrl-C while a live model computed: stay put. */
+			/* Ctrl-C while a live model computed: the model is
+			 * held right after the last event it made (a stop is a
+			 * stop), and the playhead goes there. */
 			s->scan_ev = NULL;
-			seek_playhead(s, s->cur.seq);
+			seek_playhead(s, have_last ? last_seq : s->cur.seq);
 			st->why = STOP_INTERRUPT;
 			break;
 		}
@@ -352,6 +355,8 @@ static int scan(struct tm_session *s, int dir, stop_fn fn, void *arg,
 		}
 		if (rec.type != TM_REC_EVENT)
 			continue;
+		have_last = 1;
+		last_seq = rec.u.event.seq;
 		if (gap_bp) {
 			s->scan_ev = NULL;
 			st->why = STOP_BREAK;

@@ -1452,7 +1452,71 @@ set_discover_trace_call(PyObject *unused, PyObject *fn)
 	Py_RETURN_NONE;
 }
 
+/*
+ * A stop is a stop (tm_server_pause_handler): the server's thread asks,
+ * without the GIL, for tm_server_hold to run in the main thread at its
+ * next bytecode; there it holds the program, the GIL released, until the
+ * debugger resumes it.  The library's entry points come as addresses:
+ * this module does not link it (pip builds it from the probe's sources).
+ */
+static int (*pause_hold)(void *srv);
+static void *pause_srv;
+static PyObject *pause_after;   /* called after a hold: a kill ends the run there */
+
+static int
+run_hold(void *unused)
+{
+	int (*hold)(void *) = pause_hold;
+	void *srv = pause_srv;
+	int held = -1;
+
+	(void)unused;
+	if (hold && srv) {
+		Py_BEGIN_ALLOW_THREADS
+		held = hold(srv);
+		Py_END_ALLOW_THREADS
+	}
+	if (held == 0 && pause_after) {
+		PyObject *r = PyObject_CallNoArgs(pause_after);
+
+		if (r == NULL)
+			return -1;      /* raised in the program, as a signal handler's would */
+		Py_DECREF(r);
+	}
+	return 0;
+}
+
+static void
+request_hold(void *unused)
+{
+	(void)unused;
+	/* -1 (the queue is full): the model stops at its next event anyway */
+	(void)Py_AddPendingCall(run_hold, NULL);
+}
+
+/* pause_entry(hold, srv, after) -> the address of the pause function to
+ * give tm_server_pause_handler; hold is tm_server_hold's address, srv the
+ * server's, after a callable run when a hold ends (0, 0, None: forget
+ * them, before the server stops). */
+static PyObject *
+pause_entry(PyObject *unused, PyObject *args)
+{
+	unsigned long long hold, srv;
+	PyObject *after;
+
+	(void)unused;
+	if (!PyArg_ParseTuple(args, "KKO", &hold, &srv, &after))
+		return NULL;
+	pause_hold = (int (*)(void *))(uintptr_t)hold;
+	pause_srv = (void *)(uintptr_t)srv;
+	Py_INCREF(after);
+	Py_XSETREF(pause_after, after == Py_None ? (Py_DECREF(after), NULL) : after);
+	return PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)request_hold);
+}
+
 static PyMethodDef module_methods[] = {
+	{ "pause_entry", pause_entry, METH_VARARGS,
+	  "pause_entry(tm_server_hold address, server address, after) -> pause function address" },
 	{ "set_trace_call", set_trace_call, METH_O,
 	  "set_trace_call(fn): the Python __call__ dynamo traces in place of a Forward's C call" },
 	{ "set_discover_trace_call", set_discover_trace_call, METH_O,

@@ -1505,6 +1505,12 @@ class Probe(_ProbeBase):
             lib.tm_server_stop(self._srv)
             self._srv = None
             _check(err, "serving the debugger")
+        if _hook is not None:
+            # a stop is a stop: an interrupt between events holds the
+            # program at its next bytecode (_hook.c pause_entry)
+            hold = ctypes.cast(lib.tm_server_hold, ctypes.c_void_p).value
+            lib.tm_server_pause_handler(
+                self._srv, _hook.pause_entry(hold, self._srv, self._after_hold), None)
         self.address = lib.tm_server_path(self._srv).decode()
         self._live_addr = lib.tm_server_state(self._srv)
         self._live = ctypes.c_uint32.from_address(self._live_addr)
@@ -1528,6 +1534,14 @@ class Probe(_ProbeBase):
                 print(f"tensormorph-probe: no debugger attached within {wait:g} s; "
                       "running on", file=sys.stderr, flush=True)
         return self.address
+
+    def _after_hold(self) -> None:
+        """The program was held between events (_hook.c run_hold): if the
+        debugger killed it meanwhile, it ends here, its trace finished
+        (the recorder dies of SIGKILL), before any more of it runs."""
+        if self._srv and self._lib.tm_server_killed(self._srv):
+            self._submit()
+            self._lib.tm_recorder_submit(self._rec, None, 0, None, 0, None)
 
     @property
     def debugger_attached(self) -> bool:
@@ -1591,6 +1605,9 @@ class Probe(_ProbeBase):
                 self._lib.tm_recorder_serve(rec, None)
                 self._live = None
                 self._live_addr = 0
+                self._lib.tm_server_pause_handler(self._srv, None, None)
+                if _hook is not None:
+                    _hook.pause_entry(0, 0, None)   # a hold still queued does nothing
                 self._lib.tm_server_stop(self._srv)
                 self._srv = None
             err = self._lib.tm_recorder_close(rec)
