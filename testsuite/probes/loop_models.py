@@ -14,6 +14,8 @@ test can compare it with the step tmdb names.
     lightning  a LightningModule whose training_step calls self.net and
                self.loss; accumulate_grad_batches=2 and validation
     accelerate an Accelerator with gradient_accumulation_steps=2
+    logging    a loop whose logging between forwards (into the file named by
+               argv[2]) takes 0.6 s a step: what runs between events
     raises     a GradScaler loop: the scaler skips the overflow of iteration
                2, the forward of iteration 4 raises FloatingPointError in
                model.1 (the script skips that batch), a NaN at iteration 6
@@ -116,6 +118,21 @@ def raises() -> None:
         sc.update()
         opt.zero_grad()
         steps += 1
+
+
+def logging() -> None:
+    import time
+    torch.manual_seed(0)
+    model = _mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with open(sys.argv[2], "w", buffering=1) as log:
+        for step in range(1000):
+            model(torch.randn(4, 8)).pow(2).mean().backward()
+            opt.step()
+            opt.zero_grad()
+            for k in range(30):         # no module runs here: no events
+                log.write(f"step {step} {k}\n")
+                time.sleep(0.02)
 
 
 def generate() -> None:

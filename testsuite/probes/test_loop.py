@@ -295,3 +295,65 @@ def test_raise_and_catch(tmp_path):
     # the batch after the skipped one is the same optimizer step's next call
     assert [(e.step, e.call) for e in events if e.node == "model" and e.kind == "enter"][4:6] \
         == [(4, 1), (4, 2)]
+
+
+@needs_tmdb
+def test_a_stop_is_a_stop(tmp_path):
+    """An interrupt while the program runs between events (here its
+    logging) holds it there: nothing of it runs while tmdb shows the stop,
+    in the first interrupt, after a continue, and until a kill ends it."""
+    import select
+    import time
+    log = tmp_path / "log.txt"
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    p = subprocess.Popen([TMDB, "-nx", "-q", "--interpreter=mi", "--args", sys.executable,
+                          str(MODELS), "logging", str(log)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    buf = [b""]
+
+    def send(cmd):
+        p.stdin.write(cmd.encode() + b"\n")
+        p.stdin.flush()
+
+    def until(pat, timeout=60):
+        end = time.time() + timeout
+        while time.time() < end:
+            i = buf[0].find(pat)
+            if i >= 0:
+                j = buf[0].find(b"\n", i) + 1 or len(buf[0])
+                out, buf[0] = buf[0][:j], buf[0][j:]
+                return out.decode()
+            if select.select([p.stdout], [], [], 0.1)[0]:
+                buf[0] += os.read(p.stdout.fileno(), 65536)
+        raise AssertionError(f"no {pat!r} in {buf[0].decode()[-2000:]}")
+
+    def still():
+        a = log.stat().st_size
+        time.sleep(0.8)          # longer than a line of logging takes
+        return log.stat().st_size - a
+
+    try:
+        send("-exec-run")
+        until(b"*running")
+        while not log.exists() or log.stat().st_size < 200:
+            time.sleep(0.1)
+        for _ in range(2):
+            send("-exec-interrupt")
+            stop = until(b"*stopped")
+            assert 'reason="signal-received",signal-name="SIGINT"' in stop, stop
+            assert still() == 0, "the program ran on while stopped"
+            send("-exec-continue")
+            until(b"*running")
+            time.sleep(1.0)
+        send("-exec-interrupt")
+        until(b"*stopped")
+        size = log.stat().st_size
+        send('-interpreter-exec console "kill"')
+        assert "killed]" in until(b"^done")
+        assert log.stat().st_size == size, "the program ran on after the kill"
+        send("-gdb-exit")
+        p.wait(20)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
