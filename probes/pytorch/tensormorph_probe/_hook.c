@@ -1509,8 +1509,11 @@ pause_entry(PyObject *unused, PyObject *args)
 		return NULL;
 	pause_hold = (int (*)(void *))(uintptr_t)hold;
 	pause_srv = (void *)(uintptr_t)srv;
-	Py_INCREF(after);
-	Py_XSETREF(pause_after, after == Py_None ? (Py_DECREF(after), NULL) : after);
+	Py_CLEAR(pause_after);
+	if (after != Py_None) {
+		Py_INCREF(after);
+		pause_after = after;
+	}
 	return PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)request_hold);
 }
 
