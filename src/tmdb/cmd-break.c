@@ -199,6 +199,9 @@ int tm_bp_match(struct tm_session *s, struct bp *b, const struct tm_event *ev,
 	struct tm_tql_ctx ctx;
 
 	*focus = UINT32_MAX;
+	/* catch gap / catch signal stop at records, never at an event */
+	if (b->catch_kind == TM_CATCH_GAP || b->catch_kind == TM_CATCH_SIGNAL)
+		return 0;
 	if (b->pending && ev->node >= b->core.nkinds &&
 	    tm_nodetab_count(s->nodes) > b->core.nkinds && !bp_resolve(s, b))
 		return 0;
