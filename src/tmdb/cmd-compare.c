@@ -1,0 +1,598 @@
+/*
+ * cmd-compare.c -- a run beside a reference recording: `compare FILE
+ * [-map RUN=REF ...]`, `info compare`, the TQL environment's reference
+ * (ref.tensor.*, maxabsdiff(), ...), and the reference shown beside the
+ * run by print and info stats.  Alignment is the library's (tm-compare.h).
+ */
+#include "config.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tmdb.h"
+
+struct tm_ref {
+	tm_align *al;
+	char *path;
+	uint64_t nevents;       /* the reference's, from its summary */
+};
+
+void tm_compare_free(struct tm_session *s)
+{
+	if (!s->ref)
+		return;
+	tm_align_free(s->ref->al);
+	free(s->ref->path);
+	free(s->ref);
+	s->ref = NULL;
+}
+
+/* The run address the map sees: a multi-rank table's "@R:" set aside
+ * (the reference is one process's recording). */
+static const char *run_address(struct tm_session *s, uint32_t node)
+{
+	const char *a = tm_node_name(s, node), *c;
+
+	if (a[0] == '@' && (c = strchr(a, ':')) != NULL)
+		return c + 1;
+	return a;
+}
+
+const struct tm_tensor *tm_compare_reference(void *user, const struct tm_event *ev,
+					     struct tm_slot slot, int contents,
+					     const struct tm_event **ref_event,
+					     uint32_t *reason)
+{
+	struct tm_session *s = user;
+	const struct tm_event *rev = NULL;
+	const struct tm_tensor *t;
+	uint32_t why = 0;
+	int rc;
+
+	*ref_event = NULL;
+	if (!s->ref) {
+		*reason = TM_REF_NONE;
+		return NULL;
+	}
+	rc = tm_align_event(s->ref->al, run_address(s, ev->node), ev, &rev, &why);
+	if (rc) {
+		/* an unreadable reference step reads as damaged, not as zero */
+		*reason = rc == TM_ERR_NOT_FOUND ? why : TM_GAP_DAMAGED;
+		return NULL;
+	}
+	t = tm_event_tensor(rev, slot);
+	if (!t) {
+		*reason = TM_REF_NO_EVENT;
+		return NULL;
+	}
+	if (contents) {
+		rc = tm_align_contents(s->ref->al, rev, slot, &t);
+		if (rc) {
+			*reason = rc == TM_ERR_NOT_FOUND ? TM_GAP_LEVEL : TM_GAP_DAMAGED;
+			return NULL;
+		}
+	}
+	*ref_event = rev;
+	return t;
+}
+
+/* ------------------------------------------------------------- compare */
+
+static void show_reference(struct tm_session *s)
+{
+	const tm_cmp_map *m;
+	size_t i;
+
+	if (!s->ref) {
+		tm_out(s, "No reference loaded (compare FILE loads one).\n");
+		return;
+	}
+	m = tm_align_map(s->ref->al);
+	tm_out(s, "Reference: %s (%" PRIu64 " events).\n", s->ref->path,
+	       s->ref->nevents);
+	for (i = 0; i < tm_cmp_map_count(m); i++)
+		tm_out(s, "  map %s\n", tm_cmp_map_rule(m, i));
+}
+
+/* Splits args into words (quotes '' and "" group), at most cap. */
+static int split_words(const char *args, char *buf, size_t len, char **w, int cap)
+{
+	const char *p = args;
+	size_t o = 0;
+	int n = 0;
+
+	for (;;) {
+		char q = 0;
+
+		p = tm_skip_ws(p);
+		if (!*p)
+			return n;
+		if (n == cap)
+			return -1;
+		w[n++] = buf + o;
+		while (*p && (q || (*p != ' ' && *p != '\t'))) {
+			if (!q && (*p == '\'' || *p == '"')) {
+				q = *p++;
+				continue;
+			}
+			if (q && *p == q) {
+				q = 0;
+				p++;
+				continue;
+			}
+			if (o + 2 >= len)
+				return -1;
+			buf[o++] = *p++;
+		}
+		if (q)
+			return -2;
+		buf[o++] = 0;
+	}
+}
+
+static int cmd_compare_exec(struct tm_session *s, const char *args, int from_tty)
+{
+	char buf[8192], *w[64], *detail = NULL, *err = NULL;
+	const char *file = NULL;
+	tm_cmp_map *map;
+	tm_reader *r = NULL;
+	tm_align *al = NULL;
+	struct tm_ref *ref;
+	int n, i, rc;
+
+	(void)from_tty;
+	n = split_words(args, buf, sizeof(buf), w, 64);
+	if (n < 0) {
+		tm_error(s, n == -2 ? "Unterminated quote." : "Too many words.");
+		return -1;
+	}
+	if (n == 0) {
+		show_reference(s);
+		return 0;
+	}
+	if (n == 1 && !strcmp(w[0], "off")) {
+		if (!s->ref) {
+			tm_error(s, "No reference loaded.");
+			return -1;
+		}
+		tm_out(s, "Reference %s unloaded.\n", s->ref->path);
+		tm_compare_free(s);
+		return 0;
+	}
+	map = tm_cmp_map_new();
+	if (!map) {
+		tm_error(s, "Out of memory.");
+		return -1;
+	}
+	for (i = 0; i < n; i++) {
+		if (!strcmp(w[i], "-map") || !strcmp(w[i], "--map")) {
+			if (i + 1 >= n) {
+				tm_error(s, "-map needs a rule RUN=REF, e.g. "
+					 "-map 'model.model.layers.*=model.blocks.*'.");
+				goto fail;
+			}
+			if (tm_cmp_map_add(map, w[++i], &err)) {
+				tm_error(s, "Bad %s.", err ? err : "map rule");
+				free(err);
+				goto fail;
+			}
+		} else if (w[i][0] == '-') {
+			tm_error(s, "Unknown option '%s' (compare FILE [-map RUN=REF ...]).",
+				 w[i]);
+			goto fail;
+		} else if (file) {
+			tm_error(s, "One reference at a time ('%s' and '%s').", file, w[i]);
+			goto fail;
+		} else {
+			file = w[i];
+		}
+	}
+	if (!file) {
+		tm_error(s, "Argument required (the reference recording).");
+		goto fail;
+	}
+	rc = tm_reader_open(file, 0, &r, &detail);
+	if (rc) {
+		tm_error(s, "%s.", detail ? detail : tm_strerror(rc));
+		free(detail);
+		goto fail;
+	}
+	rc = tm_align_new(r, map, &al);
+	if (rc) {
+		tm_reader_close(r);
+		tm_error(s, "Cannot use %s as a reference: %s.", file, tm_strerror(rc));
+		goto fail;
+	}
+	tm_cmp_map_free(map);
+	ref = calloc(1, sizeof(*ref));
+	if (!ref || !(ref->path = strdup(file))) {
+		free(ref);
+		tm_align_free(al);
+		tm_error(s, "Out of memory.");
+		return -1;
+	}
+	ref->al = al;
+	ref->nevents = tm_reader_summary(r)->nevents;
+	tm_compare_free(s);
+	s->ref = ref;
+	/* conditions over ref. terms must not keep answers about the old one */
+	tm_lookup_invalidate(s);
+	show_reference(s);
+	return 0;
+fail:
+	tm_cmp_map_free(map);
+	return -1;
+}
+
+const struct cmd_entry cmd_compare_entry = {
+	.name = "compare",
+	.usage = "compare [FILE [-map RUN=REF ...] | off]",
+	.help = "Load a recording as the reference of this run (live or replayed).\n"
+		"Each event of the run is aligned with the reference's event of the\n"
+		"same address, call number, step and kind; -map RUN=REF renames\n"
+		"addresses for trees named differently (\"*\" matches one segment,\n"
+		"the rest of the address is kept; an empty REF leaves the address\n"
+		"out): -map 'model.model.layers.*=model.blocks.*'.  Then TQL's\n"
+		"ref.tensor.FIELD reads the aligned reference event (unknown, with\n"
+		"the reason, where there is none), reldiff(a, b), maxabsdiff(),\n"
+		"relerr() and cosine() measure the difference, print and info stats\n"
+		"show the reference beside the run, and info compare summarises.\n"
+		"With no argument: the reference loaded.  \"compare off\" unloads it.",
+	.exec = cmd_compare_exec, .klass = "data",
+};
+
+/* ------------------------------------------------------------- info compare */
+
+/* The stats compared, with the measure's name. */
+static const int measured[] = {
+	TM_STAT_MEAN, TM_STAT_STD, TM_STAT_ABS_MAX, TM_STAT_L2, TM_STAT_MIN,
+	TM_STAT_MAX, TM_STAT_NAN_COUNT, TM_STAT_INF_COUNT,
+};
+#define NMEAS (sizeof(measured) / sizeof(measured[0]))
+
+struct where {
+	int have;
+	uint64_t seq, step;
+	uint32_t node, call;
+	uint8_t kind;
+	struct tm_slot slot;
+	double run, ref, d;
+};
+
+struct node_miss {
+	uint64_t n;
+	uint32_t reason;
+};
+
+struct tally {
+	struct tm_session *s;
+	uint64_t ref_unmatched;
+	/* the reference's unaligned events, by its node id */
+	uint64_t *ref_miss;
+	uint32_t nref;
+};
+
+static void note(struct where *w, const struct tm_event *ev, const struct tm_tensor *t,
+		 double run, double ref, double d)
+{
+	w->have = 1;
+	w->seq = ev->seq;
+	w->step = ev->step;
+	w->node = ev->node;
+	w->call = ev->call;
+	w->kind = ev->kind;
+	w->slot = t->slot;
+	w->run = run;
+	w->ref = ref;
+	w->d = d;
+}
+
+static void ref_missed(void *user, const struct tm_event *rev)
+{
+	struct tally *ta = user;
+
+	ta->ref_unmatched++;
+	if (rev->node < ta->nref)
+		ta->ref_miss[rev->node]++;
+}
+
+static void print_where(struct tm_session *s, const struct where *w, int integer)
+{
+	char sb[32], rn[32], rf[32], cs[16];
+
+	tm_slot_format(w->slot, sb, sizeof(sb));
+	if (integer) {
+		snprintf(rn, sizeof(rn), "%.0f", w->run);
+		snprintf(rf, sizeof(rf), "%.0f", w->ref);
+	} else {
+		snprintf(rn, sizeof(rn), "%.6g", w->run);
+		snprintf(rf, sizeof(rf), "%.6g", w->ref);
+	}
+	cs[0] = 0;
+	if (w->call > 1)
+		snprintf(cs, sizeof(cs), "#%u", w->call);
+	tm_out(s, "%s%s:%s step %" PRIu64 " seq %" PRIu64 " (run %s, ref %s)",
+	       tm_node_name(s, w->node), cs, sb, w->step, w->seq, rn, rf);
+}
+
+static uint64_t numel_of(const struct tm_tensor *t)
+{
+	uint64_t n = 1;
+	int i;
+
+	for (i = 0; i < t->rank; i++)
+		n *= t->shape[i] > 0 ? (uint64_t)t->shape[i] : 0;
+	return n;
+}
+
+static int same_numel(const struct tm_tensor *a, const struct tm_tensor *b)
+{
+	return numel_of(a) == numel_of(b);
+}
+
+static int cmd_info_compare(struct tm_session *s, const char *args)
+{
+	struct where first[NMEAS], worst[NMEAS];
+	struct node_miss *miss = NULL;
+	struct tally ta;
+	struct tm_record rec;
+	tm_reader *r = NULL;
+	tm_align *al = NULL;
+	char *detail = NULL, rs[128];
+	double tol = 0;
+	uint64_t matched = 0, unmatched = 0, total = 0, noslot = 0, limit = UINT64_MAX;
+	uint32_t nn, i, k;
+	int rc, err, live, inputs = 0;
+	uint64_t shapes = 0;
+
+	memset(first, 0, sizeof(first));
+	memset(worst, 0, sizeof(worst));
+	memset(&ta, 0, sizeof(ta));
+	for (;;) {
+		args = tm_skip_ws(args);
+		if (!strncmp(args, "-tol", 4) && (args[4] == ' ' || args[4] == '\t')) {
+			char *end;
+
+			tol = strtod(args + 4, &end);
+			if (end == args + 4 || !(tol >= 0)) {
+				tm_error(s, "-tol needs a number >= 0, e.g. info compare -tol 1e-4.");
+				return -1;
+			}
+			args = end;
+		} else if (!strncmp(args, "-inputs", 7) &&
+			   (!args[7] || args[7] == ' ' || args[7] == '\t')) {
+			inputs = 1;
+			args += 7;
+		} else {
+			break;
+		}
+	}
+	if (*args) {
+		tm_error(s, "Usage: info compare [-tol X] [-inputs].");
+		return -1;
+	}
+	if (!s->ref) {
+		tm_error(s, "No reference loaded (compare FILE loads one).");
+		return -1;
+	}
+	if (tm_need_trace(s))
+		return -1;
+	/* The scan has its own aligner: the session's keeps its window. */
+	rc = tm_reader_open(s->ref->path, 0, &r, &detail);
+	if (!rc)
+		rc = tm_align_new(r, tm_align_map(s->ref->al), &al);
+	if (rc) {
+		if (r && !al)
+			tm_reader_close(r);
+		tm_error(s, "Cannot read the reference: %s.", detail ? detail : tm_strerror(rc));
+		free(detail);
+		return -1;
+	}
+	ta.s = s;
+	ta.nref = tm_nodetab_count(tm_reader_nodes(r));
+	ta.ref_miss = calloc(ta.nref ? ta.nref : 1, sizeof(*ta.ref_miss));
+	nn = tm_nodetab_count(s->nodes);
+	miss = calloc(nn ? nn : 1, sizeof(*miss));
+	if (!ta.ref_miss || !miss) {
+		tm_error(s, "Out of memory.");
+		goto out;
+	}
+	tm_align_set_unmatched(al, ref_missed, &ta);
+	/* A live run is read up to the playhead: reading on would resume it. */
+	live = s->probe->ops->process != NULL;
+	if (live)
+		limit = tm_playhead_seq(s);
+	err = s->probe->ops->seek(s->probe, TM_SEEK_START, 0);
+	while (err == TM_OK) {
+		const struct tm_event *ev = &rec.u.event, *rev;
+		uint32_t why;
+
+		if (live && total && rec.type == TM_REC_EVENT && ev->seq >= limit)
+			break;
+		err = s->probe->ops->next_event(s->probe, TM_DIR_FWD, &rec);
+		if (err)
+			break;
+		if (rec.type != TM_REC_EVENT)
+			continue;
+		if ((++total & 0xfff) == 0 && tm_interrupted)
+			break;
+		rc = tm_align_event(al, run_address(s, ev->node), ev, &rev, &why);
+		if (rc == TM_ERR_NOT_FOUND) {
+			unmatched++;
+			if (ev->node < nn) {
+				miss[ev->node].n++;
+				miss[ev->node].reason |= why;
+			}
+			continue;
+		}
+		if (rc) {
+			tm_error(s, "Cannot read the reference: %s.",
+				 tm_reader_detail(r) ? tm_reader_detail(r) : tm_strerror(rc));
+			break;
+		}
+		matched++;
+		for (i = 0; i < ev->ntensors; i++) {
+			const struct tm_tensor *t = &ev->tensors[i];
+			const struct tm_tensor *rt = tm_event_tensor(rev, t->slot);
+
+			/* Inputs are how a module is called, which two
+			 * implementations may do differently (HF passes a mask
+			 * where another passes rotary tables): left out unless
+			 * asked for. */
+			if (t->slot.kind == TM_SLOT_IN && !inputs)
+				continue;
+			if (!rt) {
+				noslot++;
+				continue;
+			}
+			if (!same_numel(t, rt)) {
+				shapes++;
+				continue;
+			}
+			for (k = 0; k < NMEAS; k++) {
+				int st = measured[k];
+				double a, b, d;
+
+				if (!(t->have & rt->have & TM_STAT_BIT(st)))
+					continue;
+				a = t->stat[st];
+				b = rt->stat[st];
+				d = tm_stat_table[st].integer ? fabs(a - b) : tm_reldiff(a, b);
+				if (isnan(d))
+					continue;
+				if (!first[k].have && d > tol)
+					note(&first[k], ev, t, a, b, d);
+				if (!worst[k].have || d > worst[k].d)
+					note(&worst[k], ev, t, a, b, d);
+			}
+		}
+	}
+	tm_align_finish(al);
+	tm_progress(s, 0, 1);
+	tm_cursor_restore(s);
+
+	tm_out(s, "Reference %s%s.\n", s->ref->path, live ? " (the run up to the playhead)" : "");
+	tm_out(s, "Run events: %" PRIu64 ", aligned %" PRIu64 ", not aligned %" PRIu64 ".\n",
+	       matched + unmatched, matched, unmatched);
+	for (i = 0; i < nn; i++) {
+		if (!miss[i].n)
+			continue;
+		tm_tql_reason_format(miss[i].reason, rs, sizeof(rs));
+		tm_out(s, "  %-40s %" PRIu64 " event%s: %s\n", tm_node_name(s, i),
+		       miss[i].n, miss[i].n == 1 ? "" : "s", rs);
+	}
+	if (noslot)
+		tm_out(s, "Tensors with no reference tensor in their slot: %" PRIu64 ".\n",
+		       noslot);
+	if (shapes)
+		tm_out(s, "Tensors whose reference has another number of elements "
+		       "(not compared): %" PRIu64 ".\n", shapes);
+	tm_out(s, "Reference events not aligned: %" PRIu64 " of %" PRIu64 ".\n",
+	       s->ref->nevents > matched ? s->ref->nevents - matched : 0,
+	       s->ref->nevents);
+	for (i = 0; i < ta.nref; i++) {
+		if (!ta.ref_miss[i])
+			continue;
+		tm_out(s, "  %-40s %" PRIu64 " event%s\n",
+		       tm_nodetab_get(tm_reader_nodes(r), i)->address, ta.ref_miss[i],
+		       ta.ref_miss[i] == 1 ? "" : "s");
+	}
+	if (s->ref->nevents > matched + ta.ref_unmatched)
+		tm_out(s, "  %" PRIu64 " in steps the run does not reach\n",
+		       s->ref->nevents - matched - ta.ref_unmatched);
+	tm_out(s, "First divergence of %s (reldiff > %g; counts: any difference):\n",
+	       inputs ? "every tensor" : "outputs, gradients and parameters", tol);
+	for (k = 0; k < NMEAS; k++) {
+		int st = measured[k], integer = tm_stat_table[st].integer;
+
+		if (!worst[k].have)
+			continue;
+		tm_out(s, "  %-10s ", tm_stat_table[st].name);
+		if (first[k].have) {
+			if (integer)
+				tm_out(s, "differs by %.0f at ", first[k].d);
+			else
+				tm_out(s, "%.2e at ", first[k].d);
+			print_where(s, &first[k], integer);
+			tm_out(s, "\n");
+		} else {
+			tm_out(s, "none (max %s %.2e)\n", integer ? "difference" : "reldiff",
+			       worst[k].d);
+		}
+	}
+out:
+	free(miss);
+	free(ta.ref_miss);
+	tm_align_free(al);
+	return 0;
+}
+
+int tm_info_compare(struct tm_session *s, const char *args)
+{
+	return cmd_info_compare(s, args);
+}
+
+/* ------------------------------------------------------------- beside */
+
+/*
+ * print EXPR with a reference loaded: when EXPR is the tensor in focus or
+ * one of its fields, the reference's value follows on its own line.
+ */
+void tm_compare_print_beside(struct tm_session *s, const char *expr)
+{
+	const struct tm_tensor *t, *rt;
+	const struct tm_event *ev, *rev;
+	struct tm_tql_value v;
+	struct tm_tql_ctx ctx;
+	tm_tql_prog *p = NULL;
+	char src[256], buf[512], rs[128];
+	uint32_t why = 0;
+	size_t len;
+
+	if (!s->ref || !s->have_cur)
+		return;
+	expr = tm_skip_ws(expr);
+	len = strlen(expr);
+	while (len && (expr[len - 1] == ' ' || expr[len - 1] == '\t'))
+		len--;
+	if (!(len == 6 && !strncmp(expr, "tensor", 6)) &&
+	    !(len > 7 && len < 64 && !strncmp(expr, "tensor.", 7)))
+		return;
+	ev = &s->cur;
+	t = tm_focus_tensor(s);
+	if (!t)
+		return;
+	rt = tm_compare_reference(s, ev, t->slot, 0, &rev, &why);
+	if (!rt) {
+		tm_tql_reason_format(why, rs, sizeof(rs));
+		tm_out(s, "  reference: <unknown: %s>\n", rs);
+		return;
+	}
+	if (len == 6) {
+		tm_tensor_format(rt, buf, sizeof(buf));
+		tm_out(s, "  reference: %s\n", buf);
+		return;
+	}
+	snprintf(src, sizeof(src), "ref.%.*s", (int)len, expr);
+	if (tm_tql_compile(src, &(struct tm_tql_compile_opts){ .rank = -1 }, &p, NULL))
+		return;
+	tm_tql_ctx_init(s, &ctx, ev, t);
+	if (tm_tql_eval(p, &ctx, &v) == TM_OK) {
+		tm_tql_format(&v, buf, sizeof(buf));
+		if (v.type == TM_TQL_NUM || v.type == TM_TQL_INT) {
+			double b = v.type == TM_TQL_NUM ? v.v.d : (double)v.v.i;
+			int st = tm_stat_from_name(expr + 7);
+
+			if (st >= 0 && (t->have & TM_STAT_BIT(st)))
+				tm_out(s, "  reference: %s (reldiff %.2e)\n", buf,
+				       tm_reldiff(t->stat[st], b));
+			else
+				tm_out(s, "  reference: %s\n", buf);
+		} else {
+			tm_out(s, "  reference: %s\n", buf);
+		}
+	}
+	tm_tql_free(p);
+}
