@@ -119,7 +119,9 @@ struct tm_tql_env {
 	 * reference event aligned with ev, with its contents (payload) when
 	 * contents is 1; NULL with *reason (TM_REF_* bits, gap reasons,
 	 * TM_GAP_LEVEL for contents not captured) when there is none.  NULL
-	 * here makes every ref. term unknown with reason TM_REF_NONE.
+	 * here makes every ref. term unknown with reason TM_REF_NONE.  ev is
+	 * NULL when no event or no tensor is in focus: the answer is NULL
+	 * with the reason (TM_REF_NONE without a reference, else 0).
 	 */
 	const struct tm_tensor *(*reference)(void *user, const struct tm_event *ev,
 					     struct tm_slot slot, int contents,

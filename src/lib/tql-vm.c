@@ -686,13 +686,13 @@ void tql_run(tm_tql_prog *p, const struct tql_insn *code,
 		uint32_t reason = TM_REF_NONE;
 		struct tm_slot slot;
 
-		if (ctx && ctx->event && tensor && ctx->env && ctx->env->reference) {
-			slot = tensor->slot;
+		if (ctx && ctx->env && ctx->env->reference) {
+			/* nothing in focus: only the reason (no reference?) */
+			slot = tensor ? tensor->slot : (struct tm_slot){ 0, 0 };
 			reason = 0;
-			t = ctx->env->reference(ctx->env->user, ctx->event, slot, 0,
+			t = ctx->env->reference(ctx->env->user,
+						tensor ? ctx->event : NULL, slot, 0,
 						&rev, &reason);
-		} else if (ctx && ctx->env && ctx->env->reference) {
-			reason = 0;     /* no event or tensor in focus */
 		}
 		if (t)
 			tensor_field(rev, t, in.a, sp);
@@ -712,12 +712,12 @@ void tql_run(tm_tql_prog *p, const struct tql_insn *code,
 		struct tm_contents_diff d;
 		int rc;
 
-		if (ctx && ctx->event && tensor && ctx->env && ctx->env->reference) {
+		if (ctx && ctx->env && ctx->env->reference) {
 			reason = 0;
-			t = ctx->env->reference(ctx->env->user, ctx->event, tensor->slot, 1,
-						&rev, &reason);
-		} else if (ctx && ctx->env && ctx->env->reference) {
-			reason = 0;
+			t = ctx->env->reference(ctx->env->user,
+						tensor ? ctx->event : NULL,
+						tensor ? tensor->slot : (struct tm_slot){ 0, 0 },
+						1, &rev, &reason);
 		}
 		if (!t) {
 			set_unknown(sp++, reason);

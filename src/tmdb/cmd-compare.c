@@ -56,6 +56,10 @@ const struct tm_tensor *tm_compare_reference(void *user, const struct tm_event *
 		*reason = TM_REF_NONE;
 		return NULL;
 	}
+	if (!ev) {
+		*reason = 0;
+		return NULL;
+	}
 	rc = tm_align_event(s->ref->al, run_address(s, ev->node), ev, &rev, &why);
 	if (rc) {
 		/* an unreadable reference step reads as damaged, not as zero */
@@ -268,6 +272,7 @@ struct node_miss {
 
 struct tally {
 	struct tm_session *s;
+	tm_reader *r;
 	uint64_t ref_unmatched;
 	/* the reference's unaligned events, by its node id */
 	uint64_t *ref_miss;
@@ -317,6 +322,98 @@ static void print_where(struct tm_session *s, const struct where *w, int integer
 	       tm_node_name(s, w->node), cs, sb, w->step, w->seq, rn, rf);
 }
 
+/* "model.layers.*.mlp": an address with its numbered segments as "*",
+ * so that what fails to align in every layer is one line. */
+static void generalise(const char *a, char *buf, size_t len)
+{
+	size_t o = 0;
+
+	while (*a && o + 2 < len) {
+		const char *e = a + strcspn(a, ".");
+		size_t k;
+
+		for (k = 0; a + k < e && a[k] >= '0' && a[k] <= '9'; k++)
+			;
+		if (k && a + k == e) {
+			buf[o++] = '*';
+		} else {
+			size_t n = (size_t)(e - a);
+
+			if (o + n + 2 >= len)
+				break;
+			memcpy(buf + o, a, n);
+			o += n;
+		}
+		a = e;
+		if (*a == '.') {
+			buf[o++] = '.';
+			a++;
+		}
+	}
+	buf[o] = 0;
+}
+
+struct group {
+	char name[TM_ADDRESS_MAX + 1];
+	const char *one;        /* the address, while the group has one node */
+	uint32_t reason;
+	uint64_t nodes, events;
+};
+
+/* Lists what did not align, a line per generalised address and reason:
+ * the run's (miss, by node) or the reference's (ta). */
+static void print_groups(struct tm_session *s, const struct node_miss *miss, uint32_t nn,
+			 const struct tally *ta, int ref)
+{
+	struct group *g = NULL, *ng;
+	size_t ng_n = 0, j;
+	uint32_t i, n = ref ? ta->nref : nn;
+	char name[TM_ADDRESS_MAX + 1], rs[128];
+	const char *addr;
+
+	for (i = 0; i < n; i++) {
+		uint64_t c = ref ? ta->ref_miss[i] : miss[i].n;
+		uint32_t why = ref ? 0 : miss[i].reason;
+
+		if (!c)
+			continue;
+		addr = ref ? tm_nodetab_get(tm_reader_nodes(ta->r), i)->address :
+			     tm_node_name(s, i);
+		generalise(addr, name, sizeof(name));
+		for (j = 0; j < ng_n; j++)
+			if (g[j].reason == why && !strcmp(g[j].name, name))
+				break;
+		if (j == ng_n) {
+			ng = realloc(g, (ng_n + 1) * sizeof(*g));
+			if (!ng)
+				break;
+			g = ng;
+			memset(&g[j], 0, sizeof(g[j]));
+			snprintf(g[j].name, sizeof(g[j].name), "%s", name);
+			g[j].reason = why;
+			g[j].one = addr;
+			ng_n++;
+		}
+		g[j].nodes++;
+		g[j].events += c;
+	}
+	for (j = 0; j < ng_n; j++) {
+		char nodes[32] = "";
+
+		if (g[j].nodes > 1)
+			snprintf(nodes, sizeof(nodes), "%" PRIu64 " nodes, ", g[j].nodes);
+		tm_out(s, "  %-40s %s%" PRIu64 " event%s",
+		       g[j].nodes == 1 ? g[j].one : g[j].name, nodes, g[j].events,
+		       g[j].events == 1 ? "" : "s");
+		if (!ref) {
+			tm_tql_reason_format(g[j].reason, rs, sizeof(rs));
+			tm_out(s, ": %s", rs);
+		}
+		tm_out(s, "\n");
+	}
+	free(g);
+}
+
 static uint64_t numel_of(const struct tm_tensor *t)
 {
 	uint64_t n = 1;
@@ -340,12 +437,12 @@ static int cmd_info_compare(struct tm_session *s, const char *args)
 	struct tm_record rec;
 	tm_reader *r = NULL;
 	tm_align *al = NULL;
-	char *detail = NULL, rs[128];
+	char *detail = NULL;
 	double tol = 0;
 	uint64_t matched = 0, unmatched = 0, total = 0, noslot = 0, limit = UINT64_MAX;
 	uint32_t nn, i, k;
-	int rc, err, live, inputs = 0;
-	uint64_t shapes = 0;
+	int rc, err, live, inputs = 0, ref_last_known;
+	uint64_t shapes = 0, past = 0, ref_last;
 
 	memset(first, 0, sizeof(first));
 	memset(worst, 0, sizeof(worst));
@@ -391,6 +488,9 @@ static int cmd_info_compare(struct tm_session *s, const char *args)
 		return -1;
 	}
 	ta.s = s;
+	ta.r = r;
+	ref_last = tm_reader_summary(r)->last_step;
+	ref_last_known = tm_reader_summary(r)->nevents > 0;
 	ta.nref = tm_nodetab_count(tm_reader_nodes(r));
 	ta.ref_miss = calloc(ta.nref ? ta.nref : 1, sizeof(*ta.ref_miss));
 	nn = tm_nodetab_count(s->nodes);
@@ -421,6 +521,12 @@ static int cmd_info_compare(struct tm_session *s, const char *args)
 		rc = tm_align_event(al, run_address(s, ev->node), ev, &rev, &why);
 		if (rc == TM_ERR_NOT_FOUND) {
 			unmatched++;
+			/* a longer run than its reference: one line, not a
+			 * line per node */
+			if (ref_last_known && ev->step > ref_last) {
+				past++;
+				continue;
+			}
 			if (ev->node < nn) {
 				miss[ev->node].n++;
 				miss[ev->node].reason |= why;
@@ -476,13 +582,10 @@ static int cmd_info_compare(struct tm_session *s, const char *args)
 	tm_out(s, "Reference %s%s.\n", s->ref->path, live ? " (the run up to the playhead)" : "");
 	tm_out(s, "Run events: %" PRIu64 ", aligned %" PRIu64 ", not aligned %" PRIu64 ".\n",
 	       matched + unmatched, matched, unmatched);
-	for (i = 0; i < nn; i++) {
-		if (!miss[i].n)
-			continue;
-		tm_tql_reason_format(miss[i].reason, rs, sizeof(rs));
-		tm_out(s, "  %-40s %" PRIu64 " event%s: %s\n", tm_node_name(s, i),
-		       miss[i].n, miss[i].n == 1 ? "" : "s", rs);
-	}
+	print_groups(s, miss, nn, NULL, 0);
+	if (past)
+		tm_out(s, "  %" PRIu64 " event%s in steps after the reference's last (%" PRIu64
+		       ")\n", past, past == 1 ? "" : "s", ref_last);
 	if (noslot)
 		tm_out(s, "Tensors with no reference tensor in their slot: %" PRIu64 ".\n",
 		       noslot);
@@ -492,13 +595,7 @@ static int cmd_info_compare(struct tm_session *s, const char *args)
 	tm_out(s, "Reference events not aligned: %" PRIu64 " of %" PRIu64 ".\n",
 	       s->ref->nevents > matched ? s->ref->nevents - matched : 0,
 	       s->ref->nevents);
-	for (i = 0; i < ta.nref; i++) {
-		if (!ta.ref_miss[i])
-			continue;
-		tm_out(s, "  %-40s %" PRIu64 " event%s\n",
-		       tm_nodetab_get(tm_reader_nodes(r), i)->address, ta.ref_miss[i],
-		       ta.ref_miss[i] == 1 ? "" : "s");
-	}
+	print_groups(s, NULL, 0, &ta, 1);
 	if (s->ref->nevents > matched + ta.ref_unmatched)
 		tm_out(s, "  %" PRIu64 " in steps the run does not reach\n",
 		       s->ref->nevents - matched - ta.ref_unmatched);
