@@ -766,7 +766,7 @@ int tm_contents_diff(const struct tm_tensor *run, const struct tm_tensor *ref,
 {
 	uint64_t na, nb, i;
 	double dd = 0, bb = 0, aa = 0, ab = 0, mx = 0;
-	int rc;
+	int rc, apart = 0;
 
 	if (!run || !ref || !out)
 		return TM_ERR_INVALID_ARG;
@@ -779,7 +779,11 @@ int tm_contents_diff(const struct tm_tensor *run, const struct tm_tensor *ref,
 		double x = tm_tensor_elem(run, i), y = tm_tensor_elem(ref, i);
 
 		if (!isfinite(x) || !isfinite(y)) {
+			/* the same infinity on both sides is no difference;
+			 * anything else non-finite is the largest there is */
 			out->nonfinite++;
+			if (!(x == y))
+				apart = 1;
 			continue;
 		}
 		mx = fmax(mx, fabs(x - y));
@@ -793,5 +797,10 @@ int tm_contents_diff(const struct tm_tensor *run, const struct tm_tensor *ref,
 	out->relerr = bb > 0 ? sqrt(dd / bb) : (dd > 0 ? INFINITY : 0.0);
 	out->cosine = aa > 0 && bb > 0 ? ab / sqrt(aa * bb) :
 		      (aa == 0 && bb == 0 ? 1.0 : 0.0);
+	if (apart) {
+		out->maxabsdiff = INFINITY;
+		out->relerr = INFINITY;
+		out->cosine = NAN;
+	}
 	return TM_OK;
 }

@@ -117,6 +117,12 @@ struct tm_contents_diff {
 	uint64_t nonfinite;     /* elements where a side is NaN/Inf */
 };
 /*
+ * Elements non-finite on a side are left out of the sums; the same
+ * infinity on both sides is no difference, but a NaN, or an infinity
+ * facing anything else, makes maxabsdiff and relerr inf and cosine nan:
+ * the runs differ there as much as they can.
+ */
+/*
  * TM_OK, or TM_ERR_NOT_FOUND when a side has no contents, TM_ERR_INVALID_ARG
  * when the shapes (numbers of elements) differ, TM_ERR_UNSUPPORTED for a
  * dtype whose elements cannot be read.  The dtypes may differ (f32 and bf16).

@@ -228,7 +228,26 @@ MODELS = {
     "fused_bug": lambda: _infer(_fused(True)),
 }
 
+LEVELS = {"gelu_erf": 3, "gelu_tanh": 3, "fp32": 3, "bf16": 3}
+
+
+def record_all(outdir: str) -> None:
+    """Records every model into OUTDIR/NAME.tmrun in this one process (one
+    torch start-up for all: the tests stay quick)."""
+    import os
+
+    import tensormorph_probe as tp
+
+    for name, fn in MODELS.items():
+        with tp.attach(None, level=LEVELS.get(name, 2),
+                       record=os.path.join(outdir, f"{name}.tmrun")):
+            fn()
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 2 or sys.argv[1] not in MODELS:
-        sys.exit(f"usage: compare_models.py {'|'.join(MODELS)}")
-    MODELS[sys.argv[1]]()
+    if len(sys.argv) == 3 and sys.argv[1] == "--record-all":
+        record_all(sys.argv[2])
+    elif len(sys.argv) != 2 or sys.argv[1] not in MODELS:
+        sys.exit(f"usage: compare_models.py {'|'.join(MODELS)} | --record-all DIR")
+    else:
+        MODELS[sys.argv[1]]()
