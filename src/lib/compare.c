@@ -9,6 +9,7 @@
  * costs a seek by step per step change.  Memory is one step's events.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -265,6 +266,46 @@ struct name_ent {
 	uint32_t nnodes;        /* the reference's node count when looked up */
 };
 
+/*
+ * One step of the reference: its events, their tensors without contents,
+ * and the reasons of the gaps inside it.  Until win_fix, an event's
+ * tensors field holds the offset of its first tensor in ts (the array
+ * moves as it grows).
+ */
+struct win {
+	uint64_t step;
+	uint32_t gap_reason;
+	int end;                /* prefetch: the reference ended (err: how) */
+	int err;
+	struct tm_event *ev;
+	size_t nev, evcap;
+	struct tm_tensor *ts;
+	size_t nts, tscap;
+};
+
+/*
+ * Prefetch (tm_align_set_prefetch): a thread reads the reference forwards
+ * with a reader of its own into whole step windows, PF_WINS of them in
+ * all, so that a forward scan decodes the two recordings side by side.
+ */
+#define PF_WINS 4
+struct pf {
+	pthread_t th;
+	tm_reader *r;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct win *q[PF_WINS];         /* made, in step order */
+	size_t qh, qn;
+	struct win *free[PF_WINS];
+	size_t nfree;
+	int stop;
+	struct win *held;               /* popped, for a later step */
+	int ended;
+	int served;                     /* a step was served: last is it */
+	uint64_t last;
+	struct win wins[PF_WINS];
+};
+
 struct tm_align {
 	tm_reader *r;
 	tm_cmp_map *map;
@@ -272,25 +313,31 @@ struct tm_align {
 
 	/* the window: one step of the reference */
 	int have;               /* a step is loaded */
-	uint64_t step;
-	uint32_t gap_reason;    /* reasons of the gaps inside the step */
-	struct tm_event *ev;
-	size_t nev, evcap;
-	struct tm_tensor *ts;   /* every event's tensors, contents dropped */
-	size_t nts, tscap;
+	struct win cur;
 	uint8_t *hit;           /* per window event: aligned with a run event */
 	size_t hitcap;
-	uint32_t *hash;         /* index + 1 into ev; 0 empty */
+	uint32_t *hash;         /* index + 1 into cur.ev; 0 empty */
+	size_t hcap;
 	void (*unmatched)(void *user, const struct tm_event *ref);
 	void *unmatched_user;
-	size_t hcap;
 
 	/* the record read past the window's end: the reader sits after it */
 	int ahead;              /* 1: ahead_ev is valid and the reader follows it */
 	struct tm_event ahead_ev;
 	struct tm_tensor *ahead_ts;
 	size_t ahead_cap;
+
+	struct pf *pf;          /* prefetching, NULL: reads on demand */
 };
+
+static void win_free(struct win *w)
+{
+	free(w->ev);
+	free(w->ts);
+	memset(w, 0, sizeof(*w));
+}
+
+static void pf_stop(tm_align *a);
 
 int tm_align_new(tm_reader *ref, const tm_cmp_map *map, tm_align **out)
 {
@@ -328,12 +375,12 @@ void tm_align_free(tm_align *a)
 
 	if (!a)
 		return;
+	pf_stop(a);
 	for (i = 0; i < NCACHE; i++)
 		free(a->cache[i].addr);
 	tm_reader_close(a->r);
 	tm_cmp_map_free(a->map);
-	free(a->ev);
-	free(a->ts);
+	win_free(&a->cur);
 	free(a->hash);
 	free(a->hit);
 	free(a->ahead_ts);
@@ -364,12 +411,10 @@ static int ref_node(tm_align *a, const char *addr, uint32_t *id, uint32_t *reaso
 	struct name_ent *e = &a->cache[fnv(addr) % NCACHE];
 	char buf[TM_ADDRESS_MAX + 1];
 	const struct tm_node *n;
+	uint32_t count = tm_nodetab_count(tm_reader_nodes(a->r));
 	int rc;
 
-	uint32_t count = tm_nodetab_count(tm_reader_nodes(a->r));
-
-	/* a recording's node table grows as it is read: a node not there
-	 * is looked for again once it has more */
+	/* a node not there is looked for again once the table has more */
 	if (!e->addr || strcmp(e->addr, addr) ||
 	    (e->reason == TM_REF_NO_NODE && e->nnodes != count)) {
 		char *copy = strdup(addr);
@@ -413,64 +458,80 @@ static int same_key(const struct tm_event *e, uint32_t node, uint32_t call,
 	       e->op_index == op;
 }
 
-/* Appends ev (tensors without contents) to the window. */
-static int win_add(tm_align *a, const struct tm_event *ev)
+static void win_reset(struct win *w, uint64_t step)
+{
+	w->step = step;
+	w->gap_reason = 0;
+	w->end = 0;
+	w->err = 0;
+	w->nev = w->nts = 0;
+}
+
+/* Appends ev (tensors without contents) to w. */
+static int win_add(struct win *w, const struct tm_event *ev)
 {
 	size_t i;
 
-	if (a->nev == a->evcap) {
-		size_t cap = a->evcap ? a->evcap * 2 : 256;
-		struct tm_event *p = realloc(a->ev, cap * sizeof(*p));
+	if (w->nev == w->evcap) {
+		size_t cap = w->evcap ? w->evcap * 2 : 256;
+		struct tm_event *p = realloc(w->ev, cap * sizeof(*p));
 
 		if (!p)
 			return TM_ERR_NOMEM;
-		a->ev = p;
-		a->evcap = cap;
+		w->ev = p;
+		w->evcap = cap;
 	}
-	if (a->nts + ev->ntensors > a->tscap) {
-		size_t cap = a->tscap ? a->tscap : 512;
+	if (w->nts + ev->ntensors > w->tscap) {
+		size_t cap = w->tscap ? w->tscap : 512;
 		struct tm_tensor *p;
 
-		while (cap < a->nts + ev->ntensors)
+		while (cap < w->nts + ev->ntensors)
 			cap *= 2;
-		p = realloc(a->ts, cap * sizeof(*p));
+		p = realloc(w->ts, cap * sizeof(*p));
 		if (!p)
 			return TM_ERR_NOMEM;
-		a->ts = p;
-		a->tscap = cap;
+		w->ts = p;
+		w->tscap = cap;
 	}
-	a->ev[a->nev] = *ev;
-	/* until the window is complete, tensors holds the offset into ts */
-	a->ev[a->nev].tensors = (struct tm_tensor *)(uintptr_t)a->nts;
+	w->ev[w->nev] = *ev;
+	w->ev[w->nev].tensors = (struct tm_tensor *)(uintptr_t)w->nts;
 	for (i = 0; i < ev->ntensors; i++) {
-		a->ts[a->nts + i] = ev->tensors[i];
-		a->ts[a->nts + i].payload = NULL;
-		a->ts[a->nts + i].payload_len = 0;
+		w->ts[w->nts + i] = ev->tensors[i];
+		w->ts[w->nts + i].payload = NULL;
+		w->ts[w->nts + i].payload_len = 0;
 	}
-	a->nts += ev->ntensors;
-	a->nev++;
+	w->nts += ev->ntensors;
+	w->nev++;
 	return TM_OK;
+}
+
+/* The tensors' offsets become pointers (once w no longer grows). */
+static void win_fix(struct win *w)
+{
+	size_t i;
+
+	for (i = 0; i < w->nev; i++)
+		w->ev[i].tensors = w->ev[i].ntensors ?
+			w->ts + (size_t)(uintptr_t)w->ev[i].tensors : NULL;
 }
 
 static int win_index(tm_align *a)
 {
 	size_t i, cap = 16;
 
-	for (i = 0; i < a->nev; i++)
-		a->ev[i].tensors = a->ev[i].ntensors ?
-			a->ts + (size_t)(uintptr_t)a->ev[i].tensors : NULL;
-	while (cap < a->nev * 2)
+	win_fix(&a->cur);
+	while (cap < a->cur.nev * 2)
 		cap *= 2;
-	if (a->nev > a->hitcap) {
-		uint8_t *h = realloc(a->hit, a->nev);
+	if (a->cur.nev > a->hitcap) {
+		uint8_t *h = realloc(a->hit, a->cur.nev);
 
 		if (!h)
 			return TM_ERR_NOMEM;
 		a->hit = h;
-		a->hitcap = a->nev;
+		a->hitcap = a->cur.nev;
 	}
-	if (a->nev)
-		memset(a->hit, 0, a->nev);
+	if (a->cur.nev)
+		memset(a->hit, 0, a->cur.nev);
 	if (cap > a->hcap) {
 		uint32_t *h = realloc(a->hash, cap * sizeof(*h));
 
@@ -480,8 +541,8 @@ static int win_index(tm_align *a)
 		a->hcap = cap;
 	}
 	memset(a->hash, 0, a->hcap * sizeof(*a->hash));
-	for (i = 0; i < a->nev; i++) {
-		const struct tm_event *e = &a->ev[i];
+	for (i = 0; i < a->cur.nev; i++) {
+		const struct tm_event *e = &a->cur.ev[i];
 		size_t h = ev_key(e->node, e->call, e->kind, e->op_index) & (a->hcap - 1);
 
 		/* a key seen before stays too: a parameter's data and grad
@@ -490,6 +551,7 @@ static int win_index(tm_align *a)
 			h = (h + 1) & (a->hcap - 1);
 		a->hash[h] = (uint32_t)(i + 1);
 	}
+	a->have = 1;
 	return TM_OK;
 }
 
@@ -511,15 +573,16 @@ static int keep_ahead(tm_align *a, const struct tm_event *ev)
 	return TM_OK;
 }
 
-static void win_report(tm_align *a)
+/* Reports the events of w no run event aligned with (hit: NULL for none). */
+static void report(tm_align *a, const struct win *w, const uint8_t *hit)
 {
 	size_t i;
 
-	if (!a->have || !a->unmatched)
+	if (!a->unmatched)
 		return;
-	for (i = 0; i < a->nev; i++)
-		if (!a->hit[i])
-			a->unmatched(a->unmatched_user, &a->ev[i]);
+	for (i = 0; i < w->nev; i++)
+		if (!hit || !hit[i])
+			a->unmatched(a->unmatched_user, &w->ev[i]);
 }
 
 void tm_align_set_unmatched(tm_align *a,
@@ -536,9 +599,213 @@ void tm_align_finish(tm_align *a)
 {
 	if (!a)
 		return;
-	win_report(a);
+	if (a->have)
+		report(a, &a->cur, a->hit);
 	a->have = 0;
 }
+
+/* ------------------------------------------------------------- prefetch */
+
+static struct win *pf_take_free(struct pf *p)
+{
+	struct win *w = NULL;
+
+	pthread_mutex_lock(&p->mu);
+	while (!p->nfree && !p->stop)
+		pthread_cond_wait(&p->cv, &p->mu);
+	if (!p->stop)
+		w = p->free[--p->nfree];
+	pthread_mutex_unlock(&p->mu);
+	return w;
+}
+
+/* Never waits: there are as many places in the queue as windows. */
+static void pf_push(struct pf *p, struct win *w)
+{
+	pthread_mutex_lock(&p->mu);
+	p->q[(p->qh + p->qn) % PF_WINS] = w;
+	p->qn++;
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+}
+
+static void pf_recycle(struct pf *p, struct win *w)
+{
+	pthread_mutex_lock(&p->mu);
+	p->free[p->nfree++] = w;
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+}
+
+static struct win *pf_pop(struct pf *p)
+{
+	struct win *w;
+
+	pthread_mutex_lock(&p->mu);
+	while (!p->qn)
+		pthread_cond_wait(&p->cv, &p->mu);
+	w = p->q[p->qh];
+	p->qh = (p->qh + 1) % PF_WINS;
+	p->qn--;
+	pthread_mutex_unlock(&p->mu);
+	return w;
+}
+
+static void *pf_main(void *arg)
+{
+	struct pf *p = arg;
+	struct win *w = NULL;
+	struct tm_record rec;
+	int rc, started = 0;
+
+	for (;;) {
+		uint64_t step;
+
+		rc = tm_reader_next(p->r, &rec);
+		if (rc)
+			break;
+		if (rec.type == TM_REC_EVENT)
+			step = rec.u.event.step;
+		else if (rec.type == TM_REC_GAP)
+			step = rec.u.gap.step;
+		else
+			continue;
+		if (!w || (started && step != w->step)) {
+			if (w)
+				pf_push(p, w);
+			w = pf_take_free(p);
+			if (!w)
+				return NULL;    /* stopped */
+			win_reset(w, step);
+			started = 1;
+		}
+		if (rec.type == TM_REC_GAP) {
+			w->gap_reason |= rec.u.gap.reason;
+		} else if ((rc = win_add(w, &rec.u.event)) != TM_OK) {
+			break;
+		}
+	}
+	if (w)
+		pf_push(p, w);
+	w = pf_take_free(p);
+	if (!w)
+		return NULL;
+	win_reset(w, UINT64_MAX);
+	w->end = 1;
+	w->err = rc == TM_ERR_END ? 0 : rc;
+	pf_push(p, w);
+	return NULL;
+}
+
+int tm_align_set_prefetch(tm_align *a, int on)
+{
+	struct pf *p;
+	char *detail = NULL;
+	size_t i;
+	int rc;
+
+	if (!a)
+		return TM_ERR_INVALID_ARG;
+	if (!on) {
+		pf_stop(a);
+		return TM_OK;
+	}
+	if (a->pf || a->have)
+		return a->pf ? TM_OK : TM_ERR_INVALID_ARG;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return TM_ERR_NOMEM;
+	rc = tm_reader_open(tm_reader_path(a->r), 0, &p->r, &detail);
+	free(detail);
+	if (rc) {
+		free(p);
+		return rc;
+	}
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->cv, NULL);
+	for (i = 0; i < PF_WINS; i++)
+		p->free[p->nfree++] = &p->wins[i];
+	if (pthread_create(&p->th, NULL, pf_main, p)) {
+		tm_reader_close(p->r);
+		pthread_mutex_destroy(&p->mu);
+		pthread_cond_destroy(&p->cv);
+		free(p);
+		return TM_ERR_GENERIC;
+	}
+	a->pf = p;
+	return TM_OK;
+}
+
+static void pf_stop(tm_align *a)
+{
+	struct pf *p = a->pf;
+	size_t i;
+
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->mu);
+	p->stop = 1;
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+	pthread_join(p->th, NULL);
+	tm_reader_close(p->r);
+	pthread_mutex_destroy(&p->mu);
+	pthread_cond_destroy(&p->cv);
+	for (i = 0; i < PF_WINS; i++)
+		win_free(&p->wins[i]);
+	free(p);
+	a->pf = NULL;
+	/* the reader of the session seeks afresh */
+	a->ahead = 0;
+}
+
+/* The prefetched window of step, or an empty one when the reference has
+ * none.  Steps go forwards only. */
+static int pf_load(tm_align *a, uint64_t step)
+{
+	struct pf *p = a->pf;
+	struct win tmp, *w;
+
+	if (a->have)
+		report(a, &a->cur, a->hit);
+	a->have = 0;
+	for (;;) {
+		if (p->ended && !p->held) {
+			win_reset(&a->cur, step);
+			return win_index(a);
+		}
+		w = p->held ? p->held : pf_pop(p);
+		p->held = NULL;
+		if (w->end) {
+			int err = w->err;
+
+			p->ended = 1;
+			pf_recycle(p, w);
+			if (err)
+				return err;
+			continue;
+		}
+		if (w->step < step) {
+			/* steps the run does not have */
+			win_fix(w);
+			report(a, w, NULL);
+			pf_recycle(p, w);
+			continue;
+		}
+		if (w->step > step) {
+			p->held = w;
+			win_reset(&a->cur, step);
+			return win_index(a);
+		}
+		tmp = a->cur;
+		a->cur = *w;
+		*w = tmp;
+		pf_recycle(p, w);
+		return win_index(a);
+	}
+}
+
+/* ------------------------------------------------------------- on demand */
 
 /* Loads the reference's step into the window. */
 static int win_load(tm_align *a, uint64_t step)
@@ -546,14 +813,21 @@ static int win_load(tm_align *a, uint64_t step)
 	struct tm_record rec;
 	int rc;
 
-	win_report(a);
+	if (a->pf) {
+		if (!a->pf->served || step > a->pf->last) {
+			a->pf->served = 1;
+			a->pf->last = step;
+			return pf_load(a, step);
+		}
+		pf_stop(a);     /* backwards: on demand from now on */
+	}
+	if (a->have)
+		report(a, &a->cur, a->hit);
 	a->have = 0;
-	a->nev = a->nts = 0;
-	a->gap_reason = 0;
-	a->step = step;
+	win_reset(&a->cur, step);
 	if (a->ahead && a->ahead_ev.step == step) {
 		a->ahead = 0;
-		rc = win_add(a, &a->ahead_ev);
+		rc = win_add(&a->cur, &a->ahead_ev);
 		if (rc)
 			return rc;
 	} else {
@@ -577,22 +851,18 @@ static int win_load(tm_align *a, uint64_t step)
 				break;
 			}
 			if (rec.u.event.step == step) {
-				rc = win_add(a, &rec.u.event);
+				rc = win_add(&a->cur, &rec.u.event);
 				if (rc)
 					return rc;
 			}
 		} else if (rec.type == TM_REC_GAP) {
 			if (rec.u.gap.step == step)
-				a->gap_reason |= rec.u.gap.reason;
+				a->cur.gap_reason |= rec.u.gap.reason;
 			else if (rec.u.gap.step > step)
 				break;  /* the next window seeks again */
 		}
 	}
-	rc = win_index(a);
-	if (rc)
-		return rc;
-	a->have = 1;
-	return TM_OK;
+	return win_index(a);
 }
 
 int tm_align_event(tm_align *a, const char *addr, const struct tm_event *ev,
@@ -611,10 +881,12 @@ int tm_align_event(tm_align *a, const char *addr, const struct tm_event *ev,
 	rc = ref_node(a, addr, &node, &why);
 	if (rc)
 		return rc;
-	if (!a->have || a->step != ev->step) {
+	if (!a->have || a->cur.step != ev->step) {
 		rc = win_load(a, ev->step);
-		if (rc)
+		if (rc) {
+			a->have = 0;
 			return rc;
+		}
 	}
 	if (node == TM_NODE_NONE) {
 		*reason = why;
@@ -623,7 +895,7 @@ int tm_align_event(tm_align *a, const char *addr, const struct tm_event *ev,
 	h = ev_key(node, ev->call, ev->kind, ev->op_index) & (a->hcap - 1);
 	for (; a->hash[h]; h = (h + 1) & (a->hcap - 1)) {
 		size_t i = a->hash[h] - 1;
-		const struct tm_event *e = &a->ev[i];
+		const struct tm_event *e = &a->cur.ev[i];
 
 		if (!same_key(e, node, ev->call, ev->kind, ev->op_index))
 			continue;
@@ -639,10 +911,10 @@ int tm_align_event(tm_align *a, const char *addr, const struct tm_event *ev,
 	}
 	if (found != SIZE_MAX) {
 		a->hit[found] = 1;
-		*ref = &a->ev[found];
+		*ref = &a->cur.ev[found];
 		return TM_OK;
 	}
-	*reason = TM_REF_NO_EVENT | a->gap_reason;
+	*reason = TM_REF_NO_EVENT | a->cur.gap_reason;
 	return TM_ERR_NOT_FOUND;
 }
 
@@ -657,7 +929,8 @@ int tm_align_contents(tm_align *a, const struct tm_event *ref, struct tm_slot sl
 		*t = NULL;
 	if (!a || !ref || !t)
 		return TM_ERR_INVALID_ARG;
-	/* the reader moves: the next window seeks */
+	/* the reader moves: the next window seeks (prefetching has a
+	 * reader of its own) */
 	a->ahead = 0;
 	rc = tm_reader_seek_seq(a->r, ref->seq);
 	if (rc)

@@ -102,6 +102,14 @@ void tm_align_set_unmatched(tm_align *a,
 			    void (*fn)(void *user, const struct tm_event *ref),
 			    void *user);
 void tm_align_finish(tm_align *a);
+/*
+ * For a scan of the whole run forwards: a thread of the aligner reads the
+ * reference (with a reader of its own) a few steps ahead, so that the two
+ * recordings are decoded side by side; memory stays a few steps.  Call it
+ * before the first tm_align_event.  A step asked for before the last one
+ * ends prefetching (the reference is then read on demand).
+ */
+int tm_align_set_prefetch(tm_align *a, int on);
 
 /* ------------------------------------------------------------- measures */
 

@@ -500,6 +500,9 @@ static int cmd_info_compare(struct tm_session *s, const char *args)
 		goto out;
 	}
 	tm_align_set_unmatched(al, ref_missed, &ta);
+	/* one pass forwards: the reference is decoded a few steps ahead by a
+	 * thread of the aligner (without one it is read as asked) */
+	(void)tm_align_set_prefetch(al, 1);
 	/* A live run is read up to the playhead: reading on would resume it. */
 	live = s->probe->ops->process != NULL;
 	if (live)

@@ -319,6 +319,51 @@ static void test_align_map_and_unmatched(void)
 	tm_align_free(a);
 }
 
+/* The same as test_align_map_and_unmatched's scan, with the reference
+ * prefetched by a thread; then a step backwards falls back to reading on
+ * demand. */
+static void test_prefetch(void)
+{
+	const char *ref = tmp_path("ref4.tmrun");
+	tm_align *a;
+	uint32_t why;
+	unsigned s;
+
+	write_ref(ref, ref_nodes, 5, 40, 7, 0);
+	a = open_align(ref, NULL);
+	CU_ASSERT_EQUAL_FATAL(tm_align_set_prefetch(a, 1), TM_OK);
+	CU_ASSERT_EQUAL(tm_align_set_prefetch(a, 1), TM_OK);   /* already */
+	unmatched_seen = 0;
+	tm_align_set_unmatched(a, count_unmatched, NULL);
+	for (s = 0; s < 40; s += 1 + (s == 10)) {       /* step 11 is skipped */
+		CU_ASSERT_EQUAL(aligned_mean(a, "model.layers.0", s, 2, TM_EV_EXIT,
+					     TM_SLOT_OUT, &why), s * 100 + 12);
+		CU_ASSERT_EQUAL(aligned_mean(a, "model.layers.0.weight", s, 1, TM_EV_PARAM,
+					     TM_SLOT_GRAD, &why), s * 100 + 21);
+		if (s == 7) {
+			CU_ASSERT_EQUAL(aligned_mean(a, "model.layers.1", s, 1, TM_EV_EXIT,
+						     TM_SLOT_OUT, &why), -1);
+			CU_ASSERT_EQUAL(why, TM_REF_NO_EVENT | TM_GAP_BACKPRESSURE);
+		}
+	}
+	/* steps past the reference's end: empty */
+	CU_ASSERT_EQUAL(aligned_mean(a, "model.head", 45, 1, TM_EV_EXIT, TM_SLOT_OUT, &why), -1);
+	CU_ASSERT_EQUAL(why, TM_REF_NO_EVENT);
+	tm_align_finish(a);
+	/* 8 events a step, 2 aligned in 39 steps, and all of step 11; step 7
+	 * lost one to its gap */
+	CU_ASSERT_EQUAL(unmatched_seen, 39 * 6 + 8 - 1);
+	/* backwards */
+	CU_ASSERT_EQUAL(aligned_mean(a, "model.head", 3, 1, TM_EV_EXIT, TM_SLOT_OUT, &why), 341);
+	CU_ASSERT_EQUAL(aligned_mean(a, "model.head", 39, 1, TM_EV_EXIT, TM_SLOT_OUT, &why),
+			3941);
+	tm_align_free(a);
+	/* started and freed without a question */
+	a = open_align(ref, NULL);
+	CU_ASSERT_EQUAL(tm_align_set_prefetch(a, 1), TM_OK);
+	tm_align_free(a);
+}
+
 static void test_contents(void)
 {
 	const char *run = tmp_path("run3.tmrun"), *ref = tmp_path("ref3.tmrun");
@@ -428,7 +473,8 @@ int main(void)
 {
 	static const struct tm_test_case cases[] = {
 		TM_TEST(test_map_rules), TM_TEST(test_map_errors), TM_TEST(test_align),
-		TM_TEST(test_align_map_and_unmatched), TM_TEST(test_contents),
+		TM_TEST(test_align_map_and_unmatched), TM_TEST(test_prefetch),
+		TM_TEST(test_contents),
 		TM_TEST(test_measures), { NULL, NULL }
 	};
 	char cmd[128];
