@@ -13,20 +13,51 @@
 
 #include "tmdb.h"
 
+/*
+ * A reference: one recording, or a distributed job's run manifest, whose
+ * rank R is the reference of the run's rank R.
+ */
 struct tm_ref {
-	tm_align *al;
-	char *path;
-	uint64_t nevents;       /* the reference's, from its summary */
+	tm_align **al;          /* by rank; one for a single recording */
+	char **paths;
+	int nal;
+	int manifest;
+	char *path;             /* as given */
+	uint64_t nevents;       /* the reference's, from the summaries */
 };
+
+static void ref_free(struct tm_ref *ref)
+{
+	int i;
+
+	if (!ref)
+		return;
+	for (i = 0; i < ref->nal; i++) {
+		tm_align_free(ref->al[i]);
+		free(ref->paths[i]);
+	}
+	free(ref->al);
+	free(ref->paths);
+	free(ref->path);
+	free(ref);
+}
 
 void tm_compare_free(struct tm_session *s)
 {
-	if (!s->ref)
-		return;
-	tm_align_free(s->ref->al);
-	free(s->ref->path);
-	free(s->ref);
+	ref_free(s->ref);
 	s->ref = NULL;
+}
+
+/* The aligner for ev's rank (aligners by rank: al, n of them). */
+static tm_align *rank_align(struct tm_session *s, tm_align **al, int n,
+			    const struct tm_event *ev)
+{
+	int r;
+
+	if (n == 1)
+		return al[0];
+	r = tm_event_rank(s, ev);
+	return r >= 0 && r < n ? al[r] : NULL;
 }
 
 /* The run address the map sees: a multi-rank table's "@R:" set aside
@@ -48,6 +79,7 @@ const struct tm_tensor *tm_compare_reference(void *user, const struct tm_event *
 	struct tm_session *s = user;
 	const struct tm_event *rev = NULL;
 	const struct tm_tensor *t;
+	tm_align *al;
 	uint32_t why = 0;
 	int rc;
 
@@ -60,7 +92,12 @@ const struct tm_tensor *tm_compare_reference(void *user, const struct tm_event *
 		*reason = 0;
 		return NULL;
 	}
-	rc = tm_align_event(s->ref->al, run_address(s, ev->node), ev, &rev, &why);
+	al = rank_align(s, s->ref->al, s->ref->nal, ev);
+	if (!al) {
+		*reason = TM_REF_NONE;  /* the reference job has no such rank */
+		return NULL;
+	}
+	rc = tm_align_event(al, run_address(s, ev->node), ev, &rev, &why);
 	if (rc) {
 		/* an unreadable reference step reads as damaged, not as zero */
 		*reason = rc == TM_ERR_NOT_FOUND ? why : TM_GAP_DAMAGED;
@@ -72,7 +109,7 @@ const struct tm_tensor *tm_compare_reference(void *user, const struct tm_event *
 		return NULL;
 	}
 	if (contents) {
-		rc = tm_align_contents(s->ref->al, rev, slot, &t);
+		rc = tm_align_contents(al, rev, slot, &t);
 		if (rc) {
 			*reason = rc == TM_ERR_NOT_FOUND ? TM_GAP_LEVEL : TM_GAP_DAMAGED;
 			return NULL;
@@ -93,9 +130,13 @@ static void show_reference(struct tm_session *s)
 		tm_out(s, "No reference loaded (compare FILE loads one).\n");
 		return;
 	}
-	m = tm_align_map(s->ref->al);
-	tm_out(s, "Reference: %s (%" PRIu64 " events).\n", s->ref->path,
-	       s->ref->nevents);
+	m = tm_align_map(s->ref->al[0]);
+	if (s->ref->manifest)
+		tm_out(s, "Reference: %s (%d ranks, %" PRIu64 " events).\n", s->ref->path,
+		       s->ref->nal, s->ref->nevents);
+	else
+		tm_out(s, "Reference: %s (%" PRIu64 " events).\n", s->ref->path,
+		       s->ref->nevents);
 	for (i = 0; i < tm_cmp_map_count(m); i++)
 		tm_out(s, "  map %s\n", tm_cmp_map_rule(m, i));
 }
@@ -136,13 +177,42 @@ static int split_words(const char *args, char *buf, size_t len, char **w, int ca
 	}
 }
 
+/* Opens a reader and an aligner for each path (by rank). */
+static int ref_open_paths(struct tm_ref *ref, const char *const *paths, int n,
+			  const tm_cmp_map *map, char **detail)
+{
+	int i, rc;
+
+	ref->al = calloc((size_t)n, sizeof(*ref->al));
+	ref->paths = calloc((size_t)n, sizeof(*ref->paths));
+	if (!ref->al || !ref->paths)
+		return TM_ERR_NOMEM;
+	for (i = 0; i < n; i++) {
+		tm_reader *r = NULL;
+
+		ref->paths[i] = strdup(paths[i]);
+		if (!ref->paths[i])
+			return TM_ERR_NOMEM;
+		rc = tm_reader_open(paths[i], 0, &r, detail);
+		if (rc)
+			return rc;
+		rc = tm_align_new(r, map, &ref->al[i]);
+		if (rc) {
+			tm_reader_close(r);
+			return rc;
+		}
+		ref->nal = i + 1;
+		ref->nevents += tm_reader_summary(r)->nevents;
+	}
+	return TM_OK;
+}
+
 static int cmd_compare_exec(struct tm_session *s, const char *args, int from_tty)
 {
 	char buf[8192], *w[64], *detail = NULL, *err = NULL;
 	const char *file = NULL;
 	tm_cmp_map *map;
 	tm_reader *r = NULL;
-	tm_align *al = NULL;
 	struct tm_ref *ref;
 	int n, i, rc;
 
@@ -197,28 +267,40 @@ static int cmd_compare_exec(struct tm_session *s, const char *args, int from_tty
 		tm_error(s, "Argument required (the reference recording).");
 		goto fail;
 	}
-	rc = tm_reader_open(file, 0, &r, &detail);
-	if (rc) {
-		tm_error(s, "%s.", detail ? detail : tm_strerror(rc));
-		free(detail);
-		goto fail;
-	}
-	rc = tm_align_new(r, map, &al);
-	if (rc) {
-		tm_reader_close(r);
-		tm_error(s, "Cannot use %s as a reference: %s.", file, tm_strerror(rc));
-		goto fail;
-	}
-	tm_cmp_map_free(map);
 	ref = calloc(1, sizeof(*ref));
 	if (!ref || !(ref->path = strdup(file))) {
 		free(ref);
-		tm_align_free(al);
 		tm_error(s, "Out of memory.");
-		return -1;
+		goto fail;
 	}
-	ref->al = al;
-	ref->nevents = tm_reader_summary(r)->nevents;
+	/* a run manifest: a reference by rank */
+	rc = tm_reader_open(file, 0, &r, &detail);
+	if (rc == TM_ERR_BAD_MAGIC) {
+		struct tm_manifest *mf = NULL;
+		char *mdetail = NULL;
+
+		if (tm_manifest_read(file, &mf, &mdetail) == TM_OK) {
+			free(detail);
+			detail = NULL;
+			rc = ref_open_paths(ref, (const char *const *)mf->paths,
+					    mf->world_size, map, &detail);
+			ref->manifest = 1;
+			tm_manifest_free(mf);
+		}
+		free(mdetail);
+	} else if (rc == TM_OK) {
+		const char *one = file;
+
+		tm_reader_close(r);
+		rc = ref_open_paths(ref, &one, 1, map, &detail);
+	}
+	if (rc) {
+		tm_error(s, "%s.", detail ? detail : tm_strerror(rc));
+		free(detail);
+		ref_free(ref);
+		goto fail;
+	}
+	tm_cmp_map_free(map);
 	tm_compare_free(s);
 	s->ref = ref;
 	/* conditions over ref. terms must not keep answers about the old one */
@@ -273,6 +355,9 @@ struct node_miss {
 struct tally {
 	struct tm_session *s;
 	tm_reader *r;
+	int rank;               /* of a reference job, else -1 */
+	int last_known;         /* the reference has events ... */
+	uint64_t last_step;     /* ... up to this step */
 	uint64_t ref_unmatched;
 	/* the reference's unaligned events, by its node id */
 	uint64_t *ref_miss;
@@ -355,7 +440,7 @@ static void generalise(const char *a, char *buf, size_t len)
 
 struct group {
 	char name[TM_ADDRESS_MAX + 1];
-	const char *one;        /* the address, while the group has one node */
+	char one[TM_ADDRESS_MAX + 16];  /* the address, while the group has one node */
 	uint32_t reason;
 	uint64_t nodes, events;
 };
@@ -363,22 +448,29 @@ struct group {
 /* Lists what did not align, a line per generalised address and reason:
  * the run's (miss, by node) or the reference's (ta). */
 static void print_groups(struct tm_session *s, const struct node_miss *miss, uint32_t nn,
-			 const struct tally *ta, int ref)
+			 const struct tally *tas, int ntas)
 {
 	struct group *g = NULL, *ng;
 	size_t ng_n = 0, j;
-	uint32_t i, n = ref ? ta->nref : nn;
-	char name[TM_ADDRESS_MAX + 1], rs[128];
-	const char *addr;
+	uint32_t i;
+	int ref = tas != NULL, k;
+	char name[TM_ADDRESS_MAX + 1], rs[128], addr[TM_ADDRESS_MAX + 16];
 
-	for (i = 0; i < n; i++) {
+	for (k = 0; k < (ref ? ntas : 1); k++)
+	for (i = 0; i < (ref ? tas[k].nref : nn); i++) {
+		const struct tally *ta = ref ? &tas[k] : NULL;
 		uint64_t c = ref ? ta->ref_miss[i] : miss[i].n;
 		uint32_t why = ref ? 0 : miss[i].reason;
 
 		if (!c)
 			continue;
-		addr = ref ? tm_nodetab_get(tm_reader_nodes(ta->r), i)->address :
-			     tm_node_name(s, i);
+		if (ref && ta->rank >= 0)
+			snprintf(addr, sizeof(addr), "@%d:%s", ta->rank,
+				 tm_nodetab_get(tm_reader_nodes(ta->r), i)->address);
+		else
+			snprintf(addr, sizeof(addr), "%s", ref ?
+				 tm_nodetab_get(tm_reader_nodes(ta->r), i)->address :
+				 tm_node_name(s, i));
 		generalise(addr, name, sizeof(name));
 		for (j = 0; j < ng_n; j++)
 			if (g[j].reason == why && !strcmp(g[j].name, name))
@@ -391,7 +483,7 @@ static void print_groups(struct tm_session *s, const struct node_miss *miss, uin
 			memset(&g[j], 0, sizeof(g[j]));
 			snprintf(g[j].name, sizeof(g[j].name), "%s", name);
 			g[j].reason = why;
-			g[j].one = addr;
+			snprintf(g[j].one, sizeof(g[j].one), "%s", addr);
 			ng_n++;
 		}
 		g[j].nodes++;
@@ -433,11 +525,12 @@ static int cmd_info_compare(struct tm_session *s, const char *args)
 {
 	struct where first[NMEAS], worst[NMEAS];
 	struct node_miss *miss = NULL;
-	struct tally ta;
+	struct tally *tas = NULL;
 	struct tm_record rec;
-	tm_reader *r = NULL;
-	tm_align *al = NULL;
+	tm_align **als = NULL;
 	char *detail = NULL;
+	uint64_t ref_unmatched = 0;
+	int nal, j, ret = -1;
 	double tol = 0;
 	uint64_t matched = 0, unmatched = 0, total = 0, noslot = 0, limit = UINT64_MAX;
 	uint32_t nn, i, k;
@@ -446,7 +539,6 @@ static int cmd_info_compare(struct tm_session *s, const char *args)
 
 	memset(first, 0, sizeof(first));
 	memset(worst, 0, sizeof(worst));
-	memset(&ta, 0, sizeof(ta));
 	for (;;) {
 		args = tm_skip_ws(args);
 		if (!strncmp(args, "-tol", 4) && (args[4] == ' ' || args[4] == '\t')) {
@@ -476,33 +568,53 @@ static int cmd_info_compare(struct tm_session *s, const char *args)
 	}
 	if (tm_need_trace(s))
 		return -1;
-	/* The scan has its own aligner: the session's keeps its window. */
-	rc = tm_reader_open(s->ref->path, 0, &r, &detail);
-	if (!rc)
-		rc = tm_align_new(r, tm_align_map(s->ref->al), &al);
-	if (rc) {
-		if (r && !al)
-			tm_reader_close(r);
-		tm_error(s, "Cannot read the reference: %s.", detail ? detail : tm_strerror(rc));
-		free(detail);
-		return -1;
-	}
-	ta.s = s;
-	ta.r = r;
-	ref_last = tm_reader_summary(r)->last_step;
-	ref_last_known = tm_reader_summary(r)->nevents > 0;
-	ta.nref = tm_nodetab_count(tm_reader_nodes(r));
-	ta.ref_miss = calloc(ta.nref ? ta.nref : 1, sizeof(*ta.ref_miss));
+	/* The scan has its own aligners: the session's keep their windows. */
+	nal = s->ref->nal;
+	als = calloc((size_t)nal, sizeof(*als));
+	tas = calloc((size_t)nal, sizeof(*tas));
 	nn = tm_nodetab_count(s->nodes);
 	miss = calloc(nn ? nn : 1, sizeof(*miss));
-	if (!ta.ref_miss || !miss) {
+	if (!als || !tas || !miss) {
 		tm_error(s, "Out of memory.");
 		goto out;
 	}
-	tm_align_set_unmatched(al, ref_missed, &ta);
-	/* one pass forwards: the reference is decoded a few steps ahead by a
-	 * thread of the aligner (without one it is read as asked) */
-	(void)tm_align_set_prefetch(al, 1);
+	ref_last = 0;
+	ref_last_known = 0;
+	for (j = 0; j < nal; j++) {
+		tm_reader *r = NULL;
+
+		rc = tm_reader_open(s->ref->paths[j], 0, &r, &detail);
+		if (!rc)
+			rc = tm_align_new(r, tm_align_map(s->ref->al[0]), &als[j]);
+		if (rc) {
+			if (r && !als[j])
+				tm_reader_close(r);
+			tm_error(s, "Cannot read the reference: %s.",
+				 detail ? detail : tm_strerror(rc));
+			free(detail);
+			goto out;
+		}
+		tas[j].s = s;
+		tas[j].r = r;
+		tas[j].rank = s->ref->manifest ? j : -1;
+		tas[j].last_known = tm_reader_summary(r)->nevents > 0;
+		tas[j].last_step = tm_reader_summary(r)->last_step;
+		if (tas[j].last_known && (!ref_last_known || tas[j].last_step > ref_last)) {
+			ref_last = tas[j].last_step;
+			ref_last_known = 1;
+		}
+		tas[j].nref = tm_nodetab_count(tm_reader_nodes(r));
+		tas[j].ref_miss = calloc(tas[j].nref ? tas[j].nref : 1, sizeof(*tas[j].ref_miss));
+		if (!tas[j].ref_miss) {
+			tm_error(s, "Out of memory.");
+			goto out;
+		}
+		tm_align_set_unmatched(als[j], ref_missed, &tas[j]);
+		/* one pass forwards: the reference is decoded a few steps
+		 * ahead by a thread of the aligner (without one it is read
+		 * as asked) */
+		(void)tm_align_set_prefetch(als[j], 1);
+	}
 	/* A live run is read up to the playhead: reading on would resume it. */
 	live = s->probe->ops->process != NULL;
 	if (live)
@@ -510,7 +622,9 @@ static int cmd_info_compare(struct tm_session *s, const char *args)
 	err = s->probe->ops->seek(s->probe, TM_SEEK_START, 0);
 	while (err == TM_OK) {
 		const struct tm_event *ev = &rec.u.event, *rev;
+		tm_align *al;
 		uint32_t why;
+		int rk;
 
 		if (live && total && rec.type == TM_REC_EVENT && ev->seq >= limit)
 			break;
@@ -521,12 +635,17 @@ static int cmd_info_compare(struct tm_session *s, const char *args)
 			continue;
 		if ((++total & 0xfff) == 0 && tm_interrupted)
 			break;
-		rc = tm_align_event(al, run_address(s, ev->node), ev, &rev, &why);
+		al = rank_align(s, als, nal, ev);
+		rk = nal == 1 ? 0 : tm_event_rank(s, ev);
+		rc = al ? tm_align_event(al, run_address(s, ev->node), ev, &rev, &why) :
+			  TM_ERR_NOT_FOUND;
+		if (!al)
+			why = TM_REF_NONE;
 		if (rc == TM_ERR_NOT_FOUND) {
 			unmatched++;
 			/* a longer run than its reference: one line, not a
 			 * line per node */
-			if (ref_last_known && ev->step > ref_last) {
+			if (al && tas[rk].last_known && ev->step > tas[rk].last_step) {
 				past++;
 				continue;
 			}
@@ -537,8 +656,7 @@ static int cmd_info_compare(struct tm_session *s, const char *args)
 			continue;
 		}
 		if (rc) {
-			tm_error(s, "Cannot read the reference: %s.",
-				 tm_reader_detail(r) ? tm_reader_detail(r) : tm_strerror(rc));
+			tm_error(s, "Cannot read the reference: %s.", tm_strerror(rc));
 			break;
 		}
 		matched++;
@@ -578,7 +696,10 @@ static int cmd_info_compare(struct tm_session *s, const char *args)
 			}
 		}
 	}
-	tm_align_finish(al);
+	for (j = 0; j < nal; j++) {
+		tm_align_finish(als[j]);
+		ref_unmatched += tas[j].ref_unmatched;
+	}
 	tm_progress(s, 0, 1);
 	tm_cursor_restore(s);
 
@@ -586,9 +707,14 @@ static int cmd_info_compare(struct tm_session *s, const char *args)
 	tm_out(s, "Run events: %" PRIu64 ", aligned %" PRIu64 ", not aligned %" PRIu64 ".\n",
 	       matched + unmatched, matched, unmatched);
 	print_groups(s, miss, nn, NULL, 0);
-	if (past)
-		tm_out(s, "  %" PRIu64 " event%s in steps after the reference's last (%" PRIu64
-		       ")\n", past, past == 1 ? "" : "s", ref_last);
+	if (past) {
+		if (nal > 1)
+			tm_out(s, "  %" PRIu64 " event%s in steps after the last of their "
+			       "rank's reference\n", past, past == 1 ? "" : "s");
+		else
+			tm_out(s, "  %" PRIu64 " event%s in steps after the reference's last (%"
+			       PRIu64 ")\n", past, past == 1 ? "" : "s", ref_last);
+	}
 	if (noslot)
 		tm_out(s, "Tensors with no reference tensor in their slot: %" PRIu64 ".\n",
 		       noslot);
@@ -598,10 +724,10 @@ static int cmd_info_compare(struct tm_session *s, const char *args)
 	tm_out(s, "Reference events not aligned: %" PRIu64 " of %" PRIu64 ".\n",
 	       s->ref->nevents > matched ? s->ref->nevents - matched : 0,
 	       s->ref->nevents);
-	print_groups(s, NULL, 0, &ta, 1);
-	if (s->ref->nevents > matched + ta.ref_unmatched)
+	print_groups(s, NULL, 0, tas, nal);
+	if (s->ref->nevents > matched + ref_unmatched)
 		tm_out(s, "  %" PRIu64 " in steps the run does not reach\n",
-		       s->ref->nevents - matched - ta.ref_unmatched);
+		       s->ref->nevents - matched - ref_unmatched);
 	tm_out(s, "First divergence of %s (reldiff > %g; counts: any difference):\n",
 	       inputs ? "every tensor" : "outputs, gradients and parameters", tol);
 	for (k = 0; k < NMEAS; k++) {
@@ -622,11 +748,16 @@ static int cmd_info_compare(struct tm_session *s, const char *args)
 			       worst[k].d);
 		}
 	}
+	ret = 0;
 out:
 	free(miss);
-	free(ta.ref_miss);
-	tm_align_free(al);
-	return 0;
+	for (j = 0; tas && j < nal; j++) {
+		free(tas[j].ref_miss);
+		tm_align_free(als[j]);
+	}
+	free(tas);
+	free(als);
+	return ret;
 }
 
 int tm_info_compare(struct tm_session *s, const char *args)
