@@ -61,7 +61,7 @@ static tm_align *rank_align(struct tm_session *s, tm_align **al, int n,
 }
 
 /* The run address the map sees: a multi-rank table's "@R:" set aside
- * (the reference is one process's recording). */
+ * (a reference's addresses are one process's; its rank is the aligner). */
 static const char *run_address(struct tm_session *s, uint32_t node)
 {
 	const char *a = tm_node_name(s, node), *c;
