@@ -346,6 +346,8 @@ static int cmd_print_exec(struct tm_session *s, const char *args, int from_tty)
 	n = tm_history_add(s, &v);
 	tm_out(s, "$%d = %s%s\n", n, buf, s->from_note);
 	tm_val_clear(&v);
+	if (*args)
+		tm_compare_print_beside(s, args);
 	return 0;
 }
 
