@@ -1305,7 +1305,7 @@ static uint64_t mono_ns(void)
  * `info probe` shows the pairs). */
 static int flight_meta(tm_recorder *r, tm_writer *w, const char *reason)
 {
-	char vals[5][200];
+	char vals[5][200], over[64] = "";
 	struct tm_run_meta m;
 	struct tm_record rec;
 	tm_decoder *d;
@@ -1329,12 +1329,17 @@ static int flight_meta(tm_recorder *r, tm_writer *w, const char *reason)
 	}
 	m = rec.u.meta;
 	snprintf(vals[0], sizeof(vals[0]), "%u", r->fl_steps);
-	snprintf(vals[1], sizeof(vals[1]), "%u complete steps from step %llu, %llu bytes%s",
-		 r->fl_win.steps_held, (unsigned long long)r->fl_win.first_step,
-		 (unsigned long long)r->fl_win.bytes,
-		 r->fl_win.steps_over_held ? "; steps over the budget are gaps" : "");
-	snprintf(vals[2], sizeof(vals[2]), "%llu bytes; %llu steps did not fit",
-		 (unsigned long long)r->fl_budget, (unsigned long long)r->fl_win.steps_over);
+	/* what the ring really held: the steps over the budget among the
+	 * window's are named, each being a gap in the file */
+	if (r->fl_win.steps_over_held)
+		snprintf(over, sizeof(over), " and %u over the budget (gaps)",
+			 r->fl_win.steps_over_held);
+	snprintf(vals[1], sizeof(vals[1]), "%u complete steps%s from step %llu, %llu bytes",
+		 r->fl_win.steps_held, over, (unsigned long long)r->fl_win.first_step,
+		 (unsigned long long)r->fl_win.bytes);
+	snprintf(vals[2], sizeof(vals[2]), "%llu bytes; %llu step%s did not fit",
+		 (unsigned long long)r->fl_budget, (unsigned long long)r->fl_win.steps_over,
+		 r->fl_win.steps_over == 1 ? "" : "s");
 	snprintf(vals[3], sizeof(vals[3]), "%s", reason);
 	snprintf(vals[4], sizeof(vals[4]), "%llu events before the window",
 		 (unsigned long long)r->fl_win.not_kept.count);
@@ -1592,6 +1597,54 @@ static int flight_request(void *user, int op, uint32_t steps, const char *reason
 	else if (!err)
 		snprintf(detail, len, "keeping the last %u steps", steps);
 	return err;
+}
+
+#ifdef __GLIBC__
+/* One recorder per process waits for the exit (the probe's). */
+static tm_recorder *exit_rec;
+static uint64_t exit_step;
+static int exit_registered;
+
+static void close_at_exit(int status, void *arg)
+{
+	tm_recorder *r = exit_rec;
+	char reason[64];
+
+	(void)arg;
+	exit_rec = NULL;
+	if (!r)
+		return;
+	if (status != 0 && !r->w) {
+		snprintf(reason, sizeof(reason), "exit status %d", status);
+		if (tm_recorder_flight_dump(r, reason, exit_step) == TM_OK)
+			fprintf(stderr, "tensormorph-probe: %s: wrote the last %u steps to %s\n",
+				reason, r->fl_win.steps_held, r->fl_path);
+		else
+			fprintf(stderr, "tensormorph-probe: %s\n", r->detail);
+	}
+	tm_recorder_close(r);
+}
+#endif
+
+int tm_recorder_close_at_exit(tm_recorder *r, uint64_t step)
+{
+	if (!r)
+		return TM_ERR_INVALID_ARG;
+#ifdef __GLIBC__
+	if (!r->fl || exit_rec)
+		return TM_ERR_UNSUPPORTED;
+	if (!exit_registered) {
+		if (on_exit(close_at_exit, NULL))
+			return TM_ERR_UNSUPPORTED;
+		exit_registered = 1;
+	}
+	exit_step = step;
+	exit_rec = r;
+	return TM_OK;
+#else
+	(void)step;
+	return TM_ERR_UNSUPPORTED;
+#endif
 }
 
 const uint32_t *tm_recorder_flight_word(tm_recorder *r)

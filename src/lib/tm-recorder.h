@@ -296,6 +296,18 @@ struct tm_flight_info {
 	char reason[200];               /* what triggered the dump */
 };
 int tm_recorder_flight_info(tm_recorder *r, struct tm_flight_info *out);
+/*
+ * Closes r when the process exits, not now: a flight recorder whose window
+ * was not written yet then learns the exit status (on_exit), and a status
+ * other than 0 triggers ("exit status N", step as for
+ * tm_recorder_flight_dump) before the close, as sys.exit(N) does.  That
+ * catches what no hook of the program sees: a bare `raise SystemExit(N)`
+ * reaching the interpreter's top level.  The caller must not use r again.
+ * TM_ERR_UNSUPPORTED (r untouched: close it) where the C library has no
+ * on_exit, for a recorder not in flight mode, or when another recorder
+ * waits already.
+ */
+int tm_recorder_close_at_exit(tm_recorder *r, uint64_t step);
 /* A word that counts dumps (0 until one), for a probe to poll cheaply;
  * NULL if not in flight mode. */
 const uint32_t *tm_recorder_flight_word(tm_recorder *r);

@@ -1416,13 +1416,22 @@ class Probe(_ProbeBase):
         if self._flight is None or self._closed or not self._rec:
             return False
         err = self._lib.tm_recorder_flight_dump(self._rec, reason.encode(errors="replace"),
-                                                self.step_count)
+                                                self._trigger_step())
         if err:
             detail = self._lib.tm_recorder_detail(self._rec).decode(errors="replace")
             print(f"tensormorph-probe: {detail or _lib.strerror(err)}", file=sys.stderr,
                   flush=True)
             return False
         return True
+
+    def _trigger_step(self) -> int:
+        """The step a trigger outside the model belongs to: between an
+        optimizer step and the next forward the iteration is over, and the
+        trigger is in the next one (doc/manual.md, "Steps"), so the window
+        holds the step that just ended among its complete steps."""
+        if not self._manual_step and not self._root_depth and self._pending():
+            return self.step_count + 1
+        return self.step_count
 
     def flight_info(self) -> dict[str, Any]:
         """Flight mode: steps configured and held, bytes, dumps, the
@@ -1541,8 +1550,10 @@ class Probe(_ProbeBase):
             undo()
         self._undo.clear()
 
-    def close(self) -> None:
-        """Removes every hook, writes what is pending and closes the trace."""
+    def close(self, at_exit: bool = False) -> None:
+        """Removes every hook, writes what is pending and closes the trace.
+        at_exit (the interpreter is ending): a flight window not written
+        yet waits for the exit status, which triggers when it is not 0."""
         if self._closed:
             return
         self._unhook()
@@ -1565,6 +1576,10 @@ class Probe(_ProbeBase):
                 self._live_addr = 0
                 self._lib.tm_server_stop(self._srv)
                 self._srv = None
+            fl = self._flight
+            if (at_exit and fl is not None and not fl.word.value and
+                    self._lib.tm_recorder_close_at_exit(rec, self._trigger_step()) == 0):
+                return
             err = self._lib.tm_recorder_close(rec)
             _check(err, f"closing {self.path or 'the probe'}")
 
@@ -1581,7 +1596,7 @@ _compiled.skip_eager_path(Probe)
 def _close_ref(ref: weakref.ref[Probe]) -> None:
     p = ref()
     if p is not None:
-        p.close()
+        p.close(at_exit=True)
 
 
 def _forked_ref(ref: weakref.ref[Probe]) -> None:
