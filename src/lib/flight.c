@@ -454,6 +454,18 @@ void tm_flight__window(const struct tm_flight *f, struct tm_flight_window *out)
 	out->steps_over = f->over;
 	out->bytes = f->bytes;
 	out->first_step = f->count ? f->done[f->first].step : f->cur.step;
+	if (f->have_cur && f->cur.have_seq) {
+		out->last_seq = f->cur.last_seq;
+		out->have_last = 1;
+	}
+	for (i = f->count; !out->have_last && i-- > 0;) {
+		const struct fstep *d = &f->done[(f->first + i) % f->n];
+
+		if (d->have_seq) {
+			out->last_seq = d->last_seq;
+			out->have_last = 1;
+		}
+	}
 	if (s && s->first_seq > 0) {
 		out->not_kept.first_seq = 0;
 		out->not_kept.last_seq = s->first_seq - 1;

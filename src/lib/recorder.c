@@ -1305,16 +1305,17 @@ static uint64_t mono_ns(void)
  * `info probe` shows the pairs). */
 static int flight_meta(tm_recorder *r, tm_writer *w, const char *reason)
 {
-	char vals[5][200], over[64] = "";
+	char vals[6][200], over[64] = "";
 	struct tm_run_meta m;
 	struct tm_record rec;
 	tm_decoder *d;
 	size_t used;
 	int err = TM_OK;
-	static const char *const keys[5] = {
+	static const char *const keys[6] = {
 		"flight.steps", "flight.steps_held", "flight.budget",
-		"flight.trigger", "flight.not_kept"
+		"flight.trigger", "flight.not_kept", "flight.window_end"
 	};
+	uint32_t nkeys = r->fl_win.have_last ? 6 : 5;
 	uint32_t i;
 
 	if (!r->meta_enc.len)
@@ -1343,7 +1344,10 @@ static int flight_meta(tm_recorder *r, tm_writer *w, const char *reason)
 	snprintf(vals[3], sizeof(vals[3]), "%s", reason);
 	snprintf(vals[4], sizeof(vals[4]), "%llu events before the window",
 		 (unsigned long long)r->fl_win.not_kept.count);
-	for (i = 0; i < 5 && m.npairs < TM_META_MAX_PAIRS; i++) {
+	/* where tmdb puts the playhead when it attaches to the waiting
+	 * program (the triggering event of a TQL trigger) */
+	snprintf(vals[5], sizeof(vals[5]), "%llu", (unsigned long long)r->fl_win.last_seq);
+	for (i = 0; i < nkeys && m.npairs < TM_META_MAX_PAIRS; i++) {
 		m.keys[m.npairs] = keys[i];
 		m.values[m.npairs] = vals[i];
 		m.npairs++;

@@ -49,6 +49,9 @@ struct tm_flight_window {
 	uint64_t steps_dropped;         /* complete steps dropped (age or budget) */
 	uint64_t steps_over;            /* steps that did not fit the budget */
 	uint64_t bytes;
+	uint64_t last_seq;              /* of the window's last record (the
+					 * triggering event of a TQL trigger) */
+	int have_last;
 };
 void tm_flight__window(const struct tm_flight *f, struct tm_flight_window *out);
 int tm_flight__write(struct tm_flight *f, tm_writer *w);

@@ -44,8 +44,11 @@ static int attach_target(struct tm_session *s, const char *args, int tcp_only)
 	struct tm_probe_info pi;
 	struct tm_probe *p = NULL;
 	char *detail = NULL, *target, *word, *save = NULL, *token = NULL, *tfile = NULL;
-	char tokbuf[TM_MSG_MAX_TOKEN + 2], host[256];
+	char tokbuf[TM_MSG_MAX_TOKEN + 2], host[256], buf[48];
+	const char *why, *wtrace;
 	unsigned port;
+	uint64_t wend;
+	size_t nwin;
 	int err;
 
 	/* an empty argument never gets here: the entries' arg_required */
@@ -129,6 +132,15 @@ static int attach_target(struct tm_session *s, const char *args, int tcp_only)
 		       "time is dropped as gaps.\n");
 	notify(s, TM_INF_STARTED, (long)tm_probe_pid(p));
 	tm_bp_rebind_all(s);
+	nwin = tm_probe_remote_window(p, &wend, &why, &wtrace);
+	if (nwin) {
+		/* just-in-time debugging: the window is the history, and the
+		 * playhead starts where it ends (the trigger) */
+		tm_out(s, "The probe wrote its flight window (%s) to %s: its %zu records "
+		       "are the history.\n", why, wtrace, nwin);
+		snprintf(buf, sizeof(buf), "seq %" PRIu64, wend);
+		cmd_goto_entry.exec(s, buf, 0);
+	}
 	return 0;
 }
 

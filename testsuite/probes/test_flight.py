@@ -383,9 +383,10 @@ def test_two_ranks_one_trigger_dumps_both(tmp_path):
 @needs_tmdb
 def test_on_trigger_wait_then_attach(tmp_path):
     """--on-trigger wait: the program writes the window, prints how to
-    attach and waits; tmdb attaches (the model pauses at its next event)
-    and detaches, and the run goes on.  The window itself shows the
-    triggering event to `run` and `bt`."""
+    attach and waits; tmdb attaches with the window as its history and the
+    playhead at the triggering event (`bt`, `print`, `reverse-step` there),
+    detaches, and the run goes on.  The written window shows the triggering
+    event to `run` and `bt` too."""
     src = tmp_path / "train.py"
     src.write_text(_LOOP.replace('if mode == "usr1":', 'if mode == "nan":\n'
                                  '            x[0, 0] = float("nan")\n'
@@ -410,13 +411,26 @@ def test_on_trigger_wait_then_attach(tmp_path):
         assert lines[0].startswith("tensormorph-probe: trigger model.0 if tensor.nan_count > 0"
                                    " at seq"), lines
         assert f"or replay the window: tmdb {out}" in lines[-1]
-        tm = run_tmdb(["-ex", f"attach {pid}", "-ex", "detach"], timeout=120)
-        assert f"Attaching to process {pid} (pytorch)" in tm.stdout, tm.stdout + tm.stderr
+        tm = run_tmdb(["-ex", f"attach {pid}", "-ex", "bt", "-ex", "print tensor.nan_count",
+                       "-ex", "reverse-step", "-ex", "detach"], timeout=120)
+        text = tm.stdout + tm.stderr
+        assert f"Attaching to process {pid} (pytorch)" in text, text
         assert proc.wait(timeout=120) == 0
+        k = _printed_step(proc.stdout.read())
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    # the window is the history and the playhead starts at the trigger:
+    # bt, print and reverse-step work there without moving the model
+    assert re.search(r"The probe wrote its flight window \(trigger model.0 if "
+                     rf"tensor.nan_count > 0 at seq \d+ step {k}\) to {re.escape(str(out))}: "
+                     r"its \d+ records are the history.\n"
+                     rf"model.0 \(out\) at step {k}, fwd\n", text), text
+    assert "#0  model.0 (Linear)" in text and "#1  model (Sequential)" in text, text
+    # x[0, 0] is NaN: row 0 of model.0's 16 outputs
+    assert "$1 = 16\n" in text, text
+    assert f"model.0 (in) at step {k}, fwd" in text, text
     tm = run_tmdb(["-ex", "break model.0 if tensor.nan_count > 0", "-ex", "run", "-ex", "bt",
                    str(out)])
     assert "Breakpoint 1, model.0 (out) at step 6, fwd" in tm.stdout, tm.stdout

@@ -253,6 +253,9 @@ class Flight:
                   file=sys.stderr, flush=True)
             raise SystemExit(3)
         if self.on_trigger == "wait":
+            # the trace on disk up to here: tmdb reads the window from it
+            # as the history before it attached
+            probe.flush()
             pid = os.getpid()
             print(f"tensormorph-probe: waiting for a debugger: tmdb -ex 'attach {pid}' "
                   f"(or replay the window: tmdb {where})", file=sys.stderr, flush=True)

@@ -1468,7 +1468,8 @@ class Probe(_ProbeBase):
             opts.path = os.fsencode(path)
         opts.probe_kind = self.probe_kind.encode()
         opts.caps |= _lib.CAP_OPS
-        opts.trace = self.path.encode() if self.path else None
+        # absolute: tmdb reads a flight window from it, from its own cwd
+        opts.trace = os.path.abspath(self.path).encode() if self.path else None
         if pause is not None:
             if pause < 0:
                 raise ValueError(f"pause must be >= 0 seconds, got {pause}")
