@@ -1024,7 +1024,7 @@ static void do_flight(tm_server *srv, const struct tm_msg *m)
 
 	if (!fn) {
 		send_result(srv, TM_MSG_RESULT, m->type, 0, TM_ERR_UNSUPPORTED,
-			    "this probe keeps no flight window");
+			    "this probe writes no trace to keep a flight window for");
 		return;
 	}
 	detail[0] = 0;
@@ -1035,6 +1035,10 @@ static void do_flight(tm_server *srv, const struct tm_msg *m)
 	pthread_mutex_lock(&srv->lock);
 	srv->flight_busy = 0;
 	pthread_cond_broadcast(&srv->cond);
+	/* flight mode may have come on: the probe installs its own triggers
+	 * when it next looks at its requests */
+	if (!err)
+		requests_changed(srv);
 	send_result(srv, TM_MSG_RESULT, m->type, 0, (uint32_t)err, detail);
 }
 

@@ -109,11 +109,13 @@ const char *tm_server_path(const tm_server *srv);
  */
 void tm_server_drop(tm_server *srv);
 /*
- * FLIGHT requests (doc/wire.md) go to fn, set by a flight-mode recorder
- * that serves this server (tm_recorder_serve): called on the server's
+ * FLIGHT requests (doc/wire.md) go to fn, set by a recorder with a ring
+ * or a file that serves this server (tm_recorder_serve): called on the server's
  * thread without its lock with op (enum tm_flight_op), steps and reason;
  * it returns a tm_err and may write a text for the RESULT into detail.
- * DESCRIBE offers TM_CAP_FLIGHT while one is set.  fn NULL removes it,
+ * DESCRIBE offers TM_CAP_FLIGHT while one is set; a request that
+ * succeeds bumps the state word's counter (the probe may have to install
+ * its own triggers).  fn NULL removes it,
  * waiting for a call in progress.
  */
 typedef int (*tm_server_flight_fn)(void *user, int op, uint32_t steps,

@@ -353,11 +353,23 @@ int tm_live_setting(struct tm_session *s, const char *args, int show, int *rc)
 			tm_out(s, "Use \"info probe\" on the written window for what the "
 			       "flight ring held.\n");
 		} else if (!s->probe || !s->probe->ops->flight) {
-			tm_error(s, "No live process: set probe-flight N changes the window of "
-				 "a live process recording with --flight.");
+			tm_error(s, "No live process: set probe-flight N|off turns flight mode "
+				 "on or off in a live process that records.");
 			*rc = -1;
+		} else if (!strcmp(rest, "off")) {
+			/* off: the window goes to the trace, which records
+			 * everything from then on, as after a trigger */
+			if ((err = s->probe->ops->flight(s->probe, TM_FLIGHT_DUMP, 0,
+							 "set probe-flight off", &text))) {
+				tm_error(s, "Cannot turn flight mode off: %s.",
+					 s->probe->ops->detail(s->probe));
+				*rc = -1;
+			} else {
+				tm_out(s, "Flight mode is off: the probe %s, and records "
+				       "everything.\n", text);
+			}
 		} else if (tm_parse_uint(rest, &n) || n < 1 || n > UINT32_MAX) {
-			tm_error(s, "A number of steps (1 or more) expected.");
+			tm_error(s, "A number of steps (1 or more) or \"off\" expected.");
 			*rc = -1;
 		} else if ((err = s->probe->ops->flight(s->probe, TM_FLIGHT_STEPS, (uint32_t)n,
 							NULL, &text))) {

@@ -841,8 +841,9 @@ static int remote_flight(struct tm_probe *p, int op, uint32_t steps, const char 
 
 	*text = "";
 	if (!(rp->caps & TM_CAP_FLIGHT)) {
-		snprintf(rp->detail, sizeof(rp->detail), "the probe keeps no flight window "
-			 "(tensormorph-probe record --flight N, or attach(..., flight=N))");
+		snprintf(rp->detail, sizeof(rp->detail), "the probe writes no trace to keep "
+			 "a flight window for (tensormorph-probe record, or attach(..., "
+			 "record=PATH))");
 		return TM_ERR_UNSUPPORTED;
 	}
 	memset(m, 0, sizeof(*m));

@@ -507,3 +507,80 @@ def test_dump_that_cannot_write(tmp_path, capsys):
     model(torch.randn(2, 8))
     p.close()                           # reported once, by dump()
     assert not where.exists()
+
+
+_UNTIL = r'''
+import os, sys, time, torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+step = 0
+while not os.path.exists(sys.argv[1]):      # the test says when to end
+    loss = model(torch.randn(4, 8)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    print(f"step {step}", flush=True)
+    step += 1
+    time.sleep(0.01)
+'''
+
+
+@needs_tmdb
+@pytest.mark.slow
+def test_set_probe_flight_on_a_recording(tmp_path):
+    """A live run recording everything: `set probe-flight 2` from tmdb turns
+    flight mode on (the probe's Python triggers too: SIGUSR1 then writes
+    the last 2 steps after a NOT_KEPT gap), `set probe-flight off` writes
+    the window and records everything again; every seq is accounted for."""
+    src = tmp_path / "until.py"
+    src.write_text(_UNTIL)
+    out, stop = tmp_path / "run.tmrun", tmp_path / "stop"
+    cmd = [sys.executable, "-m", "tensormorph_probe", "record", "-o", str(out), "--listen",
+           "--", sys.executable, str(src), str(stop)]
+    proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+    def upto(n: int) -> int:
+        """Reads the script's steps until step n is done; returns the last."""
+        while True:
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read()
+            if int(line.split()[1]) >= n:
+                return int(line.split()[1])
+    try:
+        line = proc.stderr.readline()
+        pid = int(line.split("attach ")[1].split("'")[0])
+        upto(3)
+        tm = run_tmdb(["-ex", f"attach {pid}", "-ex", "set probe-flight 2", "-ex", "detach"],
+                      timeout=120)
+        text = tm.stdout + tm.stderr
+        assert (f"The probe is keeping the last 2 steps from now on; {out} gets them at a "
+                "trigger." in text), text
+        on = upto(0)
+        k = upto(on + 8) + 1            # the probe's Python triggers are in by now
+        os.kill(pid, signal.SIGUSR1)    # between step k - 1's optimizer step and step k
+        upto(k + 3)
+        tm = run_tmdb(["-ex", f"attach {pid}", "-ex", "set probe-flight 3",
+                       "-ex", "set probe-flight off", "-ex", "detach"], timeout=120)
+        text = tm.stdout + tm.stderr
+        assert "Flight mode is off: the probe wrote the window (" in text, text
+        stop.touch()
+        assert proc.wait(timeout=120) == 0
+        err = proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert f"tensormorph-probe: SIGUSR1: wrote the last 2 steps to {out}" in err, err
+    _, events, gaps = read(str(out))
+    assert_gap_free(events, gaps, max(e.seq for e in events) + 1)
+    not_kept = [g for g in gaps if g.reason == NOT_KEPT]
+    assert not_kept and not_kept[0].first_seq > 0, gaps
+    steps = sorted({e.step for e in events})
+    # recorded from step 0 until flight mode came on; then the SIGUSR1
+    # window, steps k-2 and k-1, and everything after
+    first_kept = min(e.step for e in events if e.seq > not_kept[0].last_seq)
+    assert first_kept == k - 2, (k, steps)
+    assert steps[0] == 0 and set(range(k - 2, steps[-1] + 1)) <= set(steps)
+    assert _meta_pairs(out)["flight.trigger"] == "set probe-flight off"

@@ -1039,6 +1039,10 @@ class Probe(_ProbeBase):
             if level >= 2 and not node.params:
                 self._add_params(node)
             node.level = level
+        # set probe-flight turned flight mode on: the triggers that live
+        # in Python (SIGUSR1, exceptions, exit status)
+        if self._flight is None and self._rec and lib.tm_recorder_flight_word(self._rec):
+            self._flight = _flight.Flight(self, [], "continue", None)
         # set probe-ops: the debugger's op patterns, else the probe's own
         buf = ctypes.create_string_buffer(4097)
         have = lib.tm_server_ops(srv, buf, len(buf))
@@ -1577,8 +1581,9 @@ class Probe(_ProbeBase):
                 self._live_addr = 0
                 self._lib.tm_server_stop(self._srv)
                 self._srv = None
-            fl = self._flight
-            if (at_exit and fl is not None and not fl.word.value and
+            # in flight mode (the C side knows: set probe-flight turns it
+            # on and off) the exit status may still trigger
+            if (at_exit and self._flight is not None and
                     self._lib.tm_recorder_close_at_exit(rec, self._trigger_step()) == 0):
                 return
             err = self._lib.tm_recorder_close(rec)
