@@ -1057,7 +1057,7 @@ int tm_recorder_serve(tm_recorder *r, tm_server *srv)
 	/* outside the recorder's locks: the handler takes them */
 	old = atomic_load(&r->srv);
 	if ((r->fl || r->w) && old && old != srv)
-		tm_server_flight_handler(old, NULL, NULL);
+		tm_server_flight_handler(old, NULL, NULL, NULL);
 	/* flock: no submit is forwarding to the old server when this
 	 * returns; wlock: no node is registered in between. */
 	pthread_mutex_lock(&r->flock);
@@ -1069,7 +1069,7 @@ int tm_recorder_serve(tm_recorder *r, tm_server *srv)
 	pthread_mutex_unlock(&r->flock);
 	/* a recording with a file can turn flight mode on (set probe-flight) */
 	if ((r->fl || r->w) && srv)
-		tm_server_flight_handler(srv, flight_request, r);
+		tm_server_flight_handler(srv, flight_request, r, &r->fl_word);
 	return TM_OK;
 }
 

@@ -115,12 +115,15 @@ void tm_server_drop(tm_server *srv);
  * it returns a tm_err and may write a text for the RESULT into detail.
  * DESCRIBE offers TM_CAP_FLIGHT while one is set; a request that
  * succeeds bumps the state word's counter (the probe may have to install
- * its own triggers).  fn NULL removes it,
+ * its own triggers).  *dumps (NULL: none), read at each DESCRIBE, counts
+ * the windows written: while it is not 0 DESCRIBE offers TM_CAP_WINDOW
+ * too, and a debugger reads the trace's window as history.  fn NULL removes it,
  * waiting for a call in progress.
  */
 typedef int (*tm_server_flight_fn)(void *user, int op, uint32_t steps,
 				   const char *reason, char *detail, size_t len);
-void tm_server_flight_handler(tm_server *srv, tm_server_flight_fn fn, void *user);
+void tm_server_flight_handler(tm_server *srv, tm_server_flight_fn fn, void *user,
+			      const uint32_t *dumps);
 /* Last error text (for a failed start, use the code). */
 const char *tm_server_detail(const tm_server *srv);
 

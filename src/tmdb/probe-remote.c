@@ -388,7 +388,7 @@ static int join(struct remote *rp, struct tm_record *rec)
  * that trace when this host can read it (an absolute path: the probe's
  * working directory is not ours).  Anything else keeps the history empty.
  */
-#define MAX_WINDOW_RECORDS (1u << 22)
+#define MAX_WINDOW_RECORDS (1u << 20)
 static void preload_window(struct remote *rp, const char *trace)
 {
 	const struct tm_run_meta *meta;
@@ -398,7 +398,7 @@ static void preload_window(struct remote *rp, const char *trace)
 	struct hrec *h;
 	uint32_t i;
 
-	if (!(rp->caps & TM_CAP_FLIGHT) || trace[0] != '/' ||
+	if (!(rp->caps & TM_CAP_WINDOW) || trace[0] != '/' ||
 	    tm_reader_open(trace, 0, &r, NULL) != TM_OK)
 		return;
 	meta = tm_reader_meta(r);
