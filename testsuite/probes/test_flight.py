@@ -564,6 +564,9 @@ def test_set_probe_flight_on_a_recording(tmp_path):
         tm = run_tmdb(["-ex", f"attach {pid}", "-ex", "set probe-flight 3",
                        "-ex", "set probe-flight off", "-ex", "detach"], timeout=120)
         text = tm.stdout + tm.stderr
+        # a window was written: attaching reads the trace as history
+        assert re.search(rf"The probe wrote its flight window \(SIGUSR1\) to "
+                         rf"{re.escape(str(out))}: its \d+ records are the history.", text), text
         assert "Flight mode is off: the probe wrote the window (" in text, text
         stop.touch()
         assert proc.wait(timeout=120) == 0
