@@ -356,6 +356,13 @@ static void enter_step(struct tm_flight *f, uint64_t step, uint64_t time_ns)
 {
 	if (f->have_cur && f->cur.step == step)
 		return;
+	/* annotations alone (tm_flight__raw knows no step): they go with
+	 * the step whose events follow, not as a step of their own */
+	if (f->have_cur && !f->cur.have_seq) {
+		f->cur.step = step;
+		f->cur.time_ns = time_ns;
+		return;
+	}
 	complete_cur(f);
 	f->cur.step = step;
 	f->cur.time_ns = time_ns;
