@@ -152,6 +152,7 @@ struct tm_server {
 	 * the lock; flight_busy while it runs (removal waits on cond) */
 	tm_server_flight_fn flight_fn;
 	void *flight_user;
+	const uint32_t *flight_dumps;   /* non-zero: a window was written */
 	int flight_busy;
 	int subscribed;
 	uint64_t from_seq;
@@ -900,6 +901,9 @@ static void do_hello(tm_server *srv, const struct tm_msg *m)
 	d->u.hello.minor = TM_WIRE_VERSION_MINOR;
 	d->u.hello.pid = (uint32_t)getpid();
 	d->u.hello.caps = srv->o.caps | (srv->flight_fn ? (uint32_t)TM_CAP_FLIGHT : 0u);
+	if (srv->flight_fn && srv->flight_dumps &&
+	    __atomic_load_n(srv->flight_dumps, __ATOMIC_ACQUIRE))
+		d->u.hello.caps |= TM_CAP_WINDOW;
 	d->u.hello.max_level = srv->o.max_level;
 	snprintf(d->u.hello.name, sizeof(d->u.hello.name), "%s", srv->probe_kind);
 	snprintf(d->u.hello.trace, sizeof(d->u.hello.trace), "%s",
@@ -1032,7 +1036,7 @@ static void do_flight(tm_server *srv, const struct tm_msg *m)
 
 	if (!fn) {
 		send_result(srv, TM_MSG_RESULT, m->type, 0, TM_ERR_UNSUPPORTED,
-			    "this probe keeps no flight window");
+			    "this probe writes no trace to keep a flight window for");
 		return;
 	}
 	detail[0] = 0;
@@ -1043,10 +1047,15 @@ static void do_flight(tm_server *srv, const struct tm_msg *m)
 	pthread_mutex_lock(&srv->lock);
 	srv->flight_busy = 0;
 	pthread_cond_broadcast(&srv->cond);
+	/* flight mode may have come on: the probe installs its own triggers
+	 * when it next looks at its requests */
+	if (!err)
+		requests_changed(srv);
 	send_result(srv, TM_MSG_RESULT, m->type, 0, (uint32_t)err, detail);
 }
 
-void tm_server_flight_handler(tm_server *srv, tm_server_flight_fn fn, void *user)
+void tm_server_flight_handler(tm_server *srv, tm_server_flight_fn fn, void *user,
+			      const uint32_t *dumps)
 {
 	if (!srv)
 		return;
@@ -1055,6 +1064,7 @@ void tm_server_flight_handler(tm_server *srv, tm_server_flight_fn fn, void *user
 		pthread_cond_wait(&srv->cond, &srv->lock);
 	srv->flight_fn = fn;
 	srv->flight_user = user;
+	srv->flight_dumps = fn ? dumps : NULL;
 	pthread_mutex_unlock(&srv->lock);
 }
 

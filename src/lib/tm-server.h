@@ -109,16 +109,21 @@ const char *tm_server_path(const tm_server *srv);
  */
 void tm_server_drop(tm_server *srv);
 /*
- * FLIGHT requests (doc/wire.md) go to fn, set by a flight-mode recorder
- * that serves this server (tm_recorder_serve): called on the server's
+ * FLIGHT requests (doc/wire.md) go to fn, set by a recorder with a ring
+ * or a file that serves this server (tm_recorder_serve): called on the server's
  * thread without its lock with op (enum tm_flight_op), steps and reason;
  * it returns a tm_err and may write a text for the RESULT into detail.
- * DESCRIBE offers TM_CAP_FLIGHT while one is set.  fn NULL removes it,
+ * DESCRIBE offers TM_CAP_FLIGHT while one is set; a request that
+ * succeeds bumps the state word's counter (the probe may have to install
+ * its own triggers).  *dumps (NULL: none), read at each DESCRIBE, counts
+ * the windows written: while it is not 0 DESCRIBE offers TM_CAP_WINDOW
+ * too, and a debugger reads the trace's window as history.  fn NULL removes it,
  * waiting for a call in progress.
  */
 typedef int (*tm_server_flight_fn)(void *user, int op, uint32_t steps,
 				   const char *reason, char *detail, size_t len);
-void tm_server_flight_handler(tm_server *srv, tm_server_flight_fn fn, void *user);
+void tm_server_flight_handler(tm_server *srv, tm_server_flight_fn fn, void *user,
+			      const uint32_t *dumps);
 /*
  * A stop is a stop: an INTERRUPT that finds the model between events (in
  * the loss, the backward's untracked part, the optimizer, logging) calls

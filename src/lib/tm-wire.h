@@ -92,7 +92,8 @@ enum tm_wire_caps {
 	TM_CAP_LEVEL = 1u << 2,     /* SET_LEVEL is honoured */
 	TM_CAP_GRADIENTS = 1u << 3, /* backward events are observed */
 	TM_CAP_OPS = 1u << 4,       /* SET_OPS is honoured (op events) */
-	TM_CAP_FLIGHT = 1u << 5     /* FLIGHT is honoured (a flight-mode recorder) */
+	TM_CAP_FLIGHT = 1u << 5,    /* FLIGHT is honoured (a recorder with a trace) */
+	TM_CAP_WINDOW = 1u << 6     /* its trace holds a written flight window */
 };
 
 enum tm_resume_mode {

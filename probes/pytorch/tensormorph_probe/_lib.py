@@ -618,6 +618,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "tm_recorder_flight_dump": (c_int, [c_vp, c_str, c_u64]),
         "tm_recorder_flight_info": (c_int, [c_vp, ctypes.POINTER(FlightInfo)]),
         "tm_recorder_flight_word": (c_vp, [c_vp]),
+        "tm_recorder_close_at_exit": (c_int, [c_vp, c_u64]),
         "tm_crash_uninstall": (None, []),
         "tm_server_opts_default": (None, [ctypes.POINTER(ServerOpts)]),
         "tm_server_start": (c_int, [ctypes.POINTER(ServerOpts), ctypes.POINTER(c_vp)]),

@@ -1049,6 +1049,10 @@ class Probe(_ProbeBase):
             if level >= 2 and not node.params:
                 self._add_params(node)
             node.level = level
+        # set probe-flight turned flight mode on: the triggers that live
+        # in Python (SIGUSR1, exceptions, exit status)
+        if self._flight is None and self._rec and lib.tm_recorder_flight_word(self._rec):
+            self._flight = _flight.Flight(self, [], "continue", None)
         # set probe-ops: the debugger's op patterns, else the probe's own
         buf = ctypes.create_string_buffer(4097)
         have = lib.tm_server_ops(srv, buf, len(buf))
@@ -1444,13 +1448,22 @@ class Probe(_ProbeBase):
         if self._flight is None or self._closed or not self._rec:
             return False
         err = self._lib.tm_recorder_flight_dump(self._rec, reason.encode(errors="replace"),
-                                                self.step_count)
+                                                self._trigger_step())
         if err:
             detail = self._lib.tm_recorder_detail(self._rec).decode(errors="replace")
             print(f"tensormorph-probe: {detail or _lib.strerror(err)}", file=sys.stderr,
                   flush=True)
             return False
         return True
+
+    def _trigger_step(self) -> int:
+        """The step a trigger outside the model belongs to: between an
+        optimizer step and the next forward the iteration is over, and the
+        trigger is in the next one (doc/manual.md, "Steps"), so the window
+        holds the step that just ended among its complete steps."""
+        if not self._manual_step and not self._root_depth and self._pending():
+            return self.step_count + 1
+        return self.step_count
 
     def flight_info(self) -> dict[str, Any]:
         """Flight mode: steps configured and held, bytes, dumps, the
@@ -1487,7 +1500,8 @@ class Probe(_ProbeBase):
             opts.path = os.fsencode(path)
         opts.probe_kind = self.probe_kind.encode()
         opts.caps |= _lib.CAP_OPS
-        opts.trace = self.path.encode() if self.path else None
+        # absolute: tmdb reads a flight window from it, from its own cwd
+        opts.trace = os.path.abspath(self.path).encode() if self.path else None
         if pause is not None:
             if pause < 0:
                 raise ValueError(f"pause must be >= 0 seconds, got {pause}")
@@ -1583,8 +1597,10 @@ class Probe(_ProbeBase):
             undo()
         self._undo.clear()
 
-    def close(self) -> None:
-        """Removes every hook, writes what is pending and closes the trace."""
+    def close(self, at_exit: bool = False) -> None:
+        """Removes every hook, writes what is pending and closes the trace.
+        at_exit (the interpreter is ending): a flight window not written
+        yet waits for the exit status, which triggers when it is not 0."""
         if self._closed:
             return
         self._unhook()
@@ -1610,6 +1626,11 @@ class Probe(_ProbeBase):
                     _hook.pause_entry(0, 0, None)   # a hold still queued does nothing
                 self._lib.tm_server_stop(self._srv)
                 self._srv = None
+            # in flight mode (the C side knows: set probe-flight turns it
+            # on and off) the exit status may still trigger
+            if (at_exit and self._flight is not None and
+                    self._lib.tm_recorder_close_at_exit(rec, self._trigger_step()) == 0):
+                return
             err = self._lib.tm_recorder_close(rec)
             _check(err, f"closing {self.path or 'the probe'}")
 
@@ -1626,7 +1647,7 @@ _compiled.skip_eager_path(Probe)
 def _close_ref(ref: weakref.ref[Probe]) -> None:
     p = ref()
     if p is not None:
-        p.close()
+        p.close(at_exit=True)
 
 
 def _forked_ref(ref: weakref.ref[Probe]) -> None:
