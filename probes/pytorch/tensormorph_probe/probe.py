@@ -966,9 +966,10 @@ class Probe(_ProbeBase):
         ctypes.c_uint8.from_buffer(self._tbuf, off + _lib.OFF_CAPTURE).value = 1
 
     def _compiled_flush(self, stats: torch.Tensor, table: list[int],
-                        captures: list[torch.Tensor], token: torch.Tensor | None) -> None:
+                        captures: list[torch.Tensor], token: torch.Tensor | None,
+                        hrecs: list[torch.Tensor]) -> None:
         """A compiled region ran (_compiled.py's tensormorph::flush)."""
-        _compiled.run_flush(self, stats, table, captures, token)
+        _compiled.run_flush(self, stats, table, captures, token, hrecs)
 
     def _submit(self) -> None:
         """Hands the batch to libtensormorph: one host copy of the device
