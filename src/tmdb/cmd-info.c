@@ -371,6 +371,14 @@ static void info_frame_compiled(struct tm_session *s, const struct tm_node *n)
 	/* parameter events are made at the optimizer, outside compiled code */
 	if (!n || !s->probe || !s->probe->ops->annotation || s->cur.kind == TM_EV_PARAM)
 		return;
+	/* an eager re-run (rerun): "rerun" is [count, region] while it runs,
+	 * [count] after it */
+	a = s->probe->ops->annotation(s->probe, &s->cur, "rerun");
+	if (a && a->nvalues >= 2 && *a->values[1] && s->cur.kind != TM_EV_BWD) {
+		tm_out(s, " eager re-run of compiled region %s: the model is paused inside it\n",
+		       a->values[1]);
+		return;
+	}
 	a = s->probe->ops->annotation(s->probe, &s->cur, "compiled");
 	for (i = 0; a && i < a->nvalues; i++) {
 		size_t len = strlen(a->values[i]);
@@ -383,6 +391,11 @@ static void info_frame_compiled(struct tm_session *s, const struct tm_node *n)
 			else
 				tm_out(s, " compiled region %s: the model is paused at the region's "
 				       "end\n", a->values[i]);
+			/* the same line over the recording: a command file's
+			 * output is the same live and replayed */
+			if (s->cur.kind != TM_EV_BWD)
+				tm_out(s, " live, \"rerun\" runs the region again eagerly from "
+				       "its entry and stops inside it\n");
 			return;
 		}
 	}

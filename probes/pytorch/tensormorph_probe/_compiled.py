@@ -213,6 +213,30 @@ def _emit(pid: int) -> None:
     torch.ops.tensormorph.flush(stats, table, pid, caps, tok, hrecs)
 
 
+def _snapshot(pid: int, nid: int, args: Any, kwargs: Any) -> None:
+    """The region's entry, kept for an eager re-run (tensormorph::snap): its
+    tensor arguments; the op adds the RNG state and the module's buffers.
+    A region called with other arguments records that it cannot re-run."""
+    ts: list[Any] = []
+    ok = True
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            ts.append(a)
+        else:
+            ok = False
+    names = []
+    for k, v in kwargs.items():
+        if v is None or isinstance(v, torch.Tensor):
+            ts.append(v)
+            names.append(k)
+        else:
+            ok = False
+    if ok:
+        torch.ops.tensormorph.snap(pid, nid, ts, len(args), ",".join(names))
+    else:
+        torch.ops.tensormorph.snap(pid, nid, [], -1, "")
+
+
 def region_call(probe: Any, node: Any, inner: Any, args: Any, kwargs: Any) -> Any:
     """An observed call, traced: its events go to the region's table."""
     level = node.level
@@ -221,6 +245,8 @@ def region_call(probe: Any, node: Any, inner: Any, args: Any, kwargs: Any) -> An
     _open.append(nid)
     pid = probe._cid
     host = not probe._force_dev
+    if outer and probe._rerun_snap:
+        _snapshot(pid, nid, args, kwargs)
     ins = flatten_call(args, kwargs, _MAX_TENSORS) if level >= 1 else []
     if level >= 2:
         _grad_hooks(pid, _nev[0], ins, _SLOT_GRAD_IN, host)
@@ -272,6 +298,8 @@ _LIB.define("flush(Tensor stats, int[] table, int probe, Tensor[] captures, Tens
 _LIB.define("host_stats(Tensor[] xs, int[] levels) -> Tensor")
 _LIB.define("begin(int probe) -> Tensor", tags=_TAGS)
 _LIB.define("grad(Tensor stats, Tensor token, int probe, int[] meta, bool raw) -> ()", tags=_TAGS)
+_LIB.define("snap(int probe, int node, Tensor?[] tensors, int npos, str kwnames) -> ()",
+            tags=_TAGS)
 
 
 def _impl(name: str) -> Any:
@@ -373,9 +401,29 @@ def _grad_fake(stats: torch.Tensor, token: torch.Tensor, probe: int, meta: list[
     return None
 
 
+@_impl("snap")
+def snap(probe: int, node: int, tensors: list[torch.Tensor | None], npos: int,
+         kwnames: str) -> None:
+    """A region whose re-run a debugger may ask for begins (run time)."""
+    p = _probe(probe)
+    n = p._by_id.get(node) if p is not None else None
+    if n is None:
+        return
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    bufs = [(b, b.detach().clone()) for b in n.module.buffers()]
+    p._snaps[node] = (list(tensors), npos, kwnames.split(",") if kwnames else [],
+                      torch.get_rng_state(), cuda, bufs)
+
+
+@_fake("snap")
+def _snap_fake(probe: int, node: int, tensors: list[torch.Tensor | None], npos: int,
+               kwnames: str) -> None:
+    return None
+
+
 try:
     from torch._library.effects import EffectType
-    for _name in ("flush", "begin", "grad"):
+    for _name in ("flush", "begin", "grad", "snap"):
         _LIB._register_effectful_op("tensormorph::" + _name, EffectType.ORDERED)
 except (ImportError, AttributeError):   # older torch: kept as ops without outputs
     pass
@@ -516,11 +564,63 @@ def run_flush(p: Any, stats: torch.Tensor, table: list[int],
             p._root_depth -= 1
         if p._live is not None and p._live.value & 1:
             p._submit_live()
+    if p._srv and p._rerun_snap and end and p._lib.tm_server_rerun(p._srv):
+        rerun(p, table[1])
     if token is not None:
         runs = p._region_calls
         runs[int(token)] = ordinals
         while len(runs) > _KEEP_REGIONS:
             del runs[next(iter(runs))]
+
+
+def rerun(p: Any, nid: int) -> None:
+    """tmdb's rerun: the region that just ran, again, eagerly, from its
+    snapshot (tensormorph::snap): its events are the eager hooks', so the
+    debugger stops inside it (the server stops at its first event).  The
+    annotation "rerun" ([count, region], or [count, "", why not]) comes
+    first; tmdb stops at the first event after it.  The RNG state and the
+    module's buffers are the entry's while it runs and are put back after."""
+    p._reruns += 1
+    count = str(p._reruns)
+    node = p._by_id.get(nid)
+    snap = p._snaps.get(nid)
+    why = None
+    if node is None or snap is None:
+        why = ("no snapshot of this region's entry: the probe takes one while a debugger "
+               "is attached, from the region's next compilation on")
+    elif snap[1] < 0:
+        why = "the region's arguments are not all tensors"
+    if why is not None:
+        p._annotate("rerun", [count, "", why])
+        return
+    tensors, npos, names, rng, cuda, bufs = snap
+    args = tensors[:npos]
+    kwargs = dict(zip(names, tensors[npos:], strict=True))
+    now_rng = torch.get_rng_state()
+    now_cuda = torch.cuda.get_rng_state_all() if cuda is not None else None
+    now_bufs = [(b, b.detach().clone()) for b, _ in bufs]
+    p._annotate("rerun", [count, node.address])
+    module = node.module
+    p._rerunning = True
+    try:
+        torch.set_rng_state(rng)
+        if cuda is not None:
+            torch.cuda.set_rng_state_all(cuda)
+        with torch.no_grad():
+            for b, v in bufs:
+                b.copy_(v)
+            torch.compiler.disable(lambda: module(*args, **kwargs))()
+    except Exception as e:      # the re-run's own error: the compiled run goes on
+        p._annotate("rerun-error", [count, f"{type(e).__name__}: {e}"])
+    finally:
+        p._rerunning = False
+        p._annotate("rerun", [count])       # ended: info frame tells its events apart
+        torch.set_rng_state(now_rng)
+        if now_cuda is not None:
+            torch.cuda.set_rng_state_all(now_cuda)
+        with torch.no_grad():
+            for b, v in now_bufs:
+                b.copy_(v)
 
 
 def _discover_ctx(ctx: Any) -> None:
