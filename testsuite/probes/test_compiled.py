@@ -356,6 +356,14 @@ def test_graph_break_of_its_own(tmp_path):
     assert stats["stats"]["unique_graphs"] > 1
     # every break is the model's own
     assert all("graph_break()" in k for k in stats["graph_break"]), stats["graph_break"]
+    if os.path.exists(os.environ.get("TMDB", "")):
+        # `info probe` lists each region of the step and its levels
+        r = _tmdb(["-ex", "goto end", "-ex", "info probe", str(tmp_path / "c.tmrun")])
+        # (the break makes dynamo compile each leaf module as a graph)
+        assert ("Compiled: step 2 ran 9 regions compiled (torch.compile); their forward events "
+                "come when each region ends:\n  region model.blocks.0.fc1 observed at level 1\n"
+                in r.stdout), r.stdout
+        assert "  region model.blocks.2.fc2 observed at level 1\n" in r.stdout, r.stdout
 
 
 def test_gpt2_fullgraph(tmp_path):

@@ -526,11 +526,19 @@ def run_flush(p: Any, stats: torch.Tensor, table: list[int],
             node.depth -= 1
             start, tend = t, t
         ordinals.append((nid, call, level))
-        if p._compiled_step != p.step_count:
-            # tmdb's `info frame` tells a compiled region's stop by this
-            p._compiled_step = p.step_count
-            p.annotate("compiled", [node.address])
-            p.annotate("compiled-levels", [",".join(str(lv) for lv in _levels(table))])
+        if len(ordinals) == 1:
+            # the regions of the step so far and their levels: tmdb's
+            # `info frame` tells a compiled region's stop by them, `info
+            # probe` lists them (one annotation each, the latest has all)
+            regs = p._compiled_regions
+            if p._compiled_step != p.step_count:
+                p._compiled_step = p.step_count
+                regs.clear()
+            levels = ",".join(str(lv) for lv in _levels(table))
+            if (node.address, levels) not in regs:
+                regs.append((node.address, levels))
+                p.annotate("compiled", [a for a, _ in regs])
+                p.annotate("compiled-levels", [lv for _, lv in regs])
         if p._nev >= p._bev or p._nt + n > p._bt:
             p._submit()
         base = p._nt

@@ -425,6 +425,7 @@ class Probe(_ProbeBase):
         self._by_id: dict[int, _Node] = {}  # node id -> observed node (compiled regions)
         self._discovering = model is None
         self._compiled_step = -1        # step annotated "compiled" (_compiled.py)
+        self._compiled_regions: list[tuple[str, str]] = []     # its regions, levels
         # region token -> (node, call, level) of its events, for its backward
         self._region_calls: dict[int, list[tuple[int, int, int]]] = {}
         self._cid = _compiled.register(self)
