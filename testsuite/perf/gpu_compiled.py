@@ -26,7 +26,8 @@ runs the probe's operators between the graphs):
 Without CUDA it prints one line saying it skipped, and returns 0.  With
 --device cpu it runs the same checks on the CPU (mode="reduce-overhead"
 falls back there): a check of this script, not a GPU figure.  run() returns
-0 when every check passed (or it skipped), 1 when one failed.
+0 when every check passed (or it skipped), 1 when one failed; run(argv)
+takes the options above as a list (run() alone: the defaults).
 """
 
 from __future__ import annotations
@@ -104,7 +105,8 @@ def run(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--device", default="cuda", help="cuda (default), or cpu to check the script")
     ap.add_argument("--blocks", type=int, default=12, help="the model's blocks (default 12)")
-    args = ap.parse_args(argv)
+    # gpu-check calls run() with its own command line in sys.argv
+    args = ap.parse_args([] if argv is None else argv)
     try:
         import torch
     except ImportError:
@@ -214,4 +216,4 @@ def run(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run())
+    sys.exit(run(sys.argv[1:]))
