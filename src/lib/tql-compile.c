@@ -35,7 +35,8 @@ static const char *const field_names[] = {
 	"tensor.zero_count", "tensor.shape", "tensor.dtype", "tensor.rank",
 	"node.path", "node.type", "node.depth",
 	"step", "phase", "seq", "time", "rank", "request", "request.count",
-	"call", "scaler.scale", "scaler.skipped",
+	"call", "scaler.scale", "scaler.skipped", "event", "exception.type",
+	"exception.message",
 	NULL
 };
 
@@ -56,7 +57,8 @@ static const char *const efield_names[EF__COUNT] = {
 	[EF_OP_MADE_NONFINITE] = "op.made_nonfinite",
 	[EF_CALL] = "call",
 	[EF_SCALER_SCALE] = "scaler.scale", [EF_SCALER_SKIPPED] = "scaler.skipped",
-	[EF_ANNOT] = "annot",
+	[EF_ANNOT] = "annot", [EF_EVENT] = "event",
+	[EF_EXC_TYPE] = "exception.type", [EF_EXC_MESSAGE] = "exception.message",
 };
 
 enum {
@@ -1214,7 +1216,8 @@ static int check_addressed(struct tql_cc *cc, struct tql_node *n)
 /*
  * field := "tensor." ( stat | "shape" | "dtype" | "rank" | "numel" )
  *        | "node." ( "path" | "type" | "depth" )
- *        | "step" | "phase" | "seq" | "time" | "rank"
+ *        | "step" | "phase" | "seq" | "time" | "rank" | "event"
+ *        | "exception." ( "type" | "message" )
  *        | addressed
  * ("rank" is the process's rank in a distributed run; "tensor.rank" the
  * number of dimensions.)
@@ -1228,7 +1231,8 @@ static int check_word(struct tql_cc *cc, struct tql_node *n)
 			n->res = R_EVENT;
 			n->aux = (uint32_t)i;
 			return i == EF_PHASE || i == EF_NODE_PATH || i == EF_NODE_TYPE ||
-			       i == EF_OP_NAME || i == EF_OP_FILE ? TM_TQL_STR :
+			       i == EF_OP_NAME || i == EF_OP_FILE || i == EF_EVENT ||
+			       i == EF_EXC_TYPE || i == EF_EXC_MESSAGE ? TM_TQL_STR :
 			       i == EF_OP_INPUTS_FINITE || i == EF_OP_MADE_NONFINITE ||
 			       i == EF_SCALER_SKIPPED ? TM_TQL_BOOL : i == EF_REQUEST ? TM_TQL_LIST :
 			       i == EF_SCALER_SCALE ? TM_TQL_NUM : TM_TQL_INT;

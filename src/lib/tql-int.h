@@ -93,6 +93,10 @@ enum tql_efield {
 	EF_SCALER_SKIPPED,      /* annotation "scaler.skipped": absent is false */
 	EF_ANNOT,       /* annot.KEY: any key's values, a list; insn b = the key
 			 * (NUL-ended, in the pool) */
+	EF_EVENT,       /* the event's kind: "enter", "exit", "raise", ... */
+	/* a raise event's (TM_EV_RAISE): its "exception" annotation; unknown
+	 * at other events */
+	EF_EXC_TYPE, EF_EXC_MESSAGE,
 	EF__COUNT
 };
 

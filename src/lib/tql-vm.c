@@ -298,6 +298,22 @@ static void event_field(const struct tm_tql_ctx *ctx, uint32_t f, const char *ke
 	case EF_CALL:
 		set_int(v, e->call);
 		return;
+	case EF_EVENT:
+		set_str(v, tm_event_kind_name(e->kind));
+		return;
+	case EF_EXC_TYPE:
+	case EF_EXC_MESSAGE: {
+		/* what a raise raised (tm-types.h TM_EV_RAISE) */
+		const struct tm_annot *a = e->kind == TM_EV_RAISE ?
+			annot_of(ctx, e, "exception") : NULL;
+		unsigned k = f == EF_EXC_TYPE ? 0 : 1;
+
+		if (a && a->nvalues > k)
+			set_str(v, a->values[k]);
+		else
+			set_unknown(v, 0);
+		return;
+	}
 	case EF_OP_NAME:
 	case EF_OP_INDEX:
 	case EF_OP_LINE:
@@ -1181,6 +1197,8 @@ static const char *const ef_names[EF__COUNT] = {
 	[EF_OP_MADE_NONFINITE] = "op.made_nonfinite",
 	[EF_CALL] = "call", [EF_SCALER_SCALE] = "scaler.scale",
 	[EF_SCALER_SKIPPED] = "scaler.skipped", [EF_ANNOT] = "annot",
+	[EF_EVENT] = "event", [EF_EXC_TYPE] = "exception.type",
+	[EF_EXC_MESSAGE] = "exception.message",
 };
 
 /*

@@ -360,11 +360,18 @@ static int info_event(struct tm_session *s, const char *args)
 	tm_out(s, " at step %" PRIu64 ", %s, level %u\n", s->cur.step,
 	       tm_phase_name(s->cur.phase), s->cur.level);
 	tm_out(s, "Time: %" PRIu64 " ns", s->cur.time_ns);
-	if (s->cur.kind == TM_EV_EXIT)
+	if (s->cur.kind == TM_EV_EXIT || s->cur.kind == TM_EV_RAISE)
 		tm_out(s, " (call %" PRIu64 "..%" PRIu64 " ns, %" PRIu64 " ns)",
 		       s->cur.start_ns, s->cur.end_ns,
 		       s->cur.end_ns - s->cur.start_ns);
 	tm_out(s, "\n");
+	if (s->cur.kind == TM_EV_RAISE) {
+		const struct tm_annot *x = tm_exception_of(s, &s->cur);
+
+		tm_out(s, "Exception: %s%s%s\n", x && x->nvalues ? x->values[0] : "(not recorded)",
+		       x && x->nvalues > 1 && *x->values[1] ? ": " : "",
+		       x && x->nvalues > 1 ? x->values[1] : "");
+	}
 	for (i = 0; i < s->cur.ntensors; i++) {
 		tm_slot_format(s->cur.tensors[i].slot, sb, sizeof(sb));
 		tm_tensor_format(&s->cur.tensors[i], buf, sizeof(buf));

@@ -42,6 +42,8 @@ const struct cmd_entry *const tm_cmd_table[] = {
 	&cmd_find_entry,
 	&cmd_break_entry,
 	&cmd_tbreak_entry,
+	&cmd_catch_entry,
+	&cmd_tcatch_entry,
 	&cmd_watch_entry,
 	&cmd_condition_entry,
 	&cmd_ignore_entry,
