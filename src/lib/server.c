@@ -767,6 +767,22 @@ static void do_capture(tm_server *srv, const struct tm_msg *m)
 	send_result(srv, TM_MSG_RESULT, m->type, 0, TM_OK, NULL);
 }
 
+int tm_server_rerun(tm_server *srv)
+{
+	int ret = 0;
+
+	if (!srv)
+		return 0;
+	pthread_mutex_lock(&srv->lock);
+	if (srv->step_mode == TM_RESUME_RERUN) {
+		srv->step_mode = TM_RESUME_STEP;
+		srv->step_left = 1;
+		ret = 1;
+	}
+	pthread_mutex_unlock(&srv->lock);
+	return ret;
+}
+
 int tm_server_wants_capture(tm_server *srv, uint32_t node)
 {
 	size_t i;
@@ -1014,6 +1030,10 @@ static void do_resume(tm_server *srv, const struct tm_msg *m)
 			return;
 		}
 		srv->step_mode = TM_RESUME_FINISH;
+		break;
+	case TM_RESUME_RERUN:
+		/* no stop until the probe begins the re-run (tm_server_rerun) */
+		srv->step_mode = TM_RESUME_RERUN;
 		break;
 	default:
 		break;
@@ -2208,7 +2228,9 @@ int tm_server_event(tm_server *srv, const struct tm_event *ev)
 		captures_satisfy(srv, ev);
 	/* Stops only at events the debugger has seen: it must show them. */
 	if (sent && srv->cfd >= 0) {
-		if (srv->step_mode >= 0 && step_done(srv, ev)) {
+		if (srv->step_mode == TM_RESUME_RERUN) {
+			/* the rest of the compiled region: the re-run stops */
+		} else if (srv->step_mode >= 0 && step_done(srv, ev)) {
 			stop_at(srv, ev, TM_STOP_STEP, 0, UINT32_MAX);
 		} else {
 			for (b = srv->bps; b; b = b->next) {

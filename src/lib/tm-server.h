@@ -220,6 +220,11 @@ int tm_server_level(tm_server *srv, uint32_t node);
 int tm_server_ops(tm_server *srv, char *buf, size_t len);
 /* 1 if the client asked for a full capture of a tensor of this node. */
 int tm_server_wants_capture(tm_server *srv, uint32_t node);
+/* 1 if the client asked to re-run the compiled region the model is in
+ * (RESUME rerun): the events until this call do not stop, the next one does
+ * (the re-run's first, or the next event when the probe cannot re-run).
+ * 0 otherwise.  The probe calls it where a compiled region ends. */
+int tm_server_rerun(tm_server *srv);
 
 /* Counters, for tests and the probe's report. */
 struct tm_server_stats {

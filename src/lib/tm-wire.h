@@ -101,6 +101,8 @@ enum tm_resume_mode {
 	TM_RESUME_STEP = 1,       /* the next event */
 	TM_RESUME_NEXT = 2,       /* next event at the same or a shallower depth */
 	TM_RESUME_FINISH = 3,     /* the exit of the current call */
+	TM_RESUME_RERUN = 4,      /* re-run the compiled region eagerly, stop at
+				   * its first event (tm_server_rerun) */
 	TM_RESUME__COUNT
 };
 

@@ -27,13 +27,16 @@ struct info_sub {
 
 /* ------------------------------------------------------------- probe */
 
-/* The compiled region of the playhead's step (torch.compile, annotated by
- * the probe: "compiled" its outermost module, "compiled-levels" the levels
- * its calls are observed at). */
+/* The compiled regions of the playhead's step so far (torch.compile,
+ * annotated by the probe: "compiled" their outermost modules,
+ * "compiled-levels" the levels each one's calls are observed at).  A region
+ * the probe does not observe makes no events and is not listed; a level
+ * changed by the debugger shows as a region listed again, recompiled. */
 static void info_probe_compiled(struct tm_session *s)
 {
 	const struct tm_annot *a;
-	char *addr;
+	char *addrs[TM_ANNOT_MAX_VALUES];
+	uint32_t i, n;
 
 	if (!s->have_cur || !s->probe->ops->annotation)
 		return;
@@ -41,13 +44,25 @@ static void info_probe_compiled(struct tm_session *s)
 	if (!a || !a->nvalues)
 		return;
 	/* valid until the next call */
-	if (!(addr = strdup(a->values[0])))
-		return;
+	for (n = 0; n < a->nvalues && n < TM_ANNOT_MAX_VALUES; n++)
+		if (!(addrs[n] = strdup(a->values[n])))
+			break;
 	a = s->probe->ops->annotation(s->probe, &s->cur, "compiled-levels");
-	tm_out(s, "Compiled: step %" PRIu64 " ran region %s compiled (torch.compile), observed "
-	       "at level %s; its forward events come when the region ends\n", s->cur.step, addr,
-	       a && a->nvalues ? a->values[0] : "?");
-	free(addr);
+	if (n > 1)
+		tm_out(s, "Compiled: step %" PRIu64 " ran %u regions compiled (torch.compile); "
+		       "their forward events come when each region ends:\n", s->cur.step, n);
+	for (i = 0; i < n; i++) {
+		const char *lv = a && i < a->nvalues ? a->values[i] : "?";
+
+		if (n == 1)
+			tm_out(s, "Compiled: step %" PRIu64 " ran region %s compiled "
+			       "(torch.compile), observed at level %s; its forward events come "
+			       "when the region ends\n", s->cur.step, addrs[i], lv);
+		else
+			tm_out(s, "  region %s observed at level %s\n", addrs[i], lv);
+	}
+	for (i = 0; i < n; i++)
+		free(addrs[i]);
 }
 
 static int info_probe(struct tm_session *s, const char *args)
@@ -378,6 +393,14 @@ static void info_frame_compiled(struct tm_session *s, const struct tm_node *n)
 	/* parameter events are made at the optimizer, outside compiled code */
 	if (!n || !s->probe || !s->probe->ops->annotation || s->cur.kind == TM_EV_PARAM)
 		return;
+	/* an eager re-run (rerun): "rerun" is [count, region] while it runs,
+	 * [count] after it */
+	a = s->probe->ops->annotation(s->probe, &s->cur, "rerun");
+	if (a && a->nvalues >= 2 && *a->values[1] && s->cur.kind != TM_EV_BWD) {
+		tm_out(s, " eager re-run of compiled region %s: the model is paused inside it\n",
+		       a->values[1]);
+		return;
+	}
 	a = s->probe->ops->annotation(s->probe, &s->cur, "compiled");
 	for (i = 0; a && i < a->nvalues; i++) {
 		size_t len = strlen(a->values[i]);
@@ -390,6 +413,11 @@ static void info_frame_compiled(struct tm_session *s, const struct tm_node *n)
 			else
 				tm_out(s, " compiled region %s: the model is paused at the region's "
 				       "end\n", a->values[i]);
+			/* the same line over the recording: a command file's
+			 * output is the same live and replayed */
+			if (s->cur.kind != TM_EV_BWD)
+				tm_out(s, " live, \"rerun\" runs the region again eagerly from "
+				       "its entry and stops inside it\n");
 			return;
 		}
 	}

@@ -1033,6 +1033,103 @@ const struct cmd_entry cmd_finish_entry = {
 	.klass = "running",
 };
 
+/* ------------------------------------------------------------- rerun */
+
+/*
+ * A stop in a compiled region (torch.compile) is at the region's end; rerun
+ * has the probe run that region again, eagerly, from the snapshot it took
+ * at the region's entry, and stops at the re-run's first event.  The probe
+ * annotates "rerun" ([count, region], or [count, "", why not]) before it;
+ * the scan stops at the first event after a new one.
+ */
+struct rerun_arg {
+	uint64_t from;          /* the model's position */
+	char count[32];         /* the latest "rerun" annotation's count, "" */
+};
+
+static const struct tm_annot *annot(struct tm_session *s, const struct tm_event *ev,
+				    const char *key)
+{
+	return s->probe->ops->annotation ? s->probe->ops->annotation(s->probe, ev, key) : NULL;
+}
+
+static int pred_rerun(struct tm_session *s, const struct tm_event *ev, void *arg)
+{
+	struct rerun_arg *a = arg;
+	const struct tm_annot *an;
+
+	if (ev->seq <= a->from)
+		return 0;
+	an = annot(s, ev, "rerun");
+	return an && an->nvalues && strcmp(an->values[0], a->count) != 0;
+}
+
+static int cmd_rerun_exec(struct tm_session *s, const char *args, int from_tty)
+{
+	struct rerun_arg a;
+	const struct tm_annot *an;
+	struct stop st;
+
+	(void)from_tty;
+	if (*args) {
+		tm_error(s, "rerun takes no argument.");
+		return -1;
+	}
+	if (!s->probe->ops->rerun) {
+		tm_error(s, "rerun needs a live model: a recording cannot run the step again.");
+		return -1;
+	}
+	if (!s->have_cur) {
+		tm_error(s, "The model is not paused.");
+		return -1;
+	}
+	an = annot(s, &s->cur, "compiled");
+	if (!an || !an->nvalues) {
+		tm_error(s, "Step %" PRIu64 " did not run compiled: step, next and finish "
+			 "already stop inside it.", s->cur.step);
+		return -1;
+	}
+	if (s->cur.phase != TM_PHASE_FWD ||
+	    (s->cur.kind != TM_EV_ENTER && s->cur.kind != TM_EV_EXIT)) {
+		tm_error(s, "rerun re-runs a compiled region's forward; the playhead is at a %s "
+			 "event.", s->cur.kind == TM_EV_PARAM ? "parameter" : "gradient");
+		return -1;
+	}
+	memset(&a, 0, sizeof(a));
+	a.from = s->cur.seq;
+	an = annot(s, &s->cur, "rerun");
+	if (an && an->nvalues)
+		snprintf(a.count, sizeof(a.count), "%s", an->values[0]);
+	if (s->probe->ops->rerun(s->probe)) {
+		tm_error(s, "Cannot re-run: %s.", s->probe->ops->detail(s->probe));
+		return -1;
+	}
+	tm_out(s, "Re-running the compiled region of step %" PRIu64 " eagerly from its entry.\n",
+	       s->cur.step);
+	if (scan(s, TM_DIR_FWD, pred_rerun, &a, 0, &st))
+		return -1;
+	if (st.why == STOP_STEP && (an = annot(s, &s->cur, "rerun")) && an->nvalues >= 3 &&
+	    !*an->values[1]) {
+		tm_out(s, "The probe did not re-run it: %s.\n", an->values[2]);
+	} else if (st.why == STOP_STEP && an && an->nvalues >= 2) {
+		tm_out(s, "Eager re-run of %s; its events follow the region's, in step %" PRIu64
+		       ".\n", an->values[1], s->cur.step);
+	}
+	report(s, &st);
+	return 0;
+}
+
+const struct cmd_entry cmd_rerun_entry = {
+	.name = "rerun",
+	.usage = "rerun",
+	.help = "Live, stopped in a compiled region (torch.compile): run the region\n"
+		"again, eagerly, from the snapshot the probe took at its entry (inputs,\n"
+		"buffers, RNG state), and stop at the re-run's first event; step, next,\n"
+		"finish, bt and print then work inside it.",
+	.exec = cmd_rerun_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.klass = "running",
+};
+
 static int cmd_reverse_finish_exec(struct tm_session *s, const char *args,
 				   int from_tty)
 {

@@ -28,6 +28,7 @@ const struct cmd_entry *const tm_cmd_table[] = {
 	&cmd_step_entry,
 	&cmd_next_entry,
 	&cmd_finish_entry,
+	&cmd_rerun_entry,
 	&cmd_until_entry,
 	&cmd_reverse_continue_entry,
 	&cmd_reverse_step_entry,

@@ -89,6 +89,7 @@ struct remote {
 
 	/* running ahead (flow()) */
 	int ahead;              /* resume with RESUME continue */
+	int rerun;              /* the next resume is RESUME rerun */
 	int running;            /* resumed with continue, no STOP since */
 	int int_pending;        /* Ctrl-C: INTERRUPT sent, waiting for an event */
 	int end_noted;          /* remote_end_note said why */
@@ -672,9 +673,11 @@ static int resume_paused(struct remote *rp)
 		return 0;
 	memset(m, 0, sizeof(*m));
 	m->type = TM_MSG_RESUME;
-	m->u.resume.mode = rp->ahead ? TM_RESUME_CONTINUE : TM_RESUME_STEP;
+	m->u.resume.mode = rp->rerun ? TM_RESUME_RERUN :
+		rp->ahead ? TM_RESUME_CONTINUE : TM_RESUME_STEP;
 	m->u.resume.count = 1;
-	rp->running = rp->ahead;
+	rp->running = rp->ahead || rp->rerun;
+	rp->rerun = 0;
 	return send_msg(rp, m) ? -1 : 1;
 }
 
@@ -839,6 +842,19 @@ static int remote_set_ops(struct tm_probe *p, const char *patterns)
 	m->type = TM_MSG_SET_OPS;
 	snprintf(m->u.level.pattern, sizeof(m->u.level.pattern), "%s", patterns);
 	return request(rp, m, CONNECT_TIMEOUT_MS);
+}
+
+static int remote_rerun(struct tm_probe *p)
+{
+	struct remote *rp = impl(p);
+
+	if (!rp->stopped || rp->pos != rp->n || !(rp->caps & TM_CAP_PAUSE)) {
+		snprintf(rp->detail, sizeof(rp->detail), "the model is not paused at the "
+			 "playhead (go to its newest event first)");
+		return TM_ERR_INVALID_ARG;
+	}
+	rp->rerun = 1;
+	return TM_OK;
 }
 
 static int remote_flight(struct tm_probe *p, int op, uint32_t steps, const char *reason,
@@ -1235,6 +1251,7 @@ static const struct tm_probe_ops remote_ops = {
 	.flow = remote_flow,
 	.set_level = remote_set_level,
 	.set_ops = remote_set_ops,
+	.rerun = remote_rerun,
 	.record = remote_record,
 	.flight = remote_flight,
 	.annotation = remote_annotation,

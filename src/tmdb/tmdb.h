@@ -637,7 +637,7 @@ void tm_compare_print_beside(struct tm_session *s, const char *expr);
 /* ------------------------------------------------------------- command entries */
 #define TM_CMD(n) extern const struct cmd_entry cmd_##n##_entry
 TM_CMD(file); TM_CMD(run); TM_CMD(continue); TM_CMD(step); TM_CMD(next);
-TM_CMD(finish); TM_CMD(until); TM_CMD(reverse_continue); TM_CMD(reverse_step);
+TM_CMD(finish); TM_CMD(rerun); TM_CMD(until); TM_CMD(reverse_continue); TM_CMD(reverse_step);
 TM_CMD(reverse_next); TM_CMD(stepi); TM_CMD(nexti); TM_CMD(reverse_stepi);
 TM_CMD(reverse_nexti); TM_CMD(reverse_finish); TM_CMD(goto); TM_CMD(find);
 TM_CMD(break); TM_CMD(tbreak); TM_CMD(catch); TM_CMD(tcatch); TM_CMD(watch); TM_CMD(condition); TM_CMD(ignore);

@@ -664,6 +664,8 @@ def _declare(lib: ctypes.CDLL) -> None:
         "tm_manifest_rank_path": (c_int, [c_str, ctypes.c_int32, ctypes.c_char_p, c_sz]),
         "tm_manifest_path": (c_int, [c_str, ctypes.c_char_p, c_sz]),
         "tm_server_rank_path": (c_int, [c_str, ctypes.c_int32, ctypes.c_char_p, c_sz]),
+        # a compiled region's eager re-run (tmdb's rerun)
+        "tm_server_rerun": (c_int, [c_vp]),
     }
     for name, (res, args) in opt.items():
         fn = getattr(lib, name, None)

@@ -434,9 +434,16 @@ class Probe(_ProbeBase):
         self._by_id: dict[int, _Node] = {}  # node id -> observed node (compiled regions)
         self._discovering = model is None
         self._compiled_step = -1        # step annotated "compiled" (_compiled.py)
+        self._compiled_regions: list[tuple[str, str]] = []     # its regions, levels
         # region token -> (node, call, level) of its events, for its backward
         self._region_calls: dict[int, list[tuple[int, int, int]]] = {}
         self._cid = _compiled.register(self)
+        # the eager re-run of a compiled region (_compiled.py, tmdb's rerun):
+        # snapshots at the regions' entries while a debugger may ask for it
+        self._rerun_snap = False
+        self._snaps: dict[int, Any] = {}
+        self._reruns = 0
+        self._rerunning = False
 
         self.step_count = 0
         # called with the root's (args, kwargs) as each root call starts, its
@@ -976,9 +983,10 @@ class Probe(_ProbeBase):
         ctypes.c_uint8.from_buffer(self._tbuf, off + _lib.OFF_CAPTURE).value = 1
 
     def _compiled_flush(self, stats: torch.Tensor, table: list[int],
-                        captures: list[torch.Tensor], token: torch.Tensor | None) -> None:
+                        captures: list[torch.Tensor], token: torch.Tensor | None,
+                        hrecs: list[torch.Tensor]) -> None:
         """A compiled region ran (_compiled.py's tensormorph::flush)."""
-        _compiled.run_flush(self, stats, table, captures, token)
+        _compiled.run_flush(self, stats, table, captures, token, hrecs)
 
     def _submit(self) -> None:
         """Hands the batch to libtensormorph: one host copy of the device
@@ -1073,7 +1081,7 @@ class Probe(_ProbeBase):
             self._root_enter()
         if node.is_root:
             self._root_depth += 1
-        if root and self.on_root_call is not None:
+        if root and self.on_root_call is not None and not self._rerunning:
             self.on_root_call(args, kwargs)     # inside the call: annotates its step
         node.depth += 1
         step = self.step_count
@@ -1199,6 +1207,8 @@ class Probe(_ProbeBase):
         micro-batches of one step.  The step moves when the next root call
         starts, so that a backward, the optimizer and logging stay in the
         step of their forward."""
+        if self._rerunning:
+            return      # a compiled region's eager re-run: the step it re-runs
         if not self._fw_done:
             self._fw_done = _loop.patch_frameworks(self)
         if self._grad_queued:           # a backward that raised: its callbacks never ran
@@ -1529,6 +1539,7 @@ class Probe(_ProbeBase):
         self._live_addr = lib.tm_server_state(self._srv)
         self._live = ctypes.c_uint32.from_address(self._live_addr)
         self._gen = self._live.value >> 1
+        self._rerun_snap = hasattr(lib, "tm_server_rerun")
         token_path = lib.tm_server_token_path(self._srv).decode()
         if token_path:
             # TCP: tmdb on this host reads the token from the file; elsewhere
@@ -1619,6 +1630,8 @@ class Probe(_ProbeBase):
                 # every event went out; the debugger gets BYE and the model
                 # is not paused again
                 self._lib.tm_recorder_serve(rec, None)
+                self._rerun_snap = False
+                self._snaps.clear()
                 self._live = None
                 self._live_addr = 0
                 self._lib.tm_server_pause_handler(self._srv, None, None)
