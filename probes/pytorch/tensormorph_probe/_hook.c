@@ -456,8 +456,9 @@ event1(ProbeBase *p, const struct ev1 *e, PyObject *x)
 		memcpy(rt->shape, dims, (size_t)rank * sizeof(dims[0]));
 	}
 	put_event(p, e->kind, e->phase, e->node, e->call, e->t, e->start, e->end, e->level, 1);
-	if (data) {
-		/* a level-3 copy is read before submit copies it as the payload */
+	if (clevel) {
+		/* a level-3 copy is read before submit copies it as the payload;
+		 * an empty tensor (no address) gets its counts */
 		((stats_fn)(uintptr_t)p->stats_addr)(NULL, rt, 1);
 	}
 	Py_XDECREF(y);

@@ -911,7 +911,7 @@ class Probe(_ProbeBase):
         _TENSOR_PACK[rank](self._tbuf, idx * _TSIZE, data, numel, 0,
                            slot_index, devidx, slot_kind, dtype, rank, devtype, clevel, capture,
                            0, 0, *shape)
-        return 1 if data else 0
+        return 1 if clevel else 0      # (an empty tensor: no address, its counts)
 
     def _reuse(self, idx: int, x: torch.Tensor, data: int, shape: Any, dt: torch.dtype,
                slot_kind: int, slot_index: int, level: int) -> bool:
@@ -956,7 +956,7 @@ class Probe(_ProbeBase):
             have &= _COUNTS_MASK
         ctypes.c_uint32.from_buffer(self._tbuf, off + _HAVE_OFF).value = have
         ctypes.c_uint8.from_buffer(self._tbuf, off + _HAVE_HIST_OFF).value = \
-            1 if level >= 2 and finite else 0
+            _lib.HIST_LOG2 if level >= 2 and finite else 0
 
     def _put_capture(self, idx: int, h: torch.Tensor) -> None:
         """A level-3 copy in host memory, kept until submitted."""
