@@ -686,6 +686,63 @@ static PyTypeObject GradHookType = {
 	.tp_vectorcall_offset = offsetof(GradHook, vectorcall),
 };
 
+/*
+ * Tensor.register_hook(x, hook) without its Python frame and its
+ * RemovableHandle (the probe never removes a gradient hook: it goes with
+ * the tensor): the same steps, for a plain tensor with no torch function
+ * mode in force; anything else goes through torch's method.  The key is
+ * an int of the probe's own range, far above RemovableHandle's.
+ */
+static PyObject *has_torch_function_unary, *ordered_dict, *s_grad_fn, *s_register_hook_dict;
+static unsigned long long hook_key = 1ULL << 62;
+
+static PyObject *
+register_hook(PyObject *x, PyObject *hook)
+{
+	PyObject *hooks, *r, *key;
+	int tf;
+
+	if (!Py_IS_TYPE(x, (PyTypeObject *)tensor_type) || has_torch_function_unary == NULL)
+		return PyObject_CallMethodOneArg(x, s_register_hook, hook);
+	if ((r = PyObject_CallOneArg(has_torch_function_unary, x)) == NULL)
+		return NULL;
+	tf = r == Py_True;
+	Py_DECREF(r);
+	if (tf)
+		return PyObject_CallMethodOneArg(x, s_register_hook, hook);
+	if ((hooks = PyObject_GetAttr(x, s_backward_hooks)) == NULL)
+		return NULL;
+	if (hooks == Py_None) {
+		PyObject *fn;
+
+		Py_DECREF(hooks);
+		if ((hooks = PyObject_CallNoArgs(ordered_dict)) == NULL)
+			return NULL;
+		if (PyObject_SetAttr(x, s_backward_hooks, hooks) < 0 ||
+		    (fn = PyObject_GetAttr(x, s_grad_fn)) == NULL) {
+			Py_DECREF(hooks);
+			return NULL;
+		}
+		r = fn == Py_None ? Py_NewRef(Py_None) :
+			PyObject_CallMethodOneArg(fn, s_register_hook_dict, x);
+		Py_DECREF(fn);
+		if (r == NULL) {
+			Py_DECREF(hooks);
+			return NULL;
+		}
+		Py_DECREF(r);
+	}
+	key = PyLong_FromUnsignedLongLong(hook_key++);
+	if (key == NULL || PyObject_SetItem(hooks, key, hook) < 0) {
+		Py_XDECREF(key);
+		Py_DECREF(hooks);
+		return NULL;
+	}
+	Py_DECREF(key);
+	Py_DECREF(hooks);
+	Py_RETURN_NONE;
+}
+
 /* The hook registered last on x, when it is one of this probe's. */
 static GradHook *
 last_gradhook(ProbeBase *p, PyObject *x)
@@ -744,7 +801,7 @@ add_grad_hook(ProbeBase *p, PyObject *x, NodeBase *n, unsigned long long call, i
 		Py_DECREF(g);
 		return -1;
 	}
-	r = PyObject_CallMethodOneArg(x, s_register_hook, (PyObject *)g);
+	r = register_hook(x, (PyObject *)g);
 	Py_DECREF(g);
 	if (r == NULL)
 		return -1;
@@ -1575,6 +1632,22 @@ setup(PyObject *mod, PyObject *args)
 	tensor_type = tensor;
 	strided = strd;
 	grad_enabled = enabled;
+	/* what register_hook() needs; without them torch's own method */
+	if (has_torch_function_unary == NULL) {
+		PyObject *c = PyImport_ImportModule("torch._C"), *coll = NULL;
+
+		if (c != NULL)
+			has_torch_function_unary = PyObject_GetAttrString(c, "_has_torch_function_unary");
+		if (c != NULL && (coll = PyImport_ImportModule("collections")) != NULL)
+			ordered_dict = PyObject_GetAttrString(coll, "OrderedDict");
+		Py_XDECREF(c);
+		Py_XDECREF(coll);
+		if (has_torch_function_unary == NULL || ordered_dict == NULL) {
+			Py_CLEAR(has_torch_function_unary);
+			Py_CLEAR(ordered_dict);
+		}
+		PyErr_Clear();
+	}
 	Py_RETURN_NONE;
 }
 
@@ -1722,6 +1795,8 @@ PyInit__hook(void)
 	    intern(&s_backward_hooks, "_backward_hooks") || intern(&s_reversed, "__reversed__") ||
 	    intern(&s_register_hook, "register_hook") || intern(&s_discover, "_discover") ||
 	    intern(&s_grad_check, "_grad_check") || intern(&s_grad, "grad") ||
+	    intern(&s_grad_fn, "grad_fn") ||
+	    intern(&s_register_hook_dict, "_register_hook_dict") ||
 	    intern(&s_grads_queue, "_grads_queue"))
 		return NULL;
 	if (PyType_Ready(&ProbeBaseType) < 0 || PyType_Ready(&NodeBaseType) < 0 ||
