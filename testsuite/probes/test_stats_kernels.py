@@ -9,6 +9,10 @@ implementation used for device tensors and by the compiled path
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -139,3 +143,15 @@ def test_c_and_device_paths_agree_on_real_activations(tmp_path):
                       for e in events for t in e.tensors if t.hist is not None])
     assert hists[0] == hists[1]
     assert len(hists[0]) > 10 and all(h[3] == _lib.HIST_LOG2 for h in hists[0])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device: run gpu-check itself")
+def test_gpu_check_without_cuda_says_so():
+    """testsuite/perf/gpu-check on a machine without CUDA: a clear message,
+    exit 77, no traceback, nothing claimed."""
+    script = Path(__file__).resolve().parents[1] / "perf" / "gpu-check"
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       timeout=120, env=dict(os.environ))
+    assert r.returncode == 77, r.stdout + r.stderr
+    assert "no CUDA device" in r.stdout and "not measured on a GPU" in r.stdout
+    assert "Traceback" not in r.stderr

@@ -41,7 +41,7 @@ def device_stats(t: torch.Tensor, level: int) -> torch.Tensor:
     neginf = x == float("-inf")
     nfin = finite.sum()
     zero = torch.zeros((), dtype=acc, device=x.device)
-    inf_ = torch.tensor(float("inf"), dtype=acc, device=x.device)
+    inf_ = torch.full((), float("inf"), dtype=acc, device=x.device)     # (no host copy)
     xf = torch.where(finite, x, zero)
     mn = torch.where(finite, x, inf_).min()
     mx = torch.where(finite, x, -inf_).max()
@@ -84,8 +84,8 @@ def device_stats(t: torch.Tensor, level: int) -> torch.Tensor:
         rescued = torch.stack([ms * amax, (xs * xs).sum().sqrt() * amax,
                                (torch.where(finite, xs - ms, zero) ** 2).sum().div(denom).sqrt()
                                * amax])
-        cols = [7, 9, 10] if level >= 2 else [7, 9]
-        now = out[cols]
-        bad = ~torch.isfinite(now).all() & finite.any()
-        out[cols] = torch.where(bad, rescued[: len(cols)], now)
+        cols = (7, 9, 10) if level >= 2 else (7, 9)
+        bad = ~torch.isfinite(torch.stack([out[c] for c in cols])).all() & finite.any()
+        for i, c in enumerate(cols):        # (scalar indices: no index tensor to copy in)
+            out[c] = torch.where(bad, rescued[i], out[c])
     return out

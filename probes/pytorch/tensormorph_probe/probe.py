@@ -122,6 +122,22 @@ _partial = functools.partial
 _wref = weakref.ref
 
 
+@contextlib.contextmanager
+def _sync_allowed() -> Iterator[None]:
+    """The probe's one host copy of a batch's device stats: the sync it
+    means to make, exempt from torch.cuda.set_sync_debug_mode, which then
+    flags any other (testsuite/perf/gpu-check runs the probed steps with
+    "error")."""
+    mode = torch.cuda.get_sync_debug_mode() if torch.cuda.is_initialized() else 0
+    if mode:
+        torch.cuda.set_sync_debug_mode(0)
+    try:
+        yield
+    finally:
+        if mode:
+            torch.cuda.set_sync_debug_mode(mode)
+
+
 class ProbeError(RuntimeError):
     """The recorder refused something (bad path, closed, writer failure)."""
 
@@ -978,13 +994,16 @@ class Probe(_ProbeBase):
         """Hands the batch to libtensormorph: one host copy of the device
         stats, one call."""
         if self._dev_pending:
-            vecs = torch.stack([v.to("cpu", torch.float64) if v.device.type == "mps" else v
-                                for _, v, _ in self._dev_pending]).to("cpu", torch.float64)
+            with _sync_allowed():
+                vecs = torch.stack([v.to("cpu", torch.float64) if v.device.type == "mps" else v
+                                    for _, v, _ in self._dev_pending]).to("cpu", torch.float64)
             for (idx, _, level), row in zip(self._dev_pending, vecs.tolist(), strict=True):
                 self._pack_stats(idx, row, level)
             self._dev_pending.clear()
-        for idx, y in self._dev_capture:
-            self._put_capture(idx, y.to("cpu").contiguous())
+        if self._dev_capture:
+            with _sync_allowed():
+                for idx, y in self._dev_capture:
+                    self._put_capture(idx, y.to("cpu").contiguous())
         self._dev_capture.clear()
         nev, self._nev = self._nev, 0
         self._bnev.value = 0
