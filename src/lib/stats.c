@@ -581,6 +581,7 @@ static void set_stat(struct tm_tensor *t, int s, double v)
  * The 32 bins of t from the fine histogram, or from a second pass where
  * the window goes past the fine counters' exact range.
  */
+TM_KERNEL_CLONES
 static void histogram(struct tm_tensor *t, hist_fn *fn, const uint8_t *p,
 		      uint64_t numel, const float *tab, double amax, fine_hist fh)
 {
@@ -592,25 +593,31 @@ static void histogram(struct tm_tensor *t, hist_fn *fn, const uint8_t *p,
 	if (top >= -111 && top <= 128 && numel <= UINT32_MAX) {
 		/* Fields above the top octave's (top + 126) are empty; those
 		 * up to f0 = top + 111 fold into the innermost bin, the 15
-		 * after it are one octave each. */
+		 * after it are one octave each.  Each field is read and zeroed
+		 * for the next call in one loop of a fixed count, which
+		 * vectorises; 32-bit sums hold numel. */
 		int f0 = top + 111, half = TM_HIST_BINS / 2;
 
 		for (s = 0; s < 2; s++) {
-			uint64_t c = 0;
+			uint32_t in = 0, oct[256];
 
-			for (b = 0; b < FINE_COPIES; b++)       /* vectorises */
-				for (f = 0; f <= f0; f++)
-					c += fh[b][s * 256 + f];
-			h[s ? half - 1 : half] = c;
-			for (f = f0 + 1; f < f0 + half; f++) {
-				c = 0;
-				for (b = 0; b < FINE_COPIES; b++)
-					c += fh[b][s * 256 + f];
-				h[s ? half - 1 - (f - f0) : half + (f - f0)] = c;
+			memset(oct, 0, sizeof(oct));
+			for (b = 0; b < FINE_COPIES; b++) {
+				uint32_t *row = &fh[b][s * 256];
+
+				for (f = 0; f < 256; f++) {
+					in += f <= f0 ? row[f] : 0;
+					oct[f] += row[f];
+					row[f] = 0;
+				}
 			}
+			h[s ? half - 1 : half] = in;
+			for (f = f0 + 1; f < f0 + half; f++)
+				h[s ? half - 1 - (f - f0) : half + (f - f0)] = oct[f];
 		}
 	} else {
 		fn(h, p, numel, tab, top);
+		memset(fh, 0, sizeof(fine_hist));
 	}
 	for (b = 0; b < TM_HIST_BINS; b++)
 		t->hist[b] = h[b] > UINT32_MAX ? UINT32_MAX : (uint32_t)h[b];
@@ -624,7 +631,9 @@ int tm_stats_compute(struct tm_tensor *t, const void *data, uint64_t numel,
 {
 	const uint8_t *p = data;
 	float tab[256];
-	fine_hist fh;
+	/* Zero between calls (histogram() clears what it read): an 8 KB
+	 * memset per call would cost a small tensor more than its pass. */
+	static _Thread_local fine_hist fh;
 	struct acc r;
 	uint64_t nf;
 	double mean, l2, sd = 0, amax;
@@ -647,7 +656,6 @@ int tm_stats_compute(struct tm_tensor *t, const void *data, uint64_t numel,
 
 	memset(&r, 0, sizeof(r));
 	if (level >= 2) {
-		memset(fh, 0, sizeof(fine_hist));
 		kernels[dtype].stats(&r, p, numel, tab, fh);
 	} else {
 		kernels[dtype].stats1(&r, p, numel, tab, NULL);
