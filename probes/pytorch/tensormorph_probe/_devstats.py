@@ -24,6 +24,19 @@ VEC_LEN = TM_STAT_COUNT + 2 + TM_HIST_BINS
 HALF = TM_HIST_BINS // 2
 
 
+def _ilog2(v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(v's bits as integers, floor(log2 |v|)) of float64 (float32 on MPS)
+    values; meaningless where v is 0.  A subnormal is scaled up first."""
+    if v.dtype == torch.float64:
+        it, shift, mask, bias, up, k = torch.int64, 52, 0x7FF, 1023, 2.0 ** 64, 64
+    else:
+        it, shift, mask, bias, up, k = torch.int32, 23, 0xFF, 127, 2.0 ** 32, 32
+    bits = v.view(it)
+    sub = ((bits >> shift) & mask) == 0
+    f = (torch.where(sub, v * up, v).view(it) >> shift) & mask
+    return bits, f.to(torch.int64) - bias - torch.where(sub, k, 0)
+
+
 def device_stats(t: torch.Tensor, level: int) -> torch.Tensor:
     """Float64 vector of VEC_LEN on t's device; nothing is synchronised."""
     x = t.detach()
@@ -63,13 +76,13 @@ def device_stats(t: torch.Tensor, level: int) -> torch.Tensor:
         m1 = s1 / denom
         out[10] = ((d * d).sum() / denom - m1 * m1).clamp(min=0).sqrt()
         out[11] = (x == 0).sum()
-        # octaves by frexp (exact on subnormals: x is float64 here, or
-        # float32 on MPS, which holds every float32 exactly)
-        top = torch.frexp(out[8]).exponent.to(torch.int64)   # abs_max < 2^top
-        e = torch.frexp(xf).exponent.to(torch.int64) - 1     # floor(log2 |x|)
+        # octaves from the bits (exact on subnormals; integer ops only, which
+        # inductor compiles: frexp's int32 exponent it does not)
+        bits, e = _ilog2(xf)
+        top = torch.where(out[8] > 0, _ilog2(out[8])[1] + 1, 0)    # abs_max < 2^top
         j = (e - top + HALF).clamp(0, HALF - 1)
         j = torch.where(xf == 0, torch.zeros_like(j), j)
-        idx = torch.where(torch.signbit(xf), HALF - 1 - j, HALF + j)
+        idx = torch.where(bits < 0, HALF - 1 - j, HALF + j)
         hist = torch.zeros(TM_HIST_BINS, dtype=acc, device=x.device)
         hist.scatter_add_(0, idx, finite.to(acc))
         out[12] = (top - (HALF - 1)).to(acc)

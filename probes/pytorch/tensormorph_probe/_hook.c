@@ -259,6 +259,13 @@ struct ev1 {
 	long long t, start, end;
 };
 
+static void
+untrack(PyObject *o)
+{
+	if (PyObject_IS_GC(o) && PyObject_GC_IsTracked(o))
+		PyObject_GC_UnTrack(o);
+}
+
 static int
 referent_is(PyObject *ref, PyObject *x)
 {
@@ -296,7 +303,7 @@ static int
 reuse(ProbeBase *p, PyObject *x, unsigned int idx, uint64_t data, PyObject *shape,
       PyObject *dt, const struct ev1 *e)
 {
-	PyObject *key = NULL, *version = NULL, *strides = NULL, *hit, *entry;
+	PyObject *key = NULL, *version = NULL, *strides = NULL, *hit, *entry, *wr;
 	struct rec_tensor *base = (struct rec_tensor *)(uintptr_t)p->taddr;
 	int inf, match = 0, ret = -1;
 
@@ -331,10 +338,20 @@ reuse(ProbeBase *p, PyObject *x, unsigned int idx, uint64_t data, PyObject *shap
 			goto out;
 		}
 	}
-	entry = Py_BuildValue("(INOKOOiO)", idx, PyWeakref_NewRef(x, NULL), version,
-			      (unsigned long long)data, shape, dt, e->level, strides);
+	if ((wr = PyWeakref_NewRef(x, NULL)) == NULL)
+		goto out;
+	entry = Py_BuildValue("(INOKOOiO)", idx, wr, version, (unsigned long long)data, shape, dt,
+			      e->level, strides);
 	if (entry == NULL)
 		goto out;
+	/* An entry, its weak reference (no callback) and its shape and
+	 * strides (ints) hold nothing that can lead back to them: out of the
+	 * cyclic GC, which would otherwise walk a batch's worth of them at
+	 * each collection and promote them to the old generations. */
+	untrack(entry);
+	untrack(wr);
+	untrack(shape);
+	untrack(strides);
 	ret = PyDict_SetItem(p->seen, key, entry) < 0 ? -1 : 0;
 	Py_DECREF(entry);
 out:
