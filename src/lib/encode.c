@@ -213,7 +213,8 @@ int tm_encode_node(struct tm_buf *b, const struct tm_node *n)
 
 #define TENSOR_FLAG_HIST 0x01
 #define TENSOR_FLAG_PAYLOAD 0x02
-#define TENSOR_FLAGS_ALL 0x03
+#define TENSOR_FLAG_LOG2 0x04          /* 1.3: the histogram is TM_HIST_LOG2 */
+#define TENSOR_FLAGS_ALL 0x07
 #define STATS_ALL_MASK ((UINT32_C(1) << TM_STAT__COUNT) - 1)
 
 /* Upper bound of one encoded tensor; also validates it. */
@@ -257,6 +258,8 @@ static void enc_tensor(struct enc *e, const struct tm_tensor *t)
 	}
 	if (t->have_hist)
 		flags |= TENSOR_FLAG_HIST;
+	if (t->have_hist == TM_HIST_LOG2)
+		flags |= TENSOR_FLAG_LOG2;
 	if (t->payload)
 		flags |= TENSOR_FLAG_PAYLOAD;
 	enc_u8(e, flags);
@@ -598,7 +601,10 @@ static int dec_tensor(tm_decoder *d, struct tm_rd *r, struct tm_tensor *t)
 	flags = tm_rd_u8(r);
 	if (flags & ~TENSOR_FLAGS_ALL)
 		return dec_fail(d, TM_ERR_RESERVED, "tensor: reserved flags 0x%02x", flags);
-	t->have_hist = (flags & TENSOR_FLAG_HIST) != 0;
+	if ((flags & (TENSOR_FLAG_HIST | TENSOR_FLAG_LOG2)) == TENSOR_FLAG_LOG2)
+		return dec_fail(d, TM_ERR_CORRUPT, "tensor: log2 flag without a histogram");
+	t->have_hist = !(flags & TENSOR_FLAG_HIST) ? 0 :
+		       (flags & TENSOR_FLAG_LOG2) ? TM_HIST_LOG2 : TM_HIST_LINEAR;
 	if (t->have_hist) {
 		t->hist_lo = tm_rd_f64(r);
 		t->hist_hi = tm_rd_f64(r);

@@ -123,7 +123,8 @@ static const struct tm_layout_item items[] = {
 	FIELD(tm_summary, file_bytes), FIELD(tm_summary, uncompressed_bytes),
 	FIELD(tm_summary, index_damage),
 	/* sizes and counts */
-	CONST(TM_MAX_RANK), CONST(TM_STAT__COUNT), CONST(TM_HIST_BINS),
+	CONST(TM_MAX_RANK), CONST(TM_STAT__COUNT), CONST(TM_HIST_BINS), CONST(TM_HIST_LINEAR),
+	CONST(TM_HIST_LOG2),
 	CONST(TM_MAX_TENSORS), CONST(TM_META_MAX_PAIRS), CONST(TM_MAX_FRAMES),
 	CONST(TM_NODE_NONE), CONST(TM_ANNOT_MAX_VALUES), CONST(TM_ANNOT_MAX_VALUE),
 	/* enum tm_err */

@@ -370,7 +370,8 @@ int tm_recorder_stats(tm_recorder *r, struct tm_rec_tensor *t, size_t n)
 	for (i = 0; i < n; i++) {
 		struct tm_tensor tmp;
 
-		if (!t[i].data || !t[i].level || t[i].done)
+		/* (an empty tensor has no address, and its counts) */
+		if ((!t[i].data && t[i].numel) || !t[i].level || t[i].done)
 			continue;
 		memset(&tmp, 0, sizeof(tmp));
 		t[i].done = 1;
@@ -382,7 +383,7 @@ int tm_recorder_stats(tm_recorder *r, struct tm_rec_tensor *t, size_t n)
 		t[i].have |= tmp.have;
 		memcpy(t[i].stat, tmp.stat, sizeof(t[i].stat));
 		if (tmp.have_hist) {
-			t[i].have_hist = 1;
+			t[i].have_hist = tmp.have_hist;
 			t[i].hist_lo = tmp.hist_lo;
 			t[i].hist_hi = tmp.hist_hi;
 			memcpy(t[i].hist, tmp.hist, sizeof(t[i].hist));

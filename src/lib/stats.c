@@ -17,10 +17,14 @@
  * standard deviation (divide by n, torch's correction=0).  For f64 input
  * whose sums overflow a double, a rescaled pass recomputes them.
  *
- * The histogram needs min and max first, so it is a second pass (level 2).
- * Its bins split [min, max] of the finite elements evenly; the last bin is
- * closed.  When min == max the range is [min - 1, max + 1], as torch.histc
- * does, and every element falls into the middle bin.
+ * The level-2 histogram (TM_HIST_LOG2) is filled in the same pass: each
+ * finite element is counted by its sign and binary exponent, read from its
+ * bits (a fine histogram of 2 x 256 counters, no min or max needed), and
+ * the 32 bins are folded from it at the end, when abs_max and so the
+ * window of octaves are known.  The fine counters are exact for magnitudes
+ * from 2^-126 to 2^128; a window reaching past them (a tensor whose
+ * abs_max is below 2^-112, or an f64 one above 2^127) takes a second,
+ * exact pass.  The definition is in tm-stats.h.
  */
 #include "config.h"
 
@@ -30,20 +34,54 @@
 #include "tm-internal.h"
 #include "tm-stats.h"
 
-#define LANES 8     /* the level-1 loop below works in two halves of 4 */
+#define LANES 8     /* one AVX-512 register of doubles */
 
 /*
- * The kernels are built twice on x86-64, for the baseline (SSE2) and for
- * AVX2, and the loader picks one per CPU (GNU ifunc): twice the width for
- * the double accumulators, about 1.8x the throughput where AVX2 exists.
+ * The kernels are built three times on x86-64, for the baseline (SSE2),
+ * AVX2 and AVX-512 (x86-64-v4), and the loader picks one per CPU (GNU
+ * ifunc): the accumulators are doubles, 2, 4 or 8 to a register.
  */
 #if defined(__x86_64__) && defined(__GLIBC__) && \
 	((defined(__clang__) && __clang_major__ >= 14) || \
 	 (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 6))
-#define TM_KERNEL_CLONES __attribute__((target_clones("avx2", "default")))
+#define TM_KERNEL_CLONES \
+	__attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
 #else
 #define TM_KERNEL_CLONES
 #endif
+
+/*
+ * The fine histogram: sign * 256 + the exponent field an f32 of the value
+ * would have (1..254 exact octaves 2^-126 .. 2^127; 0 every magnitude below
+ * 2^-126, zero included; 255 every one from 2^128, f64 only), four copies
+ * so that runs of equal values (most of a tensor is in its top octaves) do
+ * not serialise on one counter.  32-bit counters keep the table at 8 KB;
+ * a tensor of more elements than they hold takes the exact pass.
+ */
+#define FINE 512
+#define FINE_COPIES 4
+typedef uint32_t fine_hist[FINE_COPIES][FINE];
+
+static inline unsigned fine_f(float v)
+{
+	uint32_t u;
+
+	memcpy(&u, &v, sizeof(u));
+	return u >> 23;
+}
+
+static inline unsigned fine_d(double v)
+{
+	uint64_t u;
+	int e;
+
+	memcpy(&u, &v, sizeof(u));
+	e = (int)((u >> 52) & 0x7ff) - 1023 + 127;
+	e = e < 0 ? 0 : e > 255 ? 255 : e;
+	return (unsigned)((u >> 63) << 8) | (unsigned)e;
+}
+
+#define FINE_IDX(v) _Generic((v), float: fine_f, double: fine_d)(v)
 
 /* What a pass collects; lanes are folded into it at the end of the pass. */
 struct acc {
@@ -203,13 +241,13 @@ static inline float ld_byte(const uint8_t *p, uint64_t i, const float *tab)
 
 /*
  * Whether any lane of a comparison mask (a vector of n bytes, n a multiple
- * of 8 up to 32) is set, tested in 64-bit words: testing it lane by lane
+ * of 8 up to 64) is set, tested in 64-bit words: testing it lane by lane
  * extracts each lane to a general register, a third of the level-1 loop's
  * work.
  */
 static inline int any_lane(const void *mask, size_t n)
 {
-	uint64_t w[4], acc = 0;
+	uint64_t w[8], acc = 0;
 	size_t i;
 
 	memcpy(w, mask, n);
@@ -244,27 +282,43 @@ static inline int any_lane(const void *mask, size_t n)
 		if (FULL) \
 			s2[L] += d_ * d_; \
 		q[L] += (double)(v) * (double)(v); \
-		if (FULL) \
+		if (FULL) { \
 			z[L] += (v) == 0; \
+			fh[(L) & (FINE_COPIES - 1)][FINE_IDX(v)]++; \
+		} \
 	} \
 } while (0)
 
 /*
  * One kernel per value type and loader.  VT is the type values are
  * compared in (float when it holds the source exactly, else double).
- * FULL 0 builds the level-1 variant: without the sum of squared deviations
- * and the zero count, which only level 2 reports, its accumulators fit in
- * registers (the loop below); what it computes is computed in the same
- * lanes and order, so level-1 stats are the same bits as the full
- * kernel's (test_stats checks this).
+ * FULL 0 builds the level-1 variant, without the sum of squared deviations,
+ * the zero count and the fine histogram, which only level 2 reports.
+ *
+ * The main loop takes blocks of LANES elements as one vector while they are
+ * all finite, with every accumulator in a vector variable: GCC's generic
+ * vectors of 8 doubles are one register with AVX-512, two with AVX2, four
+ * with SSE2, so the one loop serves each clone (TM_KERNEL_CLONES).  A block
+ * holding a NaN or Inf goes element by element (SLOW_ELEMENT), into the
+ * same lanes in the same order; both levels do the same operations on
+ * what they share, so level-1 stats are the same bits as level 2's
+ * (test_stats checks this).  The fine histogram is counted per element
+ * from the block's values, apart from the vector sums.
  */
 #define STATS_KERNEL(NAME, VT, LOAD, FULL) \
 TM_KERNEL_CLONES \
-static void NAME(struct acc *r, const uint8_t *p, uint64_t n, const float *tab) \
+static void NAME(struct acc *r, const uint8_t *p, uint64_t n, const float *tab, \
+		 fine_hist fh) \
 { \
+	typedef VT vt_ __attribute__((vector_size(LANES * sizeof(VT)))); \
+	typedef __typeof__((vt_){0} < (vt_){0}) vm_; \
+	typedef double vd_ __attribute__((vector_size(LANES * sizeof(double)))); \
+	typedef __typeof__((vd_){0} < (vd_){0}) vdm_; \
 	VT lo[LANES], hi[LANES], kv = 0; \
-	double s1[LANES], s2[LANES], q[LANES], k; \
-	uint64_t z[LANES], i = 0; \
+	double s1[LANES], s2[LANES], q[LANES], z[LANES], k; \
+	vt_ vlo, vhi; \
+	vd_ vs1, vs2, vq, vz, kvec, one; \
+	uint64_t i = 0; \
 	int l; \
 \
 	/* Find the shift: the first finite element. */ \
@@ -286,137 +340,79 @@ static void NAME(struct acc *r, const uint8_t *p, uint64_t n, const float *tab) 
 	k = (double)kv; \
 	for (l = 0; l < LANES; l++) { \
 		lo[l] = hi[l] = kv; \
-		s1[l] = s2[l] = q[l] = 0; \
-		z[l] = 0; \
+		s1[l] = s2[l] = q[l] = z[l] = 0; \
 	} \
-	/* Two blocks per iteration: the lane accumulators (arrays, so \
-	 * kept in memory) are loaded and stored once for 2 * LANES \
-	 * elements; each lane still adds its elements in order. */ \
-	for (; FULL && i + 2 * LANES <= n; i += 2 * LANES) { \
-		VT x[2 * LANES]; \
-		int bad = 0; \
-\
-		for (l = 0; l < 2 * LANES; l++) { \
-			x[l] = LOAD(p, i + l, tab); \
-			bad |= NONFINITE(x[l]); \
-		} \
-		if (TM_UNLIKELY(bad)) { \
-			for (l = 0; l < 2 * LANES; l++) \
-				SLOW_ELEMENT(x[l], l % LANES, FULL); \
-			continue; \
-		} \
-		for (l = 0; l < LANES; l++) { \
-			VT v = x[l], w = x[l + LANES]; \
-			double d = (double)v - k, e = (double)w - k; \
-\
-			lo[l] = v < lo[l] ? v : lo[l]; \
-			lo[l] = w < lo[l] ? w : lo[l]; \
-			hi[l] = v > hi[l] ? v : hi[l]; \
-			hi[l] = w > hi[l] ? w : hi[l]; \
-			s1[l] = s1[l] + d + e; \
-			s2[l] = s2[l] + d * d + e * e; \
-			q[l] = q[l] + (double)v * (double)v + (double)w * (double)w; \
-			z[l] += (v == 0) + (w == 0); \
-		} \
+	for (l = 0; l < LANES; l++) { \
+		kvec[l] = k; \
+		one[l] = 1.0; \
 	} \
-	/* at most one block left */ \
-	for (; FULL && i + LANES <= n; i += LANES) { \
-		VT x[LANES]; \
-		int bad = 0; \
-\
-		for (l = 0; l < LANES; l++) { \
-			x[l] = LOAD(p, i + l, tab); \
-			bad |= NONFINITE(x[l]); \
-		} \
-		if (TM_UNLIKELY(bad)) { \
-			for (l = 0; l < LANES; l++) \
-				SLOW_ELEMENT(x[l], l, FULL); \
-			continue; \
-		} \
-		for (l = 0; l < LANES; l++) { \
-			VT v = x[l]; \
-			double d = (double)v - k; \
-\
-			lo[l] = v < lo[l] ? v : lo[l]; \
-			hi[l] = v > hi[l] ? v : hi[l]; \
-			s1[l] += d; \
-			s2[l] += d * d; \
-			q[l] += (double)v * (double)v; \
-			z[l] += v == 0; \
-		} \
-	} \
-	while (!FULL && i + LANES <= n) { \
-		/* Level 1: the lanes live in vector variables (two halves \
-		 * of four, the width AVX2 has for doubles) while blocks \
-		 * are all finite: arrays indexed by lane keep them in \
-		 * memory, a store-forwarding chain per block (f32 about \
-		 * 20%, f64 about 50% slower).  Each lane does the same \
-		 * operations in the same order as SLOW_ELEMENT, so the sums \
-		 * are the same bits.  The full kernel written this way has \
-		 * more accumulators than AVX2 has registers and measured \
-		 * 10% slower on f32: it keeps the arrays. */ \
-		typedef VT vt_ __attribute__((vector_size(4 * sizeof(VT)))); \
-		typedef __typeof__((vt_){0} < (vt_){0}) vm_; \
-		typedef double vd_ __attribute__((vector_size(4 * sizeof(double)))); \
-		vt_ loa, lob, hia, hib; \
-		vd_ s1a, s1b, qa, qb, kvec = { k, k, k, k }; \
-\
-		memcpy(&loa, lo, sizeof(loa)); \
-		memcpy(&lob, lo + 4, sizeof(lob)); \
-		memcpy(&hia, hi, sizeof(hia)); \
-		memcpy(&hib, hi + 4, sizeof(hib)); \
-		memcpy(&s1a, s1, sizeof(s1a)); \
-		memcpy(&s1b, s1 + 4, sizeof(s1b)); \
-		memcpy(&qa, q, sizeof(qa)); \
-		memcpy(&qb, q + 4, sizeof(qb)); \
+	memcpy(&vlo, lo, sizeof(vlo)); \
+	memcpy(&vhi, hi, sizeof(vhi)); \
+	memcpy(&vs1, s1, sizeof(vs1)); \
+	vs2 = vq = vz = vs1; \
+	for (;;) { \
 		for (; i + LANES <= n; i += LANES) { \
 			VT x[LANES]; \
-			vt_ xa, xb; \
-			vm_ ma, mb; \
-			vd_ da, db, ea, eb; \
+			vt_ xv; \
+			vm_ m; \
+			vd_ e, d; \
 \
 			for (l = 0; l < LANES; l++) \
 				x[l] = LOAD(p, i + l, tab); \
-			memcpy(&xa, x, sizeof(xa)); \
-			memcpy(&xb, x + 4, sizeof(xb)); \
-			ma = ((xa - xa) != 0) | ((xb - xb) != 0); \
-			if (TM_UNLIKELY(any_lane(&ma, sizeof(ma)))) \
+			memcpy(&xv, x, sizeof(xv)); \
+			m = (xv - xv) != 0; \
+			if (TM_UNLIKELY(any_lane(&m, sizeof(m)))) \
 				break; \
-			ma = xa < loa; \
-			mb = xb < lob; \
-			loa = (vt_)(((vm_)xa & ma) | ((vm_)loa & ~ma)); \
-			lob = (vt_)(((vm_)xb & mb) | ((vm_)lob & ~mb)); \
-			ma = xa > hia; \
-			mb = xb > hib; \
-			hia = (vt_)(((vm_)xa & ma) | ((vm_)hia & ~ma)); \
-			hib = (vt_)(((vm_)xb & mb) | ((vm_)hib & ~mb)); \
-			ea = __builtin_convertvector(xa, vd_); \
-			eb = __builtin_convertvector(xb, vd_); \
-			da = ea - kvec; \
-			db = eb - kvec; \
-			s1a += da; \
-			s1b += db; \
-			qa += ea * ea; \
-			qb += eb * eb; \
+			m = xv < vlo; \
+			vlo = (vt_)(((vm_)xv & m) | ((vm_)vlo & ~m)); \
+			m = xv > vhi; \
+			vhi = (vt_)(((vm_)xv & m) | ((vm_)vhi & ~m)); \
+			e = __builtin_convertvector(xv, vd_); \
+			d = e - kvec; \
+			vs1 += d; \
+			vq += e * e; \
+			if (FULL) { \
+				vs2 += d * d; \
+				vz += (vd_)((vdm_)one & (e == 0)); \
+				for (l = 0; l < LANES; l += 4) { \
+					fh[0][FINE_IDX(x[l])]++; \
+					fh[1][FINE_IDX(x[l + 1])]++; \
+					fh[2][FINE_IDX(x[l + 2])]++; \
+					fh[3][FINE_IDX(x[l + 3])]++; \
+				} \
+			} \
 		} \
-		memcpy(lo, &loa, sizeof(loa)); \
-		memcpy(lo + 4, &lob, sizeof(lob)); \
-		memcpy(hi, &hia, sizeof(hia)); \
-		memcpy(hi + 4, &hib, sizeof(hib)); \
-		memcpy(s1, &s1a, sizeof(s1a)); \
-		memcpy(s1 + 4, &s1b, sizeof(s1b)); \
-		memcpy(q, &qa, sizeof(qa)); \
-		memcpy(q + 4, &qb, sizeof(qb)); \
-		if (i + LANES <= n) {   /* a block with a NaN or Inf */ \
+		if (i + LANES > n) \
+			break; \
+		/* a block with a NaN or Inf */ \
+		{ \
 			VT x[LANES]; \
 \
+			memcpy(lo, &vlo, sizeof(vlo)); \
+			memcpy(hi, &vhi, sizeof(vhi)); \
+			memcpy(s1, &vs1, sizeof(vs1)); \
+			memcpy(s2, &vs2, sizeof(vs2)); \
+			memcpy(q, &vq, sizeof(vq)); \
+			memcpy(z, &vz, sizeof(vz)); \
 			for (l = 0; l < LANES; l++) \
 				x[l] = LOAD(p, i + l, tab); \
 			for (l = 0; l < LANES; l++) \
 				SLOW_ELEMENT(x[l], l, FULL); \
+			memcpy(&vlo, lo, sizeof(vlo)); \
+			memcpy(&vhi, hi, sizeof(vhi)); \
+			memcpy(&vs1, s1, sizeof(vs1)); \
+			memcpy(&vs2, s2, sizeof(vs2)); \
+			memcpy(&vq, q, sizeof(vq)); \
+			memcpy(&vz, z, sizeof(vz)); \
 			i += LANES; \
 		} \
 	} \
+	memcpy(lo, &vlo, sizeof(vlo)); \
+	memcpy(hi, &vhi, sizeof(vhi)); \
+	memcpy(s1, &vs1, sizeof(vs1)); \
+	memcpy(s2, &vs2, sizeof(vs2)); \
+	memcpy(q, &vq, sizeof(vq)); \
+	memcpy(z, &vz, sizeof(vz)); \
 	for (; i < n; i++) { \
 		VT v = LOAD(p, i, tab); \
 		SLOW_ELEMENT(v, 0, FULL); \
@@ -433,98 +429,73 @@ static void NAME(struct acc *r, const uint8_t *p, uint64_t n, const float *tab) 
 		r->s1 += s1[l]; \
 		r->s2 += s2[l]; \
 		r->q += q[l]; \
-		r->zeros += z[l]; \
+		r->zeros += (uint64_t)z[l]; \
 	} \
 }
 
 /*
- * Histogram pass: bin = floor((x - lo) / (hi - lo) * 32), the top edge
- * going into the last bin.  The division is correctly rounded and the
- * scaling by 32 exact, so a value on a bin edge lands in the bin it starts
- * (the same bins as torch.histc's (x - lo) * 32 / (hi - lo)).  Values are
- * halved first (also exact) so that an f64 range wider than DBL_MAX cannot
- * overflow.
- *
- * Bins are computed for a block first, with no branch (a NaN or Inf goes
- * to the extra bin TM_HIST_BINS, which is dropped), so that loop
- * vectorises, divisions included; the counting loop after it spreads over
- * four sub-histograms so runs of equal bins do not serialise on one counter,
- * unrolled by hand: a sub-histogram index (j & 3) computed per element made
- * the pass about 1.6x slower.  (A multiplication by 32 / width instead of
- * the division, with the division again for results near a bin edge,
- * measured slower still: the division is not what this pass waits on.)
+ * floor(log2 |x|) of a finite non-zero x, from its bits: exact for
+ * subnormals too, whatever the FPU's flush-to-zero setting.
  */
-#define HIST_BLOCK 256
-
-static inline uint8_t hist_bin_f(float v, double lo2, double width2)
+static inline int ilog2_f(float v)
 {
-	double t = ((double)v * 0.5 - lo2) / width2 * TM_HIST_BINS;
+	uint32_t a;
 
-	t = t < TM_HIST_BINS ? t : TM_HIST_BINS - 1;
-	t = NONFINITE(v) ? TM_HIST_BINS : t;
-	return (uint8_t)t;
+	memcpy(&a, &v, sizeof(a));
+	a &= 0x7fffffffu;
+	return (a >> 23) ? (int)(a >> 23) - 127 : (31 - __builtin_clz(a)) - 149;
 }
 
-static inline uint8_t hist_bin_d(double v, double lo2, double width2)
+static inline int ilog2_d(double v)
 {
-	double t = (v * 0.5 - lo2) / width2 * TM_HIST_BINS;
+	uint64_t a;
 
-	t = t < TM_HIST_BINS ? t : TM_HIST_BINS - 1;
-	t = NONFINITE(v) ? TM_HIST_BINS : t;
-	return (uint8_t)t;
+	memcpy(&a, &v, sizeof(a));
+	a &= 0x7fffffffffffffffull;
+	return (a >> 52) ? (int)(a >> 52) - 1023 : (63 - __builtin_clzll(a)) - 1074;
+}
+
+static inline int signbit_f(float v)
+{
+	uint32_t u;
+
+	memcpy(&u, &v, sizeof(u));
+	return (int)(u >> 31);
+}
+
+static inline int signbit_d(double v)
+{
+	uint64_t u;
+
+	memcpy(&u, &v, sizeof(u));
+	return (int)(u >> 63);
+}
+
+/* The bin of a finite x in the window whose top octave ends at 2^top. */
+static inline int log2_bin(int neg, int zero, int e, int top)
+{
+	int j = zero ? 0 : e - top + TM_HIST_BINS / 2;
+
+	j = j < 0 ? 0 : j > TM_HIST_BINS / 2 - 1 ? TM_HIST_BINS / 2 - 1 : j;
+	return neg ? TM_HIST_BINS / 2 - 1 - j : TM_HIST_BINS / 2 + j;
 }
 
 /*
- * The same bins for a tensor known to be all finite (the stats pass counted
- * no NaN or Inf): t is then in [0, 32], since x <= hi and rounding is
- * monotonic, and the top edge (t == 32) is counted in the extra bin and
- * moved to the last one afterwards, which spares the two selects per
- * element.
+ * The exact second pass, for the windows the fine histogram cannot fold
+ * (see the top of this file): rare, so plain.
  */
-static inline uint8_t hist_fbin_f(float v, double lo2, double width2)
-{
-	return (uint8_t)(((double)v * 0.5 - lo2) / width2 * TM_HIST_BINS);
-}
-
-static inline uint8_t hist_fbin_d(double v, double lo2, double width2)
-{
-	return (uint8_t)((v * 0.5 - lo2) / width2 * TM_HIST_BINS);
-}
-
-#define HIST_BIN(VT, v, lo2, width2) \
-	_Generic((VT)0, float: hist_bin_f, double: hist_bin_d)(v, lo2, width2)
-#define HIST_FBIN(VT, v, lo2, width2) \
-	_Generic((VT)0, float: hist_fbin_f, double: hist_fbin_d)(v, lo2, width2)
-#define HIST_KERNEL(NAME, VT, LOAD) \
-TM_KERNEL_CLONES \
-static void NAME(uint64_t (*h)[TM_HIST_BINS + 1], const uint8_t *p, uint64_t n, \
-		 const float *tab, double lo2, double width2, int finite) \
+#define LOG2_KERNEL(NAME, VT, LOAD, ILOG2, SIGNBIT) \
+static void NAME(uint64_t *h, const uint8_t *p, uint64_t n, const float *tab, int top) \
 { \
-	uint8_t bins[HIST_BLOCK]; \
 	uint64_t i; \
-	size_t j; \
 \
-	/* A constant trip count lets -O2 vectorise the bin loop. */ \
-	for (i = 0; i + HIST_BLOCK <= n; i += HIST_BLOCK) { \
-		if (finite) { \
-			for (j = 0; j < HIST_BLOCK; j++) \
-				bins[j] = HIST_FBIN(VT, LOAD(p, i + j, tab), lo2, \
-						    width2); \
-		} else { \
-			for (j = 0; j < HIST_BLOCK; j++) \
-				bins[j] = HIST_BIN(VT, LOAD(p, i + j, tab), lo2, \
-						   width2); \
-		} \
-		for (j = 0; j < HIST_BLOCK; j += 4) { \
-			h[0][bins[j]]++; \
-			h[1][bins[j + 1]]++; \
-			h[2][bins[j + 2]]++; \
-			h[3][bins[j + 3]]++; \
-		} \
+	for (i = 0; i < n; i++) { \
+		VT v = LOAD(p, i, tab); \
+\
+		if (NONFINITE(v)) \
+			continue; \
+		h[log2_bin(SIGNBIT(v), v == 0, v == 0 ? 0 : ILOG2(v), top)]++; \
 	} \
-	for (; i < n; i++) \
-		h[0][finite ? HIST_FBIN(VT, LOAD(p, i, tab), lo2, width2) : \
-		     HIST_BIN(VT, LOAD(p, i, tab), lo2, width2)]++; \
 }
 
 /*
@@ -559,7 +530,9 @@ static void NAME(struct acc *r, const uint8_t *p, uint64_t n, const float *tab, 
 #define KERNELS(SFX, VT, LOAD) \
 	STATS_KERNEL(stats_##SFX, VT, LOAD, 1) \
 	STATS_KERNEL(stats1_##SFX, VT, LOAD, 0) \
-	HIST_KERNEL(hist_##SFX, VT, LOAD)
+	LOG2_KERNEL(hist_##SFX, VT, LOAD, \
+		    _Generic((VT)0, float: ilog2_f, double: ilog2_d), \
+		    _Generic((VT)0, float: signbit_f, double: signbit_d))
 
 KERNELS(f32, float, ld_f32)
 KERNELS(f64, double, ld_f64)
@@ -574,9 +547,8 @@ KERNELS(i64, double, ld_i64)
 KERNELS(u64, double, ld_u64)
 RESCUE_KERNEL(rescue_f64, double, ld_f64)
 
-typedef void stats_fn(struct acc *, const uint8_t *, uint64_t, const float *);
-typedef void hist_fn(uint64_t (*)[TM_HIST_BINS + 1], const uint8_t *, uint64_t,
-		     const float *, double, double, int);
+typedef void stats_fn(struct acc *, const uint8_t *, uint64_t, const float *, fine_hist);
+typedef void hist_fn(uint64_t *, const uint8_t *, uint64_t, const float *, int);
 
 static const struct {
 	stats_fn *stats, *stats1;       /* levels >= 2, level 1 */
@@ -605,37 +577,53 @@ static void set_stat(struct tm_tensor *t, int s, double v)
 	t->have |= TM_STAT_BIT(s);
 }
 
-/* Fills the histogram of t (min/max already known and finite). */
+/*
+ * The 32 bins of t from the fine histogram, or from a second pass where
+ * the window goes past the fine counters' exact range.
+ */
+TM_KERNEL_CLONES
 static void histogram(struct tm_tensor *t, hist_fn *fn, const uint8_t *p,
-		      uint64_t numel, const float *tab, double lo, double hi,
-		      uint64_t nf)
+		      uint64_t numel, const float *tab, double amax, fine_hist fh)
 {
-	uint64_t h[4][TM_HIST_BINS + 1];
-	int b, j, finite = nf == numel;
+	uint64_t h[TM_HIST_BINS];
+	int b, f, s, top;
 
-	memset(t->hist, 0, sizeof(t->hist));
-	t->have_hist = 1;
-	if (lo == hi) {
-		t->hist_lo = lo - 1;
-		t->hist_hi = hi + 1;
-		t->hist[TM_HIST_BINS / 2] = nf > UINT32_MAX ? UINT32_MAX : (uint32_t)nf;
-		return;
-	}
-	t->hist_lo = lo;
-	t->hist_hi = hi;
+	(void)frexp(amax, &top);        /* amax < 2^top; 0 for amax 0 */
 	memset(h, 0, sizeof(h));
-	fn(h, p, numel, tab, lo * 0.5, hi * 0.5 - lo * 0.5, finite);
-	for (b = 0; b < TM_HIST_BINS; b++) {
-		uint64_t c = 0;
+	if (top >= -111 && top <= 128 && numel <= UINT32_MAX) {
+		/* Fields above the top octave's (top + 126) are empty; those
+		 * up to f0 = top + 111 fold into the innermost bin, the 15
+		 * after it are one octave each.  Each field is read and zeroed
+		 * for the next call in one loop of a fixed count, which
+		 * vectorises; 32-bit sums hold numel. */
+		int f0 = top + 111, half = TM_HIST_BINS / 2;
 
-		for (j = 0; j < 4; j++) {
-			c += h[j][b];
-			/* all finite: the extra bin holds the top edge */
-			if (finite && b == TM_HIST_BINS - 1)
-				c += h[j][TM_HIST_BINS];
+		for (s = 0; s < 2; s++) {
+			uint32_t in = 0, oct[256];
+
+			memset(oct, 0, sizeof(oct));
+			for (b = 0; b < FINE_COPIES; b++) {
+				uint32_t *row = &fh[b][s * 256];
+
+				for (f = 0; f < 256; f++) {
+					in += f <= f0 ? row[f] : 0;
+					oct[f] += row[f];
+					row[f] = 0;
+				}
+			}
+			h[s ? half - 1 : half] = in;
+			for (f = f0 + 1; f < f0 + half; f++)
+				h[s ? half - 1 - (f - f0) : half + (f - f0)] = oct[f];
 		}
-		t->hist[b] = c > UINT32_MAX ? UINT32_MAX : (uint32_t)c;
+	} else {
+		fn(h, p, numel, tab, top);
+		memset(fh, 0, sizeof(fine_hist));
 	}
+	for (b = 0; b < TM_HIST_BINS; b++)
+		t->hist[b] = h[b] > UINT32_MAX ? UINT32_MAX : (uint32_t)h[b];
+	t->have_hist = TM_HIST_LOG2;
+	t->hist_lo = top - (TM_HIST_BINS / 2 - 1);
+	t->hist_hi = top;
 }
 
 int tm_stats_compute(struct tm_tensor *t, const void *data, uint64_t numel,
@@ -643,6 +631,9 @@ int tm_stats_compute(struct tm_tensor *t, const void *data, uint64_t numel,
 {
 	const uint8_t *p = data;
 	float tab[256];
+	/* Zero between calls (histogram() clears what it read): an 8 KB
+	 * memset per call would cost a small tensor more than its pass. */
+	static _Thread_local fine_hist fh;
 	struct acc r;
 	uint64_t nf;
 	double mean, l2, sd = 0, amax;
@@ -664,7 +655,11 @@ int tm_stats_compute(struct tm_tensor *t, const void *data, uint64_t numel,
 		byte_table(dtype, tab);
 
 	memset(&r, 0, sizeof(r));
-	(level >= 2 ? kernels[dtype].stats : kernels[dtype].stats1)(&r, p, numel, tab);
+	if (level >= 2) {
+		kernels[dtype].stats(&r, p, numel, tab, fh);
+	} else {
+		kernels[dtype].stats1(&r, p, numel, tab, NULL);
+	}
 	nf = numel - r.nan - r.pinf - r.ninf;
 
 	set_stat(t, TM_STAT_NUMEL, (double)numel);
@@ -695,7 +690,7 @@ int tm_stats_compute(struct tm_tensor *t, const void *data, uint64_t numel,
 	set_stat(t, TM_STAT_L2, l2);
 	if (level >= 2) {
 		set_stat(t, TM_STAT_STD, sd);
-		histogram(t, kernels[dtype].hist, p, numel, tab, r.lo, r.hi, nf);
+		histogram(t, kernels[dtype].hist, p, numel, tab, amax, fh);
 	}
 	return TM_OK;
 }

@@ -3,8 +3,9 @@
  *
  * The probe hands CPU tensors here: one pass over the data computes every
  * level-1 and level-2 stat together (nan, inf, min, max, sum, sum of squares,
- * abs max, zeros), a second pass fills the histogram once min and max are
- * known.  Device tensors are reduced on their device by the probe instead.
+ * abs max, zeros, and the histogram, which needs no min or max first).
+ * Device tensors are reduced on their device by the probe instead
+ * (tensormorph_probe/_devstats.py), to the same definitions.
  */
 #ifndef TM_STATS_H
 #define TM_STATS_H
@@ -22,11 +23,17 @@ extern "C" {
  * Non-float dtypes have no nan/inf (0).  Returns TM_ERR_UNSUPPORTED for a
  * dtype it cannot read (complex), leaving t->have = 0.
  * Conventions a device-side implementation must share: std is the
- * population deviation (torch's correction=0); histogram bins split
- * [min, max] of the finite elements evenly, bin = floor((x - min) /
- * (max - min) * 32), x == max in the last bin; if min == max the range is
- * [min - 1, max + 1] (as torch.histc) and all elements fall in bin 16.
- * With no finite element only the counts are present.
+ * population deviation (torch's correction=0).  The histogram
+ * (have_hist = TM_HIST_LOG2) counts the finite elements by sign and
+ * octave: with E = floor(log2 abs_max) + 1 (0 when abs_max is 0), so that
+ * every |x| < 2^E, and for x != 0 j = clamp(floor(log2 |x|) - E + 16, 0,
+ * 15), for x == 0 j = 0, x goes to bin 16 + j when its sign bit is clear
+ * and to bin 15 - j when it is set (-0.0 in bin 15).  Bins 17..31 are the
+ * octaves [2^(E-15), 2^(E-14)) .. [2^(E-1), 2^E), bin 16 everything
+ * smaller (zero included); bins 14..0 mirror them for negative values.
+ * hist_lo = E - 15 and hist_hi = E.  The exponent of a subnormal is its
+ * own (exact, not flushed).  With no finite element only the counts are
+ * present, and no histogram.
  */
 int tm_stats_compute(struct tm_tensor *t, const void *data, uint64_t numel,
 		     int dtype, int level);

@@ -171,6 +171,13 @@ extern const struct tm_stat_info tm_stat_table[TM_STAT__COUNT];
 int tm_stat_from_name(const char *name);  /* -1 if none */
 
 #define TM_HIST_BINS 32
+/*
+ * The kinds of histogram (tm_tensor.have_hist): 32 even bins over [min,
+ * max] (files of .tmrun 1.2 and before), or 32 bins by sign and binary
+ * exponent (what tm_stats_compute fills from 1.3 on; see tm-stats.h).
+ */
+#define TM_HIST_LINEAR 1
+#define TM_HIST_LOG2 2
 #define TM_MAX_RANK 8
 
 /*
@@ -187,8 +194,10 @@ struct tm_tensor {
 	int64_t shape[TM_MAX_RANK];
 	uint32_t have;                  /* TM_STAT_BIT()s of the stats present */
 	double stat[TM_STAT__COUNT];    /* counts stored exactly (< 2^53) */
-	uint8_t have_hist;              /* level 2: 32-bin histogram present */
-	double hist_lo, hist_hi;        /* bin range (finite min .. max) */
+	uint8_t have_hist;              /* level 2: 32-bin histogram present, of
+					 * kind TM_HIST_LINEAR or TM_HIST_LOG2 */
+	double hist_lo, hist_hi;        /* LINEAR: bin range (finite min .. max);
+					 * LOG2: exponents E - 15 and E */
 	uint32_t hist[TM_HIST_BINS];
 	const void *payload;            /* NULL if not captured */
 	uint64_t payload_len;           /* bytes */

@@ -60,7 +60,7 @@ size_t tm_frame_decoder_pending(const tm_frame_decoder *d);
  * the frame after tm_msg_decode returns.
  */
 #define TM_WIRE_VERSION_MAJOR 1
-#define TM_WIRE_VERSION_MINOR 2
+#define TM_WIRE_VERSION_MINOR 3
 #define TM_MSG_MAX_STR 4096
 #define TM_MSG_MAX_TOKEN 128
 

@@ -10,7 +10,7 @@
 #include "tm-tmrun.h"
 
 #define TMRUN_VERSION_MAJOR 1
-#define TMRUN_VERSION_MINOR 2     /* 1.1: ANNOT records; 1.2: op events */
+#define TMRUN_VERSION_MINOR 3     /* 1.1: ANNOT records; 1.2: op events; 1.3: log2 histograms */
 
 /* File header: 32 bytes at offset 0. */
 #define TMRUN_FILE_HEADER_SIZE 32

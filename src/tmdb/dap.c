@@ -1154,7 +1154,12 @@ static void tensor_vars(struct dap *d, json_t *out, const struct tm_tensor *t,
 					       tm_stat_table[i].integer ? "int" : "float",
 					       0, ev));
 	}
-	if (t->have_hist) {
+	if (t->have_hist == TM_HIST_LOG2) {
+		snprintf(buf, sizeof(buf), "%d bins by sign and octave, |x| < 2^%.0f",
+			 TM_HIST_BINS, t->hist_hi);
+		json_array_append_new(out, var("histogram", buf, "histogram",
+					       ref_add(d, REF_HIST, 0, NULL, t), NULL));
+	} else if (t->have_hist) {
 		snprintf(buf, sizeof(buf), "%d bins over [%g, %g]", TM_HIST_BINS,
 			 t->hist_lo, t->hist_hi);
 		json_array_append_new(out, var("histogram", buf, "histogram",
@@ -1422,8 +1427,19 @@ static int req_variables(struct dap *d, json_int_t seq, const char *cmd,
 		double w = (r.t.hist_hi - r.t.hist_lo) / TM_HIST_BINS;
 
 		for (i = 0; i < TM_HIST_BINS; i++) {
-			snprintf(name, sizeof(name), "[%.4g, %.4g)",
-				 r.t.hist_lo + i * w, r.t.hist_lo + (i + 1) * w);
+			int half = TM_HIST_BINS / 2, j = i < half ? half - 1 - i : i - half;
+			int e = (int)r.t.hist_lo - 1 + j;   /* the octave's bottom */
+
+			if (r.t.have_hist != TM_HIST_LOG2)
+				snprintf(name, sizeof(name), "[%.4g, %.4g)",
+					 r.t.hist_lo + i * w, r.t.hist_lo + (i + 1) * w);
+			else if (j == 0)
+				snprintf(name, sizeof(name), i < half ? "(-2^%d, -0]" : "[0, 2^%d)",
+					 e + 1);
+			else
+				snprintf(name, sizeof(name),
+					 i < half ? "(-2^%d, -2^%d]" : "[2^%d, 2^%d)",
+					 i < half ? e + 1 : e, i < half ? e : e + 1);
 			snprintf(buf, sizeof(buf), "%u", r.t.hist[i]);
 			json_array_append_new(out, var(name, buf, "int", 0, NULL));
 		}

@@ -130,7 +130,14 @@ int tm_view_info_stats(struct tm_session *s, const char *args)
 		rb_printf(&b, "  %-13s %-14s %u%s\n", si->name, num, si->level,
 			  note);
 	}
-	if (t->have_hist) {
+	if (t->have_hist == TM_HIST_LOG2) {
+		/* negative values left, by octave, the two middle bins down
+		 * to zero; positive right */
+		rb_printf(&b, "  %-13s [", "histogram");
+		sparkline(&b, t, o.mode);
+		rb_printf(&b, "] octaves -2^%.0f..-2^%.0f | 2^%.0f..2^%.0f  2\n",
+			  t->hist_hi, t->hist_lo, t->hist_lo, t->hist_hi);
+	} else if (t->have_hist) {
 		render_num(lo, sizeof(lo), t->hist_lo);
 		render_num(hi, sizeof(hi), t->hist_hi);
 		rb_printf(&b, "  %-13s [", "histogram");

@@ -43,7 +43,8 @@ static void make_tensor(struct tm_tensor *t, int level, unsigned salt)
 		t->have = TM_STATS_L2_MASK;
 		t->stat[TM_STAT_STD] = 0.5;
 		t->stat[TM_STAT_ZERO_COUNT] = 17;
-		t->have_hist = 1;
+		/* both kinds of histogram (tmrun 1.3 adds log2) */
+		t->have_hist = salt == 1 ? TM_HIST_LOG2 : TM_HIST_LINEAR;
 		t->hist_lo = -1.5;
 		t->hist_hi = 1e30;
 		for (i = 0; i < TM_HIST_BINS; i++)
@@ -137,6 +138,33 @@ static void test_event_roundtrip_every_level(void)
 			CU_ASSERT_EQUAL(o->tensors[0].have, 0);
 		tm_buf_free(&b);
 	}
+	tm_decoder_free(d);
+}
+
+/* Tensor flags (doc/tmrun.md 4.3): bit 2 (log2) without bit 0 is
+ * corrupt, bit 3 reserved.  A level-1 tensor ends the record with them. */
+static void test_hist_flag_needs_histogram(void)
+{
+	tm_decoder *d = tm_decoder_new();
+	struct tm_tensor t;
+	struct tm_event e = { 0 };
+	struct tm_buf b = { 0 };
+	struct tm_record rec;
+	size_t used;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+	make_tensor(&t, 1, 0);
+	e.kind = TM_EV_EXIT;
+	e.level = 1;
+	e.ntensors = 1;
+	e.tensors = &t;
+	CU_ASSERT_EQUAL_FATAL(tm_encode_event(&b, &e), TM_OK);
+	CU_ASSERT_EQUAL_FATAL(b.data[b.len - 1], 0);
+	b.data[b.len - 1] = 0x04;
+	CU_ASSERT_EQUAL(tm_decode_record(d, b.data, b.len, &rec, &used), TM_ERR_CORRUPT);
+	b.data[b.len - 1] = 0x08;
+	CU_ASSERT_EQUAL(tm_decode_record(d, b.data, b.len, &rec, &used), TM_ERR_RESERVED);
+	tm_buf_free(&b);
 	tm_decoder_free(d);
 }
 
@@ -481,6 +509,7 @@ int main(void)
 		TM_TEST(test_encoder_rejects_nonsense),
 		TM_TEST(test_decoder_hostile_input),
 		TM_TEST(test_event_copy_is_deep),
+		TM_TEST(test_hist_flag_needs_histogram),
 		TM_TEST(test_op_event_roundtrip),
 		TM_TEST(test_annotation_roundtrip_and_limits),
 		{ NULL, NULL }

@@ -19,7 +19,31 @@ struct ref {
 	uint64_t numel, nan, pinf, ninf, zeros, nf;
 	double min, max, mean, abs_max, l2, std;
 	uint32_t hist[TM_HIST_BINS];
+	int top;                        /* the histogram's E */
 };
+
+/*
+ * The log2 histogram (tm-stats.h) by its definition, with frexp: sign bit
+ * and octave of each finite element in the window below 2^top.
+ */
+static void ref_hist(const double *v, uint64_t n, double abs_max, uint32_t *hist, int *top)
+{
+	uint64_t i;
+
+	(void)frexp(abs_max, top);
+	for (i = 0; i < n; i++) {
+		int e = 0, j = 0;
+
+		if (!isfinite(v[i]))
+			continue;
+		if (v[i] != 0) {
+			(void)frexp(v[i], &e);          /* |x| in [2^(e-1), 2^e) */
+			j = (e - 1) - *top + TM_HIST_BINS / 2;
+			j = j < 0 ? 0 : j > TM_HIST_BINS / 2 - 1 ? TM_HIST_BINS / 2 - 1 : j;
+		}
+		hist[signbit(v[i]) ? TM_HIST_BINS / 2 - 1 - j : TM_HIST_BINS / 2 + j]++;
+	}
+}
 
 static void reference(const double *v, uint64_t n, struct ref *r)
 {
@@ -59,19 +83,7 @@ static void reference(const double *v, uint64_t n, struct ref *r)
 	r->std = (double)sqrtl(dev / r->nf);
 	r->l2 = (double)sqrtl(sq);
 	r->abs_max = fabs(r->min) > fabs(r->max) ? fabs(r->min) : fabs(r->max);
-	for (i = 0; i < n; i++) {
-		int b;
-
-		if (!isfinite(v[i]))
-			continue;
-		if (r->min == r->max)
-			b = TM_HIST_BINS / 2;
-		else
-			b = (int)((v[i] - r->min) / (r->max - r->min) * TM_HIST_BINS);
-		if (b >= TM_HIST_BINS)
-			b = TM_HIST_BINS - 1;
-		r->hist[b]++;
-	}
+	ref_hist(v, n, r->abs_max, r->hist, &r->top);
 }
 
 static int close_to(double got, double want, double rel)
@@ -116,7 +128,7 @@ static void check_against(const struct tm_tensor *t, const struct ref *r, double
 	CHECK_CLOSE(t->stat[TM_STAT_MEAN], r->mean, rel);
 	CHECK_CLOSE(t->stat[TM_STAT_L2], r->l2, rel);
 	CHECK_CLOSE(t->stat[TM_STAT_STD], r->std, rel);
-	CU_ASSERT_EQUAL_FATAL(t->have_hist, 1);
+	CU_ASSERT_EQUAL_FATAL(t->have_hist, TM_HIST_LOG2);
 	for (b = 0; b < TM_HIST_BINS; b++) {
 		sum += t->hist[b];
 		CU_ASSERT_EQUAL(t->hist[b], r->hist[b]);
@@ -125,10 +137,8 @@ static void check_against(const struct tm_tensor *t, const struct ref *r, double
 				r->hist[b]);
 	}
 	CU_ASSERT_EQUAL(sum, r->nf);
-	if (r->min < r->max) {
-		CU_ASSERT_EQUAL(t->hist_lo, r->min);
-		CU_ASSERT_EQUAL(t->hist_hi, r->max);
-	}
+	CU_ASSERT_EQUAL(t->hist_hi, r->top);
+	CU_ASSERT_EQUAL(t->hist_lo, r->top - 15);
 }
 
 /* Deterministic pseudo-random values (xorshift), no libc rand state. */
@@ -243,7 +253,11 @@ static void test_f64_huge(void)
 	CHECK_CLOSE(t.stat[TM_STAT_MEAN], 0.25e307, 1e-12);
 	CHECK_CLOSE(t.stat[TM_STAT_L2] / 1e307, sqrt(273), 1e-12);
 	CU_ASSERT(isfinite(t.stat[TM_STAT_STD]));
-	CU_ASSERT_EQUAL(t.hist[0], 2);
+	/* the window 2^1009..2^1024 is past the fine counters: the exact
+	 * pass; 9e307 is above 2^1023, 8e307 below */
+	CU_ASSERT_EQUAL(t.hist_hi, 1024);
+	CU_ASSERT_EQUAL(t.hist[1], 2);
+	CU_ASSERT_EQUAL(t.hist[TM_HIST_BINS - 2], 1);
 	CU_ASSERT_EQUAL(t.hist[TM_HIST_BINS - 1], 1);
 }
 
@@ -260,8 +274,9 @@ static void test_std_precision(void)
 	CU_ASSERT_EQUAL(tm_stats_compute(&t, f, N, TM_DT_F32, 2), TM_OK);
 	CU_ASSERT_EQUAL(t.stat[TM_STAT_MEAN], 10000.0);
 	CHECK_CLOSE(t.stat[TM_STAT_STD], 1.0, 1e-12);
-	CU_ASSERT_EQUAL(t.hist[0], N / 2);
-	CU_ASSERT_EQUAL(t.hist[TM_HIST_BINS - 1], N / 2);
+	/* 9999 and 10001 share the octave [2^13, 2^14) */
+	CU_ASSERT_EQUAL(t.hist_hi, 14);
+	CU_ASSERT_EQUAL(t.hist[TM_HIST_BINS - 1], N);
 	free(f);
 }
 
@@ -454,7 +469,9 @@ static void test_bool(void)
 	CU_ASSERT_EQUAL(t.stat[TM_STAT_MEAN], 0.7);
 	CU_ASSERT_EQUAL(t.stat[TM_STAT_ZERO_COUNT], 3);
 	CHECK_CLOSE(t.stat[TM_STAT_L2], sqrt(7), 1e-15);
-	CU_ASSERT_EQUAL(t.hist[0], 3);
+	/* 1 is the top octave, [2^0, 2^1); zeros in the innermost bin */
+	CU_ASSERT_EQUAL(t.hist_hi, 1);
+	CU_ASSERT_EQUAL(t.hist[TM_HIST_BINS / 2], 3);
 	CU_ASSERT_EQUAL(t.hist[TM_HIST_BINS - 1], 7);
 }
 
@@ -519,10 +536,10 @@ static void test_late_finite(void)
 	CU_ASSERT_EQUAL(t.stat[TM_STAT_MEAN], -2.5);
 	CU_ASSERT_EQUAL(t.stat[TM_STAT_ABS_MAX], 2.5);
 	CU_ASSERT_EQUAL(t.stat[TM_STAT_STD], 0);
-	/* Constant data: range widened to [x-1, x+1], all in the middle bin. */
-	CU_ASSERT_EQUAL(t.hist_lo, -3.5);
-	CU_ASSERT_EQUAL(t.hist_hi, -1.5);
-	CU_ASSERT_EQUAL(t.hist[TM_HIST_BINS / 2], 1);
+	/* -2.5 is in the top negative octave, (-2^2, -2^1] */
+	CU_ASSERT_EQUAL(t.hist_lo, -13);
+	CU_ASSERT_EQUAL(t.hist_hi, 2);
+	CU_ASSERT_EQUAL(t.hist[0], 1);
 }
 
 static void test_levels(void)
@@ -607,6 +624,119 @@ static void test_level1_matches_level2(void)
 	free(buf);
 }
 
+/* ------------------------------------------------------------- log2 histogram */
+
+/*
+ * Values over 2^-149 .. 2^40 of either sign (random exponents, so every
+ * octave and the subnormals are hit), with zeros, -0.0, exact powers of
+ * two and NaN/Inf, against the frexp definition, at sizes that end in
+ * every part of the kernel's blocks.
+ */
+static void test_log2_wide(void)
+{
+	size_t sizes[] = { 1, 3, 16, 17, 33, 1000, 4099 };
+	size_t i, k;
+
+	for (k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		size_t n = sizes[k];
+		float *f = malloc(n * sizeof(*f));
+		double *d = malloc(n * sizeof(*d));
+		struct tm_tensor t;
+		struct ref r;
+
+		for (i = 0; i < n; i++) {
+			int e = (int)(rnd() % 190) - 149;
+
+			f[i] = ldexpf((float)(1 + rnd_unit()), e) * ((rnd() & 1) ? -1 : 1);
+			if (i % 11 == 4)
+				f[i] = ldexpf(1, (int)(rnd() % 60) - 30);     /* edges */
+			if (i % 13 == 2)
+				f[i] = (i & 2) ? -0.0f : 0.0f;
+			if (i % 29 == 6)
+				f[i] = (i & 1) ? NAN : -INFINITY;
+			d[i] = f[i];
+		}
+		reference(d, n, &r);
+		CU_ASSERT_EQUAL(tm_stats_compute(&t, f, n, TM_DT_F32, 2), TM_OK);
+		check_against(&t, &r, 1e-6);
+		free(f);
+		free(d);
+	}
+}
+
+/*
+ * Windows the fine counters cannot fold take the exact pass: a tensor of
+ * f32 subnormals only, f64 ones far below 2^-126 and above 2^128, and
+ * every bf16 pattern.
+ */
+static void test_log2_exact_pass(void)
+{
+	float f[40];
+	double d[40], v[40];
+	uint16_t *h = malloc(65536 * sizeof(*h));
+	double *hd = malloc(65536 * sizeof(*hd));
+	struct tm_tensor t;
+	struct ref r;
+	uint32_t i;
+
+	for (i = 0; i < 40; i++) {
+		uint32_t bits = (uint32_t)(rnd() % 0x7fffff) + 1;      /* subnormal */
+
+		memcpy(&f[i], &bits, 4);
+		if (i % 3 == 0)
+			f[i] = -f[i];
+		if (i == 7)
+			f[i] = 0;
+		d[i] = f[i];
+	}
+	reference(d, 40, &r);
+	CU_ASSERT(r.top < -111);
+	CU_ASSERT_EQUAL(tm_stats_compute(&t, f, 40, TM_DT_F32, 2), TM_OK);
+	check_against(&t, &r, 1e-6);
+
+	for (i = 0; i < 40; i++)
+		v[i] = ldexp(1 + rnd_unit(), -(int)(rnd() % 60) - 1040) * ((i & 1) ? -1 : 1);
+	v[5] = 4.9406564584124654e-324;         /* the smallest subnormal */
+	reference(v, 40, &r);
+	CU_ASSERT_EQUAL(tm_stats_compute(&t, v, 40, TM_DT_F64, 2), TM_OK);
+	check_against(&t, &r, 1e-6);
+	for (i = 0; i < 40; i++)
+		v[i] = ldexp(1 + rnd_unit(), (int)(rnd() % 40) + 120);
+	reference(v, 40, &r);
+	CU_ASSERT(r.top > 128);
+	CU_ASSERT_EQUAL(tm_stats_compute(&t, v, 40, TM_DT_F64, 2), TM_OK);
+	check_against(&t, &r, 1e-6);
+
+	for (i = 0; i < 65536; i++) {
+		h[i] = (uint16_t)i;
+		hd[i] = tm_bf16_to_double((uint16_t)i);
+	}
+	/* (sums of values up to 3e38 of both signs cancel: only the bins) */
+	reference(hd, 65536, &r);
+	CU_ASSERT_EQUAL(tm_stats_compute(&t, h, 65536, TM_DT_BF16, 2), TM_OK);
+	CU_ASSERT_EQUAL(t.hist_hi, r.top);
+	CU_ASSERT(!memcmp(t.hist, r.hist, sizeof(t.hist)));
+	free(h);
+	free(hd);
+}
+
+/* Every element zero: the window is 2^-15 .. 2^0, all in the middle bins. */
+static void test_log2_zeros(void)
+{
+	float f[20];
+	struct tm_tensor t;
+	int i;
+
+	for (i = 0; i < 20; i++)
+		f[i] = i < 5 ? -0.0f : 0.0f;
+	CU_ASSERT_EQUAL(tm_stats_compute(&t, f, 20, TM_DT_F32, 2), TM_OK);
+	CU_ASSERT_EQUAL(t.have_hist, TM_HIST_LOG2);
+	CU_ASSERT_EQUAL(t.hist_hi, 0);
+	CU_ASSERT_EQUAL(t.hist_lo, -15);
+	CU_ASSERT_EQUAL(t.hist[TM_HIST_BINS / 2 - 1], 5);
+	CU_ASSERT_EQUAL(t.hist[TM_HIST_BINS / 2], 15);
+}
+
 static void test_bad_args(void)
 {
 	float f[2] = { 1, 2 };
@@ -642,6 +772,9 @@ int main(void)
 		TM_TEST(test_late_finite),
 		TM_TEST(test_levels),
 		TM_TEST(test_level1_matches_level2),
+		TM_TEST(test_log2_wide),
+		TM_TEST(test_log2_exact_pass),
+		TM_TEST(test_log2_zeros),
 		TM_TEST(test_bad_args),
 		{ NULL, NULL }
 	};

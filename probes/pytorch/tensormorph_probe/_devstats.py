@@ -4,9 +4,11 @@ On CUDA (or any non-CPU device) the stats of ARCHITECTURE 5 are reduced with
 fused torch ops whose results stay on the device; the probe stacks them and
 copies them to the host once per batch, so no module call waits on a host
 sync.  CPU tensors never come here: libtensormorph reads them in one pass.
-The definitions follow tm_stats_compute (src/lib/stats.c): min, max, mean,
-abs_max, l2 and std (population) over the finite elements; the histogram
-splits [min, max], or [min - 1, max + 1] when they are equal.
+The definitions follow tm_stats_compute (src/lib/stats.c, tm-stats.h): min,
+max, mean, abs_max, l2 and std (population) over the finite elements; the
+histogram (TM_HIST_LOG2) counts them by sign bit and octave in the 16
+octaves below 2^E, E = floor(log2 abs_max) + 1, the innermost bin of each
+sign holding every smaller magnitude and zero.
 
 The vector layout matches struct tm_rec_tensor: 12 stats (tm_stat order),
 hist_lo, hist_hi, 32 histogram counts.
@@ -19,6 +21,20 @@ import torch
 from ._lib import TM_HIST_BINS, TM_STAT_COUNT
 
 VEC_LEN = TM_STAT_COUNT + 2 + TM_HIST_BINS
+HALF = TM_HIST_BINS // 2
+
+
+def _ilog2(v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(v's bits as integers, floor(log2 |v|)) of float64 (float32 on MPS)
+    values; meaningless where v is 0.  A subnormal is scaled up first."""
+    if v.dtype == torch.float64:
+        it, shift, mask, bias, up, k = torch.int64, 52, 0x7FF, 1023, 2.0 ** 64, 64
+    else:
+        it, shift, mask, bias, up, k = torch.int32, 23, 0xFF, 127, 2.0 ** 32, 32
+    bits = v.view(it)
+    sub = ((bits >> shift) & mask) == 0
+    f = (torch.where(sub, v * up, v).view(it) >> shift) & mask
+    return bits, f.to(torch.int64) - bias - torch.where(sub, k, 0)
 
 
 def device_stats(t: torch.Tensor, level: int) -> torch.Tensor:
@@ -38,7 +54,7 @@ def device_stats(t: torch.Tensor, level: int) -> torch.Tensor:
     neginf = x == float("-inf")
     nfin = finite.sum()
     zero = torch.zeros((), dtype=acc, device=x.device)
-    inf_ = torch.tensor(float("inf"), dtype=acc, device=x.device)
+    inf_ = torch.full((), float("inf"), dtype=acc, device=x.device)     # (no host copy)
     xf = torch.where(finite, x, zero)
     mn = torch.where(finite, x, inf_).min()
     mx = torch.where(finite, x, -inf_).max()
@@ -60,14 +76,29 @@ def device_stats(t: torch.Tensor, level: int) -> torch.Tensor:
         m1 = s1 / denom
         out[10] = ((d * d).sum() / denom - m1 * m1).clamp(min=0).sqrt()
         out[11] = (x == 0).sum()
-        same = mx == mn
-        lo = torch.where(same, mn - 1, mn)
-        hi = torch.where(same, mx + 1, mx)
-        width = (hi - lo).clamp(min=torch.finfo(acc).tiny)
-        idx = ((xf - lo) / width * TM_HIST_BINS).floor().clamp(0, TM_HIST_BINS - 1).long()
+        # octaves from the bits (exact on subnormals; integer ops only, which
+        # inductor compiles: frexp's int32 exponent it does not)
+        bits, e = _ilog2(xf)
+        top = torch.where(out[8] > 0, _ilog2(out[8])[1] + 1, 0)    # abs_max < 2^top
+        j = (e - top + HALF).clamp(0, HALF - 1)
+        j = torch.where(xf == 0, torch.zeros_like(j), j)
+        idx = torch.where(bits < 0, HALF - 1 - j, HALF + j)
         hist = torch.zeros(TM_HIST_BINS, dtype=acc, device=x.device)
         hist.scatter_add_(0, idx, finite.to(acc))
-        out[12] = lo
-        out[13] = hi
+        out[12] = (top - (HALF - 1)).to(acc)
+        out[13] = top.to(acc)
         out[14:] = hist
+    if t.dtype == torch.float64:
+        # sums that overflow a double: mean, l2 and std again from the data
+        # scaled by 1 / abs_max, as tm_stats_compute's rescue does
+        amax = out[8].clamp(min=torch.finfo(acc).tiny)
+        xs = xf / amax
+        ms = xs.sum() / denom
+        rescued = torch.stack([ms * amax, (xs * xs).sum().sqrt() * amax,
+                               (torch.where(finite, xs - ms, zero) ** 2).sum().div(denom).sqrt()
+                               * amax])
+        cols = (7, 9, 10) if level >= 2 else (7, 9)
+        bad = ~torch.isfinite(torch.stack([out[c] for c in cols])).all() & finite.any()
+        for i, c in enumerate(cols):        # (scalar indices: no index tensor to copy in)
+            out[c] = torch.where(bad, rescued[i], out[c])
     return out

@@ -120,6 +120,9 @@ typedef struct {
 	PyObject *dtypes;               /* torch.dtype -> enum tm_dtype */
 	PyObject *seen;                 /* the reuse table (Probe._reuse) */
 	PyObject *keep;                 /* level-3 copies until submitted */
+	PyObject *grad_pending;         /* pid -> (pid, node, param): PARAM grad
+					 * events of the backward in flight */
+	char grad_queued;               /* _grads_done is queued on autograd */
 } ProbeBase;
 
 typedef struct {
@@ -157,7 +160,7 @@ typedef struct {
 	vectorcallfunc vectorcall;
 } Discover;
 
-static PyTypeObject ProbeBaseType, NodeBaseType, ForwardType, DiscoverType;
+static PyTypeObject ProbeBaseType, NodeBaseType, ForwardType, DiscoverType, ParamHookType;
 
 /* set once by setup(): torch.Tensor, torch.strided, torch.is_grad_enabled */
 static PyObject *tensor_type, *strided, *grad_enabled;
@@ -165,7 +168,7 @@ static PyObject *s_enter, *s_exit, *s_submit, *s_submit_live, *s_forward, *s_sha
 	*s_dtype, *s_is_cpu, *s_layout, *s_is_contiguous, *s_data_ptr, *s_event1_py,
 	*s_is_inference, *s_version, *s_stride, *s_detach, *s_contiguous, *s_clone,
 	*s_requires_grad, *s_backward_hooks, *s_reversed, *s_register_hook, *s_discover,
-	*s_grad_check, *s_raise;
+	*s_grad_check, *s_grad, *s_grads_queue, *s_raise;
 
 static long long
 now_ns(void)
@@ -256,6 +259,13 @@ struct ev1 {
 	long long t, start, end;
 };
 
+static void
+untrack(PyObject *o)
+{
+	if (PyObject_IS_GC(o) && PyObject_GC_IsTracked(o))
+		PyObject_GC_UnTrack(o);
+}
+
 static int
 referent_is(PyObject *ref, PyObject *x)
 {
@@ -293,7 +303,7 @@ static int
 reuse(ProbeBase *p, PyObject *x, unsigned int idx, uint64_t data, PyObject *shape,
       PyObject *dt, const struct ev1 *e)
 {
-	PyObject *key = NULL, *version = NULL, *strides = NULL, *hit, *entry;
+	PyObject *key = NULL, *version = NULL, *strides = NULL, *hit, *entry, *wr;
 	struct rec_tensor *base = (struct rec_tensor *)(uintptr_t)p->taddr;
 	int inf, match = 0, ret = -1;
 
@@ -328,10 +338,20 @@ reuse(ProbeBase *p, PyObject *x, unsigned int idx, uint64_t data, PyObject *shap
 			goto out;
 		}
 	}
-	entry = Py_BuildValue("(INOKOOiO)", idx, PyWeakref_NewRef(x, NULL), version,
-			      (unsigned long long)data, shape, dt, e->level, strides);
+	if ((wr = PyWeakref_NewRef(x, NULL)) == NULL)
+		goto out;
+	entry = Py_BuildValue("(INOKOOiO)", idx, wr, version, (unsigned long long)data, shape, dt,
+			      e->level, strides);
 	if (entry == NULL)
 		goto out;
+	/* An entry, its weak reference (no callback) and its shape and
+	 * strides (ints) hold nothing that can lead back to them: out of the
+	 * cyclic GC, which would otherwise walk a batch's worth of them at
+	 * each collection and promote them to the old generations. */
+	untrack(entry);
+	untrack(wr);
+	untrack(shape);
+	untrack(strides);
 	ret = PyDict_SetItem(p->seen, key, entry) < 0 ? -1 : 0;
 	Py_DECREF(entry);
 out:
@@ -456,8 +476,9 @@ event1(ProbeBase *p, const struct ev1 *e, PyObject *x)
 		memcpy(rt->shape, dims, (size_t)rank * sizeof(dims[0]));
 	}
 	put_event(p, e->kind, e->phase, e->node, e->call, e->t, e->start, e->end, e->level, 1);
-	if (data) {
-		/* a level-3 copy is read before submit copies it as the payload */
+	if (clevel) {
+		/* a level-3 copy is read before submit copies it as the payload;
+		 * an empty tensor (no address) gets its counts */
 		((stats_fn)(uintptr_t)p->stats_addr)(NULL, rt, 1);
 	}
 	Py_XDECREF(y);
@@ -682,6 +703,63 @@ static PyTypeObject GradHookType = {
 	.tp_vectorcall_offset = offsetof(GradHook, vectorcall),
 };
 
+/*
+ * Tensor.register_hook(x, hook) without its Python frame and its
+ * RemovableHandle (the probe never removes a gradient hook: it goes with
+ * the tensor): the same steps, for a plain tensor with no torch function
+ * mode in force; anything else goes through torch's method.  The key is
+ * an int of the probe's own range, far above RemovableHandle's.
+ */
+static PyObject *has_torch_function_unary, *ordered_dict, *s_grad_fn, *s_register_hook_dict;
+static unsigned long long hook_key = 1ULL << 62;
+
+static PyObject *
+register_hook(PyObject *x, PyObject *hook)
+{
+	PyObject *hooks, *r, *key;
+	int tf;
+
+	if (!Py_IS_TYPE(x, (PyTypeObject *)tensor_type) || has_torch_function_unary == NULL)
+		return PyObject_CallMethodOneArg(x, s_register_hook, hook);
+	if ((r = PyObject_CallOneArg(has_torch_function_unary, x)) == NULL)
+		return NULL;
+	tf = r == Py_True;
+	Py_DECREF(r);
+	if (tf)
+		return PyObject_CallMethodOneArg(x, s_register_hook, hook);
+	if ((hooks = PyObject_GetAttr(x, s_backward_hooks)) == NULL)
+		return NULL;
+	if (hooks == Py_None) {
+		PyObject *fn;
+
+		Py_DECREF(hooks);
+		if ((hooks = PyObject_CallNoArgs(ordered_dict)) == NULL)
+			return NULL;
+		if (PyObject_SetAttr(x, s_backward_hooks, hooks) < 0 ||
+		    (fn = PyObject_GetAttr(x, s_grad_fn)) == NULL) {
+			Py_DECREF(hooks);
+			return NULL;
+		}
+		r = fn == Py_None ? Py_NewRef(Py_None) :
+			PyObject_CallMethodOneArg(fn, s_register_hook_dict, x);
+		Py_DECREF(fn);
+		if (r == NULL) {
+			Py_DECREF(hooks);
+			return NULL;
+		}
+		Py_DECREF(r);
+	}
+	key = PyLong_FromUnsignedLongLong(hook_key++);
+	if (key == NULL || PyObject_SetItem(hooks, key, hook) < 0) {
+		Py_XDECREF(key);
+		Py_DECREF(hooks);
+		return NULL;
+	}
+	Py_DECREF(key);
+	Py_DECREF(hooks);
+	Py_RETURN_NONE;
+}
+
 /* The hook registered last on x, when it is one of this probe's. */
 static GradHook *
 last_gradhook(ProbeBase *p, PyObject *x)
@@ -740,7 +818,7 @@ add_grad_hook(ProbeBase *p, PyObject *x, NodeBase *n, unsigned long long call, i
 		Py_DECREF(g);
 		return -1;
 	}
-	r = PyObject_CallMethodOneArg(x, s_register_hook, (PyObject *)g);
+	r = register_hook(x, (PyObject *)g);
 	Py_DECREF(g);
 	if (r == NULL)
 		return -1;
@@ -767,6 +845,202 @@ probe_grad_hook(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 		return NULL;
 	Py_RETURN_NONE;
 }
+
+/* ------------------------------------------------------------ parameters */
+
+/*
+ * Probe._param_events(entries, slot_kind, phase, call, t, grad): the PARAM
+ * events of a step's parameters (values after optimizer.step, gradients
+ * when a backward ends), one loop here rather than a Python one.  entries
+ * is a list (or dict values) of (pid, node, param).
+ */
+static PyObject *
+probe_param_events(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+	ProbeBase *p = (ProbeBase *)self;
+	PyObject *seq, *item;
+	struct ev1 e;
+	int grad;
+	Py_ssize_t i, n;
+
+	if (nargs != 6) {
+		PyErr_SetString(PyExc_TypeError,
+				"_param_events(entries, slot_kind, phase, call, t, grad)");
+		return NULL;
+	}
+	e.kind = EV_PARAM;
+	e.slot_kind = (int)PyLong_AsLong(args[1]);
+	e.phase = (int)PyLong_AsLong(args[2]);
+	e.call = PyLong_AsUnsignedLongLong(args[3]);
+	e.t = e.start = e.end = PyLong_AsLongLong(args[4]);
+	e.slot_index = 0;
+	if (PyErr_Occurred() || (grad = PyObject_IsTrue(args[5])) < 0)
+		return NULL;
+	if ((seq = PySequence_Fast(args[0], "_param_events needs a sequence")) == NULL)
+		return NULL;
+	n = PySequence_Fast_GET_SIZE(seq);
+	for (i = 0; i < n && !p->closed; i++) {
+		PyObject *x;
+		NodeBase *node;
+		int r;
+
+		item = PySequence_Fast_GET_ITEM(seq, i);
+		if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 3 ||
+		    !PyObject_TypeCheck(PyTuple_GET_ITEM(item, 1), &NodeBaseType)) {
+			PyErr_SetString(PyExc_TypeError, "_param_events: (pid, node, param) expected");
+			goto fail;
+		}
+		node = (NodeBase *)PyTuple_GET_ITEM(item, 1);
+		if (node->level < 2)
+			continue;
+		e.level = node->level;
+		e.node = (unsigned int)PyLong_AsUnsignedLong(PyTuple_GET_ITEM(item, 0));
+		if (PyErr_Occurred())
+			goto fail;
+		x = PyTuple_GET_ITEM(item, 2);
+		if (grad) {
+			if ((x = PyObject_GetAttr(x, s_grad)) == NULL)
+				goto fail;
+		} else {
+			Py_INCREF(x);
+		}
+		r = x == Py_None ? 0 : emit1(p, &e, x);
+		Py_DECREF(x);
+		if (r < 0)
+			goto fail;
+	}
+	Py_DECREF(seq);
+	Py_RETURN_NONE;
+fail:
+	Py_DECREF(seq);
+	return NULL;
+}
+
+/*
+ * A parameter's post-accumulate-grad hook: its gradient is ready in this
+ * backward.  A level-2 parameter's PARAM grad event waits for the end of
+ * the backward (after DDP's averaging): it goes into grad_pending, and the
+ * first of a backward queues Probe._grads_done (_grads_queue).  The check
+ * of a GradScaler run (_grad_check) stays in Python.
+ */
+typedef struct {
+	PyObject_HEAD
+	ProbeBase *probe;
+	PyObject *pid;                  /* None: only the scaler's check */
+	PyObject *node;
+	vectorcallfunc vectorcall;
+} ParamHook;
+
+static PyObject *
+paramhook_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+	ParamHook *h = (ParamHook *)self;
+	ProbeBase *p = h->probe;
+	PyObject *g, *entry, *r;
+	int ret = -1;
+
+	if (PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL) {
+		PyErr_SetString(PyExc_TypeError, "a parameter hook takes the parameter");
+		return NULL;
+	}
+	if (p == NULL || p->closed)
+		Py_RETURN_NONE;
+	if ((g = PyObject_GetAttr(args[0], s_grad)) == NULL)
+		return NULL;
+	Py_INCREF(p);
+	if (g == Py_None) {
+		ret = 0;
+		goto out;
+	}
+	if (p->scaler_watch) {
+		if ((r = PyObject_CallMethodOneArg((PyObject *)p, s_grad_check, g)) == NULL)
+			goto out;
+		Py_DECREF(r);
+	}
+	if (h->pid == Py_None || !PyObject_TypeCheck(h->node, &NodeBaseType) ||
+	    ((NodeBase *)h->node)->level < 2 || p->grad_pending == NULL ||
+	    !PyDict_Check(p->grad_pending)) {
+		ret = 0;
+		goto out;
+	}
+	entry = PyTuple_Pack(3, h->pid, h->node, args[0]);
+	if (entry == NULL)
+		goto out;
+	ret = PyDict_SetItem(p->grad_pending, h->pid, entry);
+	Py_DECREF(entry);
+	if (ret == 0 && !p->grad_queued) {
+		if ((r = PyObject_CallMethodNoArgs((PyObject *)p, s_grads_queue)) == NULL)
+			ret = -1;
+		else
+			Py_DECREF(r);
+	}
+out:
+	Py_DECREF(g);
+	Py_DECREF(p);
+	if (ret < 0)
+		return NULL;
+	Py_RETURN_NONE;
+}
+
+static PyObject *
+paramhook_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+	static char *names[] = { "probe", "pid", "node", NULL };
+	PyObject *probe, *pid, *node;
+	ParamHook *h;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OO:ParamHook", names, &ProbeBaseType,
+					 &probe, &pid, &node))
+		return NULL;
+	h = (ParamHook *)type->tp_alloc(type, 0);
+	if (h == NULL)
+		return NULL;
+	h->probe = (ProbeBase *)Py_NewRef(probe);
+	h->pid = Py_NewRef(pid);
+	h->node = Py_NewRef(node);
+	h->vectorcall = paramhook_call;
+	return (PyObject *)h;
+}
+
+static int
+paramhook_traverse(ParamHook *h, visitproc visit, void *arg)
+{
+	Py_VISIT(h->probe);
+	Py_VISIT(h->pid);
+	Py_VISIT(h->node);
+	return 0;
+}
+
+static int
+paramhook_clear(ParamHook *h)
+{
+	Py_CLEAR(h->probe);
+	Py_CLEAR(h->pid);
+	Py_CLEAR(h->node);
+	return 0;
+}
+
+static void
+paramhook_dealloc(ParamHook *h)
+{
+	PyObject_GC_UnTrack(h);
+	paramhook_clear(h);
+	Py_TYPE(h)->tp_free((PyObject *)h);
+}
+
+static PyTypeObject ParamHookType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "tensormorph_probe._hook.ParamHook",
+	.tp_basicsize = sizeof(ParamHook),
+	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+	.tp_doc = "ParamHook(probe, pid, node): a parameter's post-accumulate-grad hook.",
+	.tp_new = paramhook_new,
+	.tp_dealloc = (destructor)paramhook_dealloc,
+	.tp_traverse = (traverseproc)paramhook_traverse,
+	.tp_clear = (inquiry)paramhook_clear,
+	.tp_call = PyVectorcall_Call,
+	.tp_vectorcall_offset = offsetof(ParamHook, vectorcall),
+};
 
 /*
  * The ENTER of a non-root node, as Probe._enter does it: without tensors
@@ -1109,6 +1383,30 @@ static PyTypeObject ForwardType = {
 
 /* ------------------------------------------------------------ Discover */
 
+/* Whether module's forward is one this probe wraps: a module known to the
+ * probe, which _discover would return from at once (the model's and a
+ * loss's calls, every step). */
+static int
+wrapped_by(ProbeBase *p, PyObject *module)
+{
+	PyObject *d = PyObject_GenericGetDict(module, NULL), *fw;
+	int known;
+
+	if (d == NULL || !PyDict_Check(d)) {
+		PyErr_Clear();
+		Py_XDECREF(d);
+		return 0;
+	}
+	fw = PyDict_GetItemWithError(d, s_forward);
+	known = fw != NULL && PyMethod_Check(fw) &&
+		Py_IS_TYPE(PyMethod_GET_FUNCTION(fw), &ForwardType) &&
+		((Forward *)PyMethod_GET_FUNCTION(fw))->probe == p &&
+		PyMethod_GET_SELF(fw) == module;
+	PyErr_Clear();
+	Py_DECREF(d);
+	return known;
+}
+
 static PyObject *
 discover_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
@@ -1133,7 +1431,7 @@ discover_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kw
 	if (p != NULL) {
 		ProbeBase *pb = (ProbeBase *)p;
 
-		if (!pb->active && !pb->closed) {
+		if (!pb->active && !pb->closed && !wrapped_by(pb, args[0])) {
 			r = PyObject_CallMethodOneArg(p, s_discover, args[0]);
 			if (r == NULL) {
 				Py_DECREF(p);
@@ -1233,6 +1531,7 @@ probe_traverse(ProbeBase *p, visitproc visit, void *arg)
 	Py_VISIT(p->dtypes);
 	Py_VISIT(p->seen);
 	Py_VISIT(p->keep);
+	Py_VISIT(p->grad_pending);
 	return 0;
 }
 
@@ -1242,6 +1541,7 @@ probe_clear(ProbeBase *p)
 	Py_CLEAR(p->dtypes);
 	Py_CLEAR(p->seen);
 	Py_CLEAR(p->keep);
+	Py_CLEAR(p->grad_pending);
 	return 0;
 }
 
@@ -1250,6 +1550,9 @@ static PyMethodDef probe_methods[] = {
 	  "_event1(kind, phase, node, call, t, start, end, x, slot_kind, level, slot_index)" },
 	{ "_grad_hook", (PyCFunction)(void (*)(void))probe_grad_hook, METH_FASTCALL,
 	  "_grad_hook(x, node, call, slot_kind, index)" },
+	{ "_param_events", (PyCFunction)(void (*)(void))probe_param_events, METH_FASTCALL,
+	  "_param_events(entries, slot_kind, phase, call, t, grad): a PARAM event for each "
+	  "(pid, node, param) of entries whose node is at level >= 2 (of param.grad when grad)" },
 	{ NULL, NULL, 0, NULL }
 };
 
@@ -1287,6 +1590,8 @@ static PyMemberDef probe_members[] = {
 	M("_dtypes", T_OBJECT, dtypes),
 	M("_seen", T_OBJECT, seen),
 	M("_keep", T_OBJECT, keep),
+	M("_grad_pending", T_OBJECT, grad_pending),
+	M("_grad_queued", T_BOOL, grad_queued),
 	{ NULL, 0, 0, 0, NULL }
 };
 #undef M
@@ -1350,6 +1655,22 @@ setup(PyObject *mod, PyObject *args)
 	tensor_type = tensor;
 	strided = strd;
 	grad_enabled = enabled;
+	/* what register_hook() needs; without them torch's own method */
+	if (has_torch_function_unary == NULL) {
+		PyObject *c = PyImport_ImportModule("torch._C"), *coll = NULL;
+
+		if (c != NULL)
+			has_torch_function_unary = PyObject_GetAttrString(c, "_has_torch_function_unary");
+		if (c != NULL && (coll = PyImport_ImportModule("collections")) != NULL)
+			ordered_dict = PyObject_GetAttrString(coll, "OrderedDict");
+		Py_XDECREF(c);
+		Py_XDECREF(coll);
+		if (has_torch_function_unary == NULL || ordered_dict == NULL) {
+			Py_CLEAR(has_torch_function_unary);
+			Py_CLEAR(ordered_dict);
+		}
+		PyErr_Clear();
+	}
 	Py_RETURN_NONE;
 }
 
@@ -1563,11 +1884,14 @@ PyInit__hook(void)
 	    intern(&s_requires_grad, "requires_grad") ||
 	    intern(&s_backward_hooks, "_backward_hooks") || intern(&s_reversed, "__reversed__") ||
 	    intern(&s_register_hook, "register_hook") || intern(&s_discover, "_discover") ||
-	    intern(&s_grad_check, "_grad_check"))
+	    intern(&s_grad_check, "_grad_check") || intern(&s_grad, "grad") ||
+	    intern(&s_grad_fn, "grad_fn") ||
+	    intern(&s_register_hook_dict, "_register_hook_dict") ||
+	    intern(&s_grads_queue, "_grads_queue"))
 		return NULL;
 	if (PyType_Ready(&ProbeBaseType) < 0 || PyType_Ready(&NodeBaseType) < 0 ||
 	    PyType_Ready(&ForwardType) < 0 || PyType_Ready(&GradHookType) < 0 ||
-	    PyType_Ready(&DiscoverType) < 0)
+	    PyType_Ready(&DiscoverType) < 0 || PyType_Ready(&ParamHookType) < 0)
 		return NULL;
 	m = PyModule_Create(&hook_module);
 	if (m == NULL)
@@ -1575,7 +1899,8 @@ PyInit__hook(void)
 	if (PyModule_AddObjectRef(m, "ProbeBase", (PyObject *)&ProbeBaseType) < 0 ||
 	    PyModule_AddObjectRef(m, "NodeBase", (PyObject *)&NodeBaseType) < 0 ||
 	    PyModule_AddObjectRef(m, "Forward", (PyObject *)&ForwardType) < 0 ||
-	    PyModule_AddObjectRef(m, "Discover", (PyObject *)&DiscoverType) < 0) {
+	    PyModule_AddObjectRef(m, "Discover", (PyObject *)&DiscoverType) < 0 ||
+	    PyModule_AddObjectRef(m, "ParamHook", (PyObject *)&ParamHookType) < 0) {
 		Py_DECREF(m);
 		return NULL;
 	}

@@ -28,6 +28,7 @@ from typing import Any
 TM_MAX_RANK = 8
 TM_STAT_COUNT = 12
 TM_HIST_BINS = 32
+HIST_LINEAR, HIST_LOG2 = 1, 2     # tm_tensor.have_hist (tm-types.h)
 TM_MAX_TENSORS = 64
 TM_META_MAX_PAIRS = 64
 TM_MAX_FRAMES = 64
@@ -427,7 +428,7 @@ def _constants() -> dict[str, int]:
         "TM_OK", "TM_ERR_TOO_LARGE", "TM_ERR_END", "TM_ERR_AGAIN")}
     out["TM_STAT__COUNT"] = TM_STAT_COUNT
     out["TM_SLOT__COUNT"] = len(SLOT_NAMES)
-    for prefix in ("EV_", "PHASE_", "SLOT_", "NODE_", "REC_", "GAP_", "OPF_", "CAP_"):
+    for prefix in ("EV_", "PHASE_", "SLOT_", "NODE_", "REC_", "GAP_", "OPF_", "CAP_", "HIST_"):
         for name, value in g.items():
             if name.startswith(prefix) and name.isupper() and isinstance(value, int):
                 out["TM_" + name] = value

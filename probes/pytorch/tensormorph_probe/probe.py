@@ -123,6 +123,22 @@ _partial = functools.partial
 _wref = weakref.ref
 
 
+@contextlib.contextmanager
+def _sync_allowed() -> Iterator[None]:
+    """The probe's one host copy of a batch's device stats: the sync it
+    means to make, exempt from torch.cuda.set_sync_debug_mode, which then
+    flags any other (testsuite/perf/gpu-check runs the probed steps with
+    "error")."""
+    mode = torch.cuda.get_sync_debug_mode() if torch.cuda.is_initialized() else 0
+    if mode:
+        torch.cuda.set_sync_debug_mode(0)
+    try:
+        yield
+    finally:
+        if mode:
+            torch.cuda.set_sync_debug_mode(mode)
+
+
 class ProbeError(RuntimeError):
     """The recorder refused something (bad path, closed, writer failure)."""
 
@@ -465,8 +481,12 @@ class Probe(_ProbeBase):
         self._scale_noted = -1          # step whose scaler.scale is annotated
         self._skip_noted = -1           # step annotated scaler.skipped
         self._exc_noted: tuple[int, int] | None = None  # (id, step) of the exception annotated
-        # PARAM grad events of the backward in flight (pid -> (node, param))
-        self._grad_pending: dict[int, tuple[_Node, torch.Tensor]] = {}
+        # PARAM grad events of the backward in flight (pid -> (pid, node, param))
+        self._grad_pending: dict[int, tuple[int, _Node, torch.Tensor]] = {}
+        # optimizer -> (its parameter groups' sizes, len(_params), its
+        # (pid, node, param) entries): PARAM value events after its step
+        self._opt_entries: weakref.WeakKeyDictionary[Any, tuple[Any, int, list[Any]]] = \
+            weakref.WeakKeyDictionary()
         self._grad_queued = False
         self._watched: set[int] = set()  # id(param) with a gradient hook
         self._fw: dict[str, bool] = {}  # frameworks patched
@@ -928,7 +948,7 @@ class Probe(_ProbeBase):
         _TENSOR_PACK[rank](self._tbuf, idx * _TSIZE, data, numel, 0,
                            slot_index, devidx, slot_kind, dtype, rank, devtype, clevel, capture,
                            0, 0, *shape)
-        return 1 if data else 0
+        return 1 if clevel else 0      # (an empty tensor: no address, its counts)
 
     def _reuse(self, idx: int, x: torch.Tensor, data: int, shape: Any, dt: torch.dtype,
                slot_kind: int, slot_index: int, level: int) -> bool:
@@ -973,7 +993,7 @@ class Probe(_ProbeBase):
             have &= _COUNTS_MASK
         ctypes.c_uint32.from_buffer(self._tbuf, off + _HAVE_OFF).value = have
         ctypes.c_uint8.from_buffer(self._tbuf, off + _HAVE_HIST_OFF).value = \
-            1 if level >= 2 and finite else 0
+            _lib.HIST_LOG2 if level >= 2 and finite else 0
 
     def _put_capture(self, idx: int, h: torch.Tensor) -> None:
         """A level-3 copy in host memory, kept until submitted."""
@@ -992,13 +1012,16 @@ class Probe(_ProbeBase):
         """Hands the batch to libtensormorph: one host copy of the device
         stats, one call."""
         if self._dev_pending:
-            vecs = torch.stack([v.to("cpu", torch.float64) if v.device.type == "mps" else v
-                                for _, v, _ in self._dev_pending]).to("cpu", torch.float64)
+            with _sync_allowed():
+                vecs = torch.stack([v.to("cpu", torch.float64) if v.device.type == "mps" else v
+                                    for _, v, _ in self._dev_pending]).to("cpu", torch.float64)
             for (idx, _, level), row in zip(self._dev_pending, vecs.tolist(), strict=True):
                 self._pack_stats(idx, row, level)
             self._dev_pending.clear()
-        for idx, y in self._dev_capture:
-            self._put_capture(idx, y.to("cpu").contiguous())
+        if self._dev_capture:
+            with _sync_allowed():
+                for idx, y in self._dev_capture:
+                    self._put_capture(idx, y.to("cpu").contiguous())
         self._dev_capture.clear()
         nev, self._nev = self._nev, 0
         self._bnev.value = 0
@@ -1252,16 +1275,37 @@ class Probe(_ProbeBase):
             self._param_values(opt, _BWD)
 
     def _param_values(self, opt: torch.optim.Optimizer | None, phase: int) -> None:
-        """PARAM data events of level-2 parameters (those opt holds)."""
-        mine = None
-        if opt is not None:
-            mine = {id(p) for g in opt.param_groups for p in g["params"]}
-        t = _now() - self._t0
-        call = max(self._micro, 1)
-        for pid, p, node in self._params:
+        """PARAM data events of level-2 parameters (those opt holds): the
+        optimizer's entries are looked up once, not each step, and their
+        events made in one call (_hook.c's ProbeBase._param_events)."""
+        if opt is None:
+            entries = [(pid, node, p) for pid, p, node in self._params]
+        else:
+            shape = tuple(len(g["params"]) for g in opt.param_groups)
+            hit = self._opt_entries.get(opt)
+            if hit is None or hit[0] != shape or hit[1] != len(self._params):
+                mine = {id(p) for g in opt.param_groups for p in g["params"]}
+                hit = (shape, len(self._params),
+                       [(pid, node, p) for pid, p, node in self._params if id(p) in mine])
+                self._opt_entries[opt] = hit
+            entries = hit[2]
+        self._param_events(entries, _lib.SLOT_DATA, phase, max(self._micro, 1),
+                           _now() - self._t0, False)
+
+    def _param_events_py(self, entries: Any, slot_kind: int, phase: int, call: int, t: int,
+                         grad: bool) -> None:
+        """A PARAM event for each (pid, node, param) of entries whose node
+        is at level >= 2, of param.grad when grad (as _hook.c does it)."""
+        for pid, node, p in entries:
+            if self._closed:
+                return
             level = node.level
-            if level >= 2 and (mine is None or id(p) in mine):
-                self._event1(_EV_PARAM, phase, pid, call, t, t, t, p, _lib.SLOT_DATA, level, 0)
+            x = p.grad if grad else p
+            if level >= 2 and x is not None:
+                self._event1(_EV_PARAM, phase, pid, call, t, t, t, x, slot_kind, level, 0)
+
+    if _hook is None:
+        _param_events = _param_events_py
 
     def _watch(self, p: torch.Tensor, pid: int | None, node: _Node | None) -> None:
         """A gradient hook on parameter p: its PARAM grad event when the
@@ -1271,7 +1315,11 @@ class Probe(_ProbeBase):
                 or not p.is_leaf:
             return
         self._watched.add(id(p))
-        hook = _partial(self._on_param_grad, pid, node)
+        hook: Any
+        if _hook is not None:
+            hook = _hook.ParamHook(self, pid, node)     # no Python per gradient
+        else:
+            hook = _partial(self._on_param_grad, pid, node)
         self._handles.append(p.register_post_accumulate_grad_hook(hook))
 
     def _on_param_grad(self, pid: int | None, node: _Node | None, p: torch.Tensor) -> None:
@@ -1286,14 +1334,18 @@ class Probe(_ProbeBase):
         if self._scaler_watch:
             self._grad_check(g)
         if node is not None and node.level >= 2 and pid is not None:
-            self._grad_pending[pid] = (node, p)
+            self._grad_pending[pid] = (pid, node, p)
             if not self._grad_queued:
-                # read when this backward ends: after DDP's averaging
-                try:
-                    _queue_callback(self._grads_queue_again)
-                    self._grad_queued = True
-                except RuntimeError:        # not inside autograd's engine
-                    self._grads_done()
+                self._grads_queue()
+
+    def _grads_queue(self) -> None:
+        """The first gradient of a backward to record: its events are made
+        when the backward ends, after DDP's averaging."""
+        try:
+            _queue_callback(self._grads_queue_again)
+            self._grad_queued = True
+        except RuntimeError:        # not inside autograd's engine
+            self._grads_done()
 
     def _grads_queue_again(self) -> None:
         """Behind the callbacks queued since (DDP's reducer finishes the
@@ -1310,15 +1362,10 @@ class Probe(_ProbeBase):
         them."""
         self._grad_queued = False
         pending, self._grad_pending = self._grad_pending, {}
-        if self._closed:
+        if self._closed or not pending:
             return
-        t = _now() - self._t0
-        call = max(self._micro, 1)
-        for pid, (node, p) in pending.items():
-            g = p.grad
-            if g is not None and node.level >= 2:
-                self._event1(_EV_PARAM, _BWD, pid, call, t, t, t, g, _lib.SLOT_GRAD,
-                             node.level, 0)
+        self._param_events(list(pending.values()), _lib.SLOT_GRAD, _BWD, max(self._micro, 1),
+                           _now() - self._t0, True)
 
     def _grad_check(self, g: torch.Tensor) -> None:
         """A gradient of the backward while a GradScaler runs: one that is

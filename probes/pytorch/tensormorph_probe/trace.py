@@ -22,8 +22,12 @@ class TensorRecord:
     shape: tuple[int, ...]
     device_type: int
     stats: dict[str, float]       # only the stats present (absent = unknown)
+    # (lo, hi, bins): for hist_kind HIST_LOG2 (1.3 on) lo and hi are the
+    # exponents E - 15 and E (tm-stats.h); for HIST_LINEAR (older traces)
+    # the range the 32 even bins split
     hist: tuple[float, float, tuple[int, ...]] | None
     payload: bytes | None
+    hist_kind: int = 0
 
 
 @dataclass
@@ -95,7 +99,7 @@ def _tensor(t: _lib.Tensor) -> TensorRecord:
     hist = (t.hist_lo, t.hist_hi, tuple(t.hist)) if t.have_hist else None
     payload = ctypes.string_at(t.payload, t.payload_len) if t.payload else None
     return TensorRecord(slot, t.dtype, tuple(t.shape[: t.rank]), t.device_type, stats, hist,
-                        payload)
+                        payload, t.have_hist)
 
 
 class Trace:

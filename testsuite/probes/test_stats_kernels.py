@@ -1,0 +1,157 @@
+"""The stats and log2 histogram a probe records at level 2, against the
+definitions (doc/tmrun.md 4.3, tm-stats.h) computed here with numpy, on
+tensors of every float dtype with NaN, +-Inf, subnormals, zeros and -0.0,
+empty ones, all-NaN ones and ones of subnormals only: through
+libtensormorph's single-pass kernels (c-stats) and through the torch
+implementation used for device tensors and by the compiled path
+(device-stats, run here on CPU tensors)."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from conftest import read
+from torch import nn
+
+import tensormorph_probe as tp
+from tensormorph_probe import _lib
+
+
+def ref_stats(x: torch.Tensor) -> dict:
+    """Every stat and the log2 histogram of x, by their definitions."""
+    v = x.detach().reshape(-1).to(torch.float64).numpy()
+    fin = v[np.isfinite(v)]
+    out = {"numel": v.size, "nan_count": int(np.isnan(v).sum()),
+           "posinf_count": int((v == np.inf).sum()), "neginf_count": int((v == -np.inf).sum()),
+           "zero_count": int((v == 0).sum())}
+    out["inf_count"] = out["posinf_count"] + out["neginf_count"]
+    if fin.size == 0:
+        return out
+    amax = float(np.abs(fin).max())
+    sc = fin / amax if amax else fin            # (f64 near its max overflows unscaled)
+    k = amax if amax else 1.0
+    out.update(min=float(fin.min()), max=float(fin.max()), mean=float(sc.mean()) * k,
+               abs_max=amax, l2=float(np.sqrt(np.sum(sc * sc))) * k, std=float(sc.std()) * k)
+    top = int(np.frexp(amax)[1])                    # amax < 2^top
+    hist = [0] * 32
+    for val in fin:
+        j = 0
+        if val != 0:
+            j = min(max(int(np.frexp(val)[1]) - 1 - top + 16, 0), 15)
+        hist[15 - j if np.signbit(val) else 16 + j] += 1
+    out["hist"] = (float(top - 15), float(top), tuple(hist))
+    return out
+
+
+def tensors(dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(5)
+    fi = torch.finfo(dtype)
+    sub = fi.smallest_normal / 4                    # a subnormal of this dtype
+    x = (torch.randn(1003, generator=g, dtype=torch.float64) *
+         torch.exp2(torch.randint(-20, 8, (1003,), generator=g).double())).to(dtype)
+    x[3] = float("nan")
+    x[10] = float("inf")
+    x[11] = float("-inf")
+    x[20:24] = torch.tensor([sub, -sub, 0.0, -0.0], dtype=torch.float64).to(dtype)
+    x[30] = fi.max
+    x[31] = -fi.tiny
+    small = torch.full((40,), sub, dtype=torch.float64)
+    small[::3] = -sub * 2
+    small[5] = 0
+    return {"mixed": x, "huge": x[25:40].clone(), "subnormal": small.to(dtype),
+            "zeros": torch.zeros(17, dtype=dtype), "empty": torch.zeros(0, dtype=dtype),
+            "all_nan": torch.full((9,), float("nan"), dtype=dtype),
+            "matrix": torch.randn(64, 48, generator=g).to(dtype)}
+
+
+class Pass(nn.Module):
+    """Returns a copy of what it is given: its output is read afresh."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.clone()
+
+
+class Net(nn.Module):
+    def __init__(self, names: list[str]) -> None:
+        super().__init__()
+        self.names = names
+        self.parts = nn.ModuleDict({n: Pass() for n in names})
+
+    def forward(self, xs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+        return [self.parts[n](xs[n]) for n in self.names]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16],
+                         ids=["f32", "f64", "f16", "bf16"])
+@pytest.mark.parametrize("device_path", [False, True], ids=["c-stats", "device-stats"])
+def test_recorded_stats_match_definitions(trace_path, dtype, device_path):
+    xs = tensors(dtype)
+    names = list(xs)
+    model = Net(names)
+    with tp.attach(model, level=2, record=trace_path, device_stats_on_cpu=device_path):
+        model(xs)
+    _, events, _ = read(trace_path)
+    checked = set()
+    for e in events:
+        part = e.node.rsplit(".", 1)[-1]
+        if e.kind != "exit" or part not in xs:
+            continue
+        got, want = e.tensors[0], ref_stats(xs[part])
+        where = (part, str(dtype))
+        for k in ("numel", "nan_count", "inf_count", "posinf_count", "neginf_count",
+                  "zero_count"):
+            assert got.stats[k] == want[k], (where, k)
+        if "hist" not in want:          # no finite element: counts only
+            assert "min" not in got.stats and got.hist is None, where
+            checked.add(part)
+            continue
+        for k in ("min", "max", "abs_max"):
+            assert got.stats[k] == want[k], (where, k)
+        for k in ("mean", "l2", "std"):
+            assert math.isclose(got.stats[k], want[k], rel_tol=1e-9, abs_tol=1e-300), \
+                (where, k, got.stats[k], want[k])
+        assert got.hist_kind == _lib.HIST_LOG2, where
+        lo, hi, bins = got.hist
+        assert (lo, hi, tuple(bins)) == want["hist"], where
+        assert sum(bins) == want["numel"] - want["nan_count"] - want["inf_count"]
+        checked.add(part)
+    assert checked == set(names)
+
+
+def test_c_and_device_paths_agree_on_real_activations(tmp_path):
+    """A small convnet's level-2 trace is the same, histogram for histogram,
+    through both implementations (and both say the histogram is log2)."""
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Conv2d(8, 8, 3), nn.Flatten(),
+                          nn.Linear(8 * 4 * 4, 10))
+    x = torch.randn(2, 3, 8, 8)
+    hists = []
+    for device_path in (False, True):
+        model.zero_grad(set_to_none=True)
+        path = str(tmp_path / f"r{int(device_path)}.tmrun")
+        with tp.attach(model, level=2, record=path, device_stats_on_cpu=device_path):
+            model(x).sum().backward()
+        _, events, _ = read(path)
+        hists.append([(e.node, e.kind, t.slot, t.hist_kind, t.hist)
+                      for e in events for t in e.tensors if t.hist is not None])
+    assert hists[0] == hists[1]
+    assert len(hists[0]) > 10 and all(h[3] == _lib.HIST_LOG2 for h in hists[0])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device: run gpu-check itself")
+def test_gpu_check_without_cuda_says_so():
+    """testsuite/perf/gpu-check on a machine without CUDA: a clear message,
+    exit 77, no traceback, nothing claimed."""
+    script = Path(__file__).resolve().parents[1] / "perf" / "gpu-check"
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       timeout=120, env=dict(os.environ))
+    assert r.returncode == 77, r.stdout + r.stderr
+    assert "no CUDA device" in r.stdout and "not measured on a GPU" in r.stdout
+    assert "Traceback" not in r.stderr
