@@ -32,10 +32,53 @@ static int cmd_x_exec(struct tm_session *s, const char *args, int from_tty)
 	char fmt = 'f';
 	struct tref r;
 	struct rbuf b;
-	int d, per_line;
+	int d, per_line, again = 0;
+	char cont[TM_ADDRESS_MAX + 256];
 
 	(void)from_tty;
-	if (*p == '/') {
+	if (!*p || (*p == '/' && p[strcspn(p, " \t") - 1] != 'i' &&
+		    !*tm_skip_ws(p + strcspn(p, " \t")))) {
+		/* GDB: x without an address goes on after the last one */
+		size_t o;
+		uint64_t rem;
+
+		if (!s->x_name) {
+			tm_error(s, "Argument required (starting display address).");
+			return -1;
+		}
+		again = 1;
+		fmt = s->x_fmt;
+		count = s->x_count;
+		o = (size_t)snprintf(cont, sizeof(cont), "%s", s->x_name);
+		if (s->x_rank > 0) {
+			rem = s->x_next;
+			o += (size_t)snprintf(cont + o, sizeof(cont) - o, "[");
+			for (d = 0; d < s->x_rank && o < sizeof(cont); d++) {
+				uint64_t st = 1;
+				int k;
+
+				for (k = d + 1; k < s->x_rank; k++)
+					st *= (uint64_t)s->x_shape[k];
+				o += (size_t)snprintf(cont + o, sizeof(cont) - o, "%s%" PRIu64,
+						      d ? "," : "", st ? rem / st : 0);
+				rem = st ? rem % st : 0;
+			}
+			snprintf(cont + o, sizeof(cont) - o, "]");
+		}
+		if (*p == '/') {
+			char *end;
+
+			p++;
+			if (isdigit((unsigned char)*p)) {
+				count = strtoull(p, &end, 10);
+				p = end;
+			}
+			if (*p && *p != ' ' && *p != '\t')
+				fmt = *p;
+		}
+		p = cont;
+	}
+	if (!again && *p == '/') {
 		char *end;
 
 		p++;
@@ -123,6 +166,21 @@ static int cmd_x_exec(struct tm_session *s, const char *args, int from_tty)
 	}
 	rb_puts(&b, "\n");
 	view_flush_rb(s, &b);
+	/* where a repeated x goes on */
+	if (!again) {
+		size_t nl = strcspn(p, "[");
+
+		while (nl > 0 && isspace((unsigned char)p[nl - 1]))
+			nl--;
+		free(s->x_name);
+		s->x_name = strndup(p, nl);
+	}
+	s->x_fmt = fmt;
+	s->x_count = count;
+	s->x_next = start + count;
+	s->x_rank = t->rank;
+	for (d = 0; d < t->rank; d++)
+		s->x_shape[d] = t->shape[d];
 	return 0;
 }
 

@@ -585,6 +585,7 @@ int tm_source_file(struct tm_session *s, const char *path, int must_exist)
 	in.name = path;
 	input_push(s, &in);
 	while (!s->quit && (line = tm_read_line(s, NULL))) {
+		s->err_prefixed = 0;
 		rc = tm_execute(s, line, 0);
 		free(line);
 		if (rc)
@@ -594,6 +595,43 @@ int tm_source_file(struct tm_session *s, const char *path, int must_exist)
 	if (fp != stdin)
 		fclose(fp);
 	return rc;
+}
+
+/*
+ * What Enter after line runs again, as GDB repeats it (NULL: nothing):
+ * moving commands, print and its relatives, up and down as typed; list
+ * and x go on from where they stopped.
+ */
+static char *repeat_of(struct tm_session *s, const char *line)
+{
+	const struct cmd_entry *c;
+	struct ucmd *u;
+	char w[64];
+	const char *p = tm_skip_ws(line);
+	size_t wl = word_len(p);
+
+	if (!wl || wl >= sizeof(w))
+		return NULL;
+	memcpy(w, p, wl);
+	w[wl] = 0;
+	c = tm_cmd_lookup(s, w, 1, &u);
+	if (!c)
+		return NULL;
+	if (c == &cmd_list_entry)
+		return strdup("list");
+	if (c == &cmd_x_entry) {
+		/* x/FMT ADDR: the same format, at the next element */
+		const char *q = p + wl;
+		size_t fl = *q == '/' ? strcspn(q, " \t") : 0;
+		char buf[80];
+
+		snprintf(buf, sizeof(buf), "x%.*s", (int)(fl < 60 ? fl : 0), q);
+		return strdup(buf);
+	}
+	if (c->flags & CMD_RESUMES || c == &cmd_print_entry ||
+	    c == &cmd_up_entry || c == &cmd_down_entry || c == &cmd_output_entry)
+		return strdup(line);
+	return NULL;
 }
 
 /* Pushes the interactive source (readline or a non-terminal stdin). */
@@ -609,35 +647,22 @@ int tm_run_interactive(struct tm_session *s,
 	in.name = "stdin";
 	input_push(s, &in);
 	while (!s->quit) {
+		tm_page_reset(s);
 		line = tm_read_line(s, s->set.prompt);
 		if (!line) {
 			if (readline)
 				tm_out(s, "quit\n");
 			break;
 		}
-		/* An empty line repeats the last moving or listing command. */
+		/* An empty line repeats the last command GDB repeats. */
 		if (!*tm_skip_ws(line) && last && readline) {
 			free(line);
 			line = strdup(last);
 			if (!line)
 				break;
 		} else if (*tm_skip_ws(line)) {
-			struct ucmd *u;
-			const struct cmd_entry *c;
-			char w[64];
-			const char *p = tm_skip_ws(line);
-			size_t wl = word_len(p);
-
 			free(last);
-			last = NULL;
-			if (wl && wl < sizeof(w)) {
-				memcpy(w, p, wl);
-				w[wl] = 0;
-				c = tm_cmd_lookup(s, w, 1, &u);
-				if (c && (c->flags & CMD_RESUMES ||
-					  c == &cmd_list_entry))
-					last = strdup(line);
-			}
+			last = repeat_of(s, line);
 		}
 		tm_execute(s, line, 1);
 		free(line);

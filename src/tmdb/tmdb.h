@@ -185,7 +185,22 @@ struct settings {
 	int max_gap_lines;
 	int style;              /* colour where the output is a terminal */
 	int trace_commands;     /* echo each command, '+' per nesting level */
+	int height;             /* lines in a page, 0: unlimited (set height) */
 	char *prompt;
+	/* set logging: copy (redirect: send) the output to log_file */
+	int log_enabled;
+	int log_overwrite;
+	int log_redirect;
+	char *log_file;
+};
+
+/* A skip entry: step passes over the calls of the modules it names. */
+struct skip {
+	struct skip *next;
+	int num;
+	int enabled;
+	int is_class;           /* matches the module's class, else its address */
+	char *pattern;
 };
 
 struct tm_session {
@@ -257,6 +272,23 @@ struct tm_session {
 	char **pending;         /* breakpoint commands to run after a stop */
 	size_t npending;
 	int pending_silent;
+	int err_prefixed;       /* this command's error has its FILE:LINE prefix */
+
+	/* paging (set height, set pagination): lines since the last prompt */
+	int page_lines;
+	int page_off;           /* "c" at the pager: no more until the prompt */
+	int page_quit;          /* "q" at the pager: output dropped until then */
+	FILE *log_fp;           /* set logging enabled on */
+
+	struct skip *skips;
+	int next_skip;
+
+	/* x with no address (Enter after x) goes on after the last element */
+	char *x_name;           /* the tensor x examined, NULL: none yet */
+	char x_fmt;
+	uint64_t x_count, x_next;
+	int x_rank;
+	int64_t x_shape[TM_MAX_RANK];
 
 	/* list */
 	char *list_file;
@@ -281,6 +313,16 @@ void tm_error(struct tm_session *s, const char *fmt, ...)
 /* Asks question "(y or n)" on the terminal: 1 for yes; 0 for no, and
  * without a terminal (it says so, as GDB's query does). */
 int tm_query(struct tm_session *s, const char *question);
+/* tm_query where GDB asks: only with `set confirm on` at a terminal (the
+ * command typed there); else the answer is yes, as GDB's. */
+int tm_confirm(struct tm_session *s, int from_tty, const char *question);
+/* A new prompt: the pager counts the lines from here. */
+void tm_page_reset(struct tm_session *s);
+/* 1 where GDB would page: an interactive terminal, pagination on. */
+int tm_paging_active(const struct tm_session *s);
+/* Logging to a file (set logging): 0, or -1 after an error. */
+int tm_logging_start(struct tm_session *s);
+void tm_logging_stop(struct tm_session *s);
 void tm_vout(struct tm_session *s, int is_err, const char *fmt, va_list ap);
 int tm_need_trace(struct tm_session *s);
 /* A CMD_NEEDS_TRACE command without a trace: 0 lets it run (CMD_PROGRAM:
