@@ -60,7 +60,7 @@ def test_live_job_equals_replay(tmp_path, world, bad):
         assert what in live.stdout, f"{what!r} not in the live session:\n{live.stdout}"
     # no rank's NaN before the injected one: the stop is the job's first
     assert live.stdout.count("Breakpoint 1, ") == 1
-    assert re.search(r"^\[Process \d+ exited normally\]$", live.stdout, re.M), live.stdout
+    assert re.search(r"^\[Inferior 1 \(process \d+\) exited normally\]$", live.stdout, re.M), live.stdout
     assert f"{world} ranks, " in replay.stdout
 
 
@@ -112,7 +112,7 @@ def test_all_stop_pauses_every_rank(tmp_path):
     assert re.search(r"^\s+1\s+0\s+process \d+ \(pytorch\) \(paused\)", out, re.M), out
     assert re.search(r"^\*\s+2\s+1\s+process \d+ \(pytorch\) \(paused\)", out, re.M), out
     assert _longest_pause(tmp_path / "run.rank0.tmrun") > 1.5
-    assert re.search(r"^\[Process \d+ exited normally\]$", out, re.M), out
+    assert re.search(r"^\[Inferior 1 \(process \d+\) exited normally\]$", out, re.M), out
 
 
 @pytest.mark.slow
