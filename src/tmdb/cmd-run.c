@@ -580,7 +580,7 @@ const struct cmd_entry cmd_continue_entry = {
 	.usage = "continue [N]",
 	.help = "Continue replaying until a breakpoint, a watchpoint or the end.\n"
 		"With N, ignore the current breakpoint N-1 more times.",
-	.exec = cmd_continue_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.exec = cmd_continue_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES | CMD_FORWARD,
 	.klass = "running",
 };
 
@@ -701,7 +701,7 @@ const struct cmd_entry cmd_step_entry = {
 	.name = "step", .alias = "s",
 	.usage = "step [N]",
 	.help = "Move to the next event (N times), entering submodule calls.",
-	.exec = cmd_step_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.exec = cmd_step_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES | CMD_FORWARD,
 	.klass = "running",
 };
 
@@ -715,7 +715,7 @@ const struct cmd_entry cmd_next_entry = {
 	.usage = "next [N]",
 	.help = "Move to the next event at the same or a shallower depth (over\n"
 		"submodule calls), N times.",
-	.exec = cmd_next_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.exec = cmd_next_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES | CMD_FORWARD,
 	.klass = "running",
 };
 
@@ -756,7 +756,7 @@ const struct cmd_entry cmd_stepi_entry = {
 	.name = "stepi", .alias = "si",
 	.usage = "stepi [N]",
 	.help = "Move to the next event (N times), op events included.",
-	.exec = cmd_stepi_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.exec = cmd_stepi_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES | CMD_FORWARD,
 	.klass = "running",
 };
 
@@ -770,7 +770,7 @@ const struct cmd_entry cmd_nexti_entry = {
 	.usage = "nexti [N]",
 	.help = "Move to the next op or event at the same or a shallower depth\n"
 		"(over submodule calls), N times.",
-	.exec = cmd_nexti_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.exec = cmd_nexti_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES | CMD_FORWARD,
 	.klass = "running",
 };
 
@@ -920,7 +920,7 @@ const struct cmd_entry cmd_finish_entry = {
 	.usage = "finish",
 	.help = "Run until the selected module call returns (its EXIT event), and\n"
 		"print its output tensor.",
-	.exec = cmd_finish_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.exec = cmd_finish_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES | CMD_FORWARD,
 	.klass = "running",
 };
 
@@ -990,7 +990,7 @@ const struct cmd_entry cmd_until_entry = {
 	.usage = "until [ADDRESS]",
 	.help = "Without argument, like \"next\".  With an address, continue until an\n"
 		"event of that address (or a breakpoint).",
-	.exec = cmd_until_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.exec = cmd_until_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES | CMD_FORWARD,
 	.klass = "running",
 };
 

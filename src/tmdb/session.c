@@ -421,6 +421,14 @@ int tm_need_trace(struct tm_session *s)
 
 int tm_command_needs_trace(struct tm_session *s, const struct cmd_entry *c)
 {
+	/* GDB: a program set and not running (not yet run, exited, killed)
+	 * is not run on by continue or step, whatever trace is loaded;
+	 * reverse execution and goto still browse what it sent. */
+	if ((c->flags & CMD_FORWARD) && s->live && s->live->prog && !s->live->pid &&
+	    (!s->probe || tm_probe_closed(s->probe))) {
+		tm_error(s, "The program is not being run.");
+		return -1;
+	}
 	if (s->probe || !(c->flags & CMD_NEEDS_TRACE))
 		return 0;
 	if (!s->live || !s->live->prog)

@@ -156,6 +156,7 @@ enum cmd_flags {
 	CMD_BLOCK = 1u << 2,         /* reads a body up to "end" */
 	CMD_FORMAT = 1u << 3,        /* takes /FMT itself (x/8f) */
 	CMD_PROGRAM = 1u << 4,       /* runs with a program set and no trace yet */
+	CMD_FORWARD = 1u << 5,       /* runs the program on: needs it running */
 };
 
 struct cmd_entry {
