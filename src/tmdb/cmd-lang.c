@@ -780,6 +780,16 @@ static int cmd_quit_exec(struct tm_session *s, const char *args, int from_tty)
 		}
 		n = (uint64_t)v.v.v.i;
 	}
+	if (s->live && s->live->pid) {
+		char q[160];
+
+		snprintf(q, sizeof(q), "A debugging session is active.\n\n\tInferior 1 "
+			 "[process %ld] will be killed.\n\nQuit anyway? ", s->live->pid);
+		if (!tm_confirm(s, from_tty, q)) {
+			tm_error(s, "Not confirmed.");
+			return -1;
+		}
+	}
 	s->quit = 1;
 	s->exit_code = (int)(n & 0xff);
 	return 0;

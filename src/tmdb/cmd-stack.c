@@ -51,15 +51,22 @@ static int need_frames(struct tm_session *s)
 static int cmd_backtrace_exec(struct tm_session *s, const char *args, int from_tty)
 {
 	uint64_t limit = UINT64_MAX;
-	size_t k;
+	size_t k, first = 0;
+	int outer = args[0] == '-' && args[1] >= '0' && args[1] <= '9';
 
-	if (*args && strcmp(args, "full") && tm_parse_uint(args, &limit)) {
+	/* bt -N: the outermost N frames, as GDB's */
+	if (outer ? tm_parse_uint(args + 1, &limit) :
+	    *args && strcmp(args, "full") && tm_parse_uint(args, &limit)) {
 		tm_error(s, "Invalid backtrace limit \"%s\".", args);
 		return -1;
 	}
 	if (need_frames(s))
 		return -1;
-	for (k = 0; k < s->nframes && k < limit; k++)
+	if (outer) {
+		first = limit < s->nframes ? s->nframes - (size_t)limit : 0;
+		limit = UINT64_MAX;
+	}
+	for (k = first; k < s->nframes && k - first < limit; k++)
 		print_frame(s, k);
 	if (k < s->nframes)
 		tm_out(s, "(More stack frames follow...)\n");
@@ -70,7 +77,7 @@ static int cmd_backtrace_exec(struct tm_session *s, const char *args, int from_t
 
 const struct cmd_entry cmd_backtrace_entry = {
 	.name = "backtrace", .alias = "bt where",
-	.usage = "backtrace [N]",
+	.usage = "backtrace [N | -N]",
 	.help = "Print the module call stack at the playhead, innermost call first.",
 	.exec = cmd_backtrace_exec, .flags = CMD_NEEDS_TRACE, .klass = "stack",
 };

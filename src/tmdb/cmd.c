@@ -86,6 +86,11 @@ const struct cmd_entry *const tm_cmd_table[] = {
 	&cmd_kill_entry,
 	&cmd_inferior_entry,
 	&cmd_tty_entry,
+	&cmd_start_entry,
+	&cmd_advance_entry,
+	&cmd_skip_entry,
+	&cmd_save_entry,
+	&cmd_thread_entry,
 };
 const size_t tm_cmd_count = sizeof(tm_cmd_table) / sizeof(tm_cmd_table[0]);
 
@@ -518,8 +523,10 @@ int tm_execute(struct tm_session *s, const char *line, int from_tty)
 		args = fmt_args;        /* x/8f: the command reads its format */
 	/* A Ctrl-C belongs to the command typed at the prompt, nested ones
 	 * (loops, breakpoint commands) must still see it. */
-	if (s->depth == 0)
+	if (s->depth == 0) {
 		tm_interrupted = 0;
+		s->intr_reported = 0;
+	}
 	s->depth++;
 	if (u) {
 		rc = run_ucmd(s, u, args);

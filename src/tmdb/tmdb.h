@@ -219,6 +219,7 @@ struct tm_session {
 	 * enum tm_inferior_event, status a wait status for TM_INF_EXITED */
 	void (*on_inferior)(struct tm_session *s, int what, long pid, int status);
 	void *ui;               /* the front end's own state (mi.c) */
+	void *ui_quiet;         /* an apply's output while it switches ranks */
 
 	/* the trace */
 	struct tm_probe *probe;
@@ -273,6 +274,8 @@ struct tm_session {
 	char **pending;         /* breakpoint commands to run after a stop */
 	size_t npending;
 	int pending_silent;
+	int starting;           /* start: its breakpoint waits for the nodes */
+	int intr_reported;      /* this Ctrl-C's "Interrupted." is out */
 	int err_prefixed;       /* this command's error has its FILE:LINE prefix */
 
 	/* paging (set height, set pagination): lines since the last prompt */
@@ -553,6 +556,8 @@ enum stop_why {
 	STOP_CRASH
 };
 void tm_after_stop(struct tm_session *s);
+/* start's temporary breakpoint at the root module's entry (nodes known). */
+int tm_start_tbreak(struct tm_session *s);
 /*
  * A stop as a front end sees it: report() fills one after printing the stop
  * and passes it to s->on_stop.  The breakpoint is copied (a tbreak is gone
@@ -576,6 +581,11 @@ enum tm_inferior_event {
 	TM_INF_EXITED,          /* it ended; status says how */
 	TM_INF_GONE             /* killed or detached: no exit status */
 };
+
+/* cmd-skip.c: does step pass over the event of node (a skipped module
+ * call entered after from, the playhead's node or TM_NODE_NONE)? */
+int tm_skip_event(struct tm_session *s, uint32_t node, uint32_t from);
+int tm_info_skip(struct tm_session *s, const char *args);
 
 /* cmd-inferior.c: the ranks of a distributed job */
 int tm_info_inferiors(struct tm_session *s, const char *args);
@@ -612,7 +622,8 @@ TM_CMD(apropos); TM_CMD(quit); TM_CMD(end); TM_CMD(capture);
 TM_CMD(level); TM_CMD(record); TM_CMD(dump);
 TM_CMD(heatmap); TM_CMD(plot); TM_CMD(x); TM_CMD(tui); TM_CMD(layout);
 TM_CMD(attach); TM_CMD(target); TM_CMD(detach); TM_CMD(kill); TM_CMD(inferior);
-TM_CMD(tty);
+TM_CMD(tty); TM_CMD(start); TM_CMD(advance); TM_CMD(skip); TM_CMD(save);
+TM_CMD(thread);
 #undef TM_CMD
 
 #endif /* TMDB_H */
