@@ -236,20 +236,24 @@ void tm_error(struct tm_session *s, const char *fmt, ...)
 int tm_logging_start(struct tm_session *s)
 {
 	const char *file = s->set.log_file ? s->set.log_file : "tmdb.txt";
+	FILE *fp;
 
 	if (s->log_fp) {
 		tm_out(s, "Currently logging to \"%s\".\n", file);
 		return 0;
 	}
-	s->log_fp = fopen(file, s->set.log_overwrite ? "w" : "a");
-	if (!s->log_fp) {
+	fp = fopen(file, s->set.log_overwrite ? "w" : "a");
+	if (!fp) {
 		tm_error(s, "%s: %s.", file, strerror(errno));
 		return -1;
 	}
-	s->set.log_enabled = 1;
+	/* said on the terminal, before the output goes to the file */
 	tm_out(s, "%s output to %s.\n", s->set.log_redirect ? "Redirecting" : "Copying",
 	       file);
 	tm_out(s, "Copying debug output to %s.\n", file);
+	fflush(s->out);
+	s->log_fp = fp;
+	s->set.log_enabled = 1;
 	return 0;
 }
 
