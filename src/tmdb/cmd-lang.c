@@ -418,9 +418,10 @@ static int cmd_set_exec(struct tm_session *s, const char *args, int from_tty)
 const struct cmd_entry cmd_set_entry = {
 	.name = "set", .usage = "set SETTING VALUE | set $VAR = EXPR",
 	.help = "Change a setting, or set a convenience variable.\n"
-		"Settings: auto-load local-tmdbinit, confirm, history size, listsize,\n"
-		"max-gap-lines, pagination, progress, prompt, style enabled, trace-commands,\n"
-		"verbose.",
+		"Settings: auto-load local-tmdbinit, confirm, height, history size,\n"
+		"listsize, logging (enabled, file, overwrite, redirect), max-gap-lines,\n"
+		"pagination, progress, prompt, style enabled, trace-commands, verbose.\n"
+		"Each word may be a unique prefix, as in GDB: \"set pag off\".",
 	.exec = cmd_set_exec, .klass = "support",
 };
 
