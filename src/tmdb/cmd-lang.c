@@ -781,11 +781,15 @@ static int cmd_quit_exec(struct tm_session *s, const char *args, int from_tty)
 		}
 		n = (uint64_t)v.v.v.i;
 	}
-	if (s->live && s->live->pid) {
-		char q[160];
+	if ((s->live && s->live->pid) ||
+	    (tm_probe_is_live(s->probe) && !tm_probe_closed(s->probe))) {
+		int ours = s->live && s->live->pid;
+		char q[200];
 
 		snprintf(q, sizeof(q), "A debugging session is active.\n\n\tInferior 1 "
-			 "[process %ld] will be killed.\n\nQuit anyway? ", s->live->pid);
+			 "[process %ld] will be %s.\n\nQuit anyway? ",
+			 ours ? s->live->pid : (long)tm_probe_pid(s->probe),
+			 ours ? "killed" : "detached");
 		if (!tm_confirm(s, from_tty, q)) {
 			tm_error(s, "Not confirmed.");
 			return -1;
