@@ -635,6 +635,9 @@ static char *repeat_of(struct tm_session *s, const char *line)
 		snprintf(buf, sizeof(buf), "x%.*s", (int)(fl < 60 ? fl : 0), q);
 		return strdup(buf);
 	}
+	/* run and start are not repeated (GDB's dont_repeat) */
+	if (c == &cmd_run_entry || c == &cmd_start_entry)
+		return NULL;
 	if (c->flags & CMD_RESUMES || c == &cmd_print_entry ||
 	    c == &cmd_up_entry || c == &cmd_down_entry || c == &cmd_output_entry)
 		return strdup(line);

@@ -51,9 +51,10 @@ static void page_prompt(struct tm_session *s)
 	fputs("--Type <RET> for more, q to quit, c to continue without paging--", s->out);
 	fflush(s->out);
 	if (!fgets(buf, sizeof(buf), stdin) || tm_interrupted) {
+		/* end of input or Ctrl-C: GDB's Quit */
+		clearerr(stdin);
 		buf[0] = 'q';
-		if (!tm_interrupted)
-			fputc('\n', s->out);
+		fputc('\n', s->out);
 	}
 	s->page_lines = 0;
 	switch (buf[0]) {
@@ -150,6 +151,7 @@ int tm_query(struct tm_session *s, const char *question)
 		tm_out(s, "%s(y or n) ", question);
 		fflush(s->out);
 		if (!fgets(buf, sizeof(buf), stdin) || tm_interrupted) {
+			clearerr(stdin);
 			/* EOF answers yes in GDB; Ctrl-C (Quit) no */
 			if (tm_interrupted) {
 				tm_out(s, "\n");
