@@ -183,6 +183,14 @@ struct tm_server {
 	int step_depth;         /* next: the stop event's depth */
 	uint32_t fin_node, fin_call;
 	struct tm_event last;   /* the stop event's header (tensors not kept) */
+	struct tm_event seen;   /* the last event sent (a hold stops after it) */
+	int have_seen;
+	/* INTERRUPT between events: pause_fn asks the program to call
+	 * tm_server_hold now (tm_server_pause_handler); hold_wanted until it
+	 * does, or a stop at an event makes it moot */
+	tm_server_pause_fn pause_fn;
+	void *pause_user;
+	int hold_wanted;
 	struct open_call *stack;
 	size_t nstack;
 
@@ -990,7 +998,7 @@ static void do_resume(tm_server *srv, const struct tm_msg *m)
 		if (e->kind == TM_EV_ENTER) {
 			srv->fin_node = e->node;
 			srv->fin_call = e->call;
-		} else if (e->kind == TM_EV_EXIT && srv->nstack) {
+		} else if ((e->kind == TM_EV_EXIT || e->kind == TM_EV_RAISE) && srv->nstack) {
 			/* The stack no longer holds the call that just returned. */
 			srv->fin_node = srv->stack[srv->nstack - 1].node;
 			srv->fin_call = srv->stack[srv->nstack - 1].call;
@@ -1100,10 +1108,17 @@ static void handle(tm_server *srv, const struct tm_frame *f)
 		pthread_cond_broadcast(&srv->cond);
 		break;
 	case TM_MSG_INTERRUPT:
-		/* A step from wherever the model is; nothing to do if paused. */
+		/* A step from wherever the model is; nothing to do if paused.
+		 * Between events the program is asked to hold where it is
+		 * (tm_server_hold), so that nothing of it runs on while the
+		 * debugger shows its stop; whichever comes first stops it. */
 		if (!srv->stopped) {
 			srv->step_mode = TM_RESUME_STEP;
 			srv->step_left = 1;
+			if (srv->pause_fn && !srv->inside && srv->have_seen && !srv->o.no_pause) {
+				srv->hold_wanted = 1;
+				srv->pause_fn(srv->pause_user);
+			}
 		}
 		send_result(srv, TM_MSG_RESULT, m->type, 0, TM_OK, NULL);
 		break;
@@ -2052,8 +2067,9 @@ static void track_call(tm_server *srv, const struct tm_event *ev)
 			ns[srv->nstack].call = ev->call;
 			srv->nstack++;
 		}
-	} else if (ev->kind == TM_EV_EXIT) {
-		/* Pop through the matching call (an exit may have been lost). */
+	} else if (ev->kind == TM_EV_EXIT || ev->kind == TM_EV_RAISE) {
+		/* Pop through the matching call (an exit may have been lost;
+		 * a raise ends its call as an exit does). */
 		size_t i = srv->nstack;
 
 		while (i > 0) {
@@ -2077,7 +2093,8 @@ static int step_done(tm_server *srv, const struct tm_event *ev)
 			return 0;
 		break;
 	case TM_RESUME_FINISH:
-		if (ev->kind != TM_EV_EXIT || ev->node != srv->fin_node ||
+		if ((ev->kind != TM_EV_EXIT && ev->kind != TM_EV_RAISE) ||
+		    ev->node != srv->fin_node ||
 		    ev->call != srv->fin_call)
 			return 0;
 		if (srv->step_left > 1 && srv->nstack) {
@@ -2104,6 +2121,7 @@ static void stop_at(tm_server *srv, const struct tm_event *ev, int reason,
 	srv->last.tensors = NULL;
 	srv->last.ntensors = 0;
 	srv->step_mode = -1;
+	srv->hold_wanted = 0;
 	/* record and notify: the debugger is told, the model goes on */
 	srv->stopped = !srv->o.no_pause;
 	srv->stop_ns = mono_ns();
@@ -2164,6 +2182,10 @@ int tm_server_event(tm_server *srv, const struct tm_event *ev)
 			    (!srv->annots_pending || (flush_annots(srv), !srv->annots_pending)) &&
 			    queue_record(srv, TM_REC_EVENT, 1) == TM_OK) {
 				sent = 1;
+				srv->seen = *ev;
+				srv->seen.tensors = NULL;
+				srv->seen.ntensors = 0;
+				srv->have_seen = 1;
 				srv->st.events_sent++;
 				flush_some(srv);
 			} else {
@@ -2191,6 +2213,41 @@ int tm_server_event(tm_server *srv, const struct tm_event *ev)
 		pthread_cond_broadcast(&srv->cond);
 	pthread_mutex_unlock(&srv->lock);
 	return TM_OK;
+}
+
+void tm_server_pause_handler(tm_server *srv, tm_server_pause_fn fn, void *user)
+{
+	if (!srv)
+		return;
+	pthread_mutex_lock(&srv->lock);
+	srv->pause_fn = fn;
+	srv->pause_user = user;
+	srv->hold_wanted = 0;
+	pthread_mutex_unlock(&srv->lock);
+}
+
+int tm_server_hold(tm_server *srv)
+{
+	int held = 0;
+
+	if (!srv)
+		return TM_ERR_INVALID_ARG;
+	if (!atomic_load_explicit(&srv->active, memory_order_relaxed))
+		return TM_OK;
+	pthread_mutex_lock(&srv->lock);
+	if (srv->hold_wanted && !srv->stopped && srv->cfd >= 0 && srv->have_seen &&
+	    !atomic_load(&srv->killed) && !srv->stopping) {
+		/* stopped after the last event the debugger was sent, as if
+		 * at it: its next/finish start from there */
+		srv->inside++;
+		stop_at(srv, &srv->seen, TM_STOP_STEP, 0, UINT32_MAX);
+		if (--srv->inside == 0 && srv->stopping)
+			pthread_cond_broadcast(&srv->cond);
+		held = 1;
+	}
+	srv->hold_wanted = 0;
+	pthread_mutex_unlock(&srv->lock);
+	return held ? TM_OK : TM_ERR_NOT_FOUND;
 }
 
 int tm_server_killed(tm_server *srv)

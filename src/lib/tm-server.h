@@ -119,6 +119,26 @@ void tm_server_drop(tm_server *srv);
 typedef int (*tm_server_flight_fn)(void *user, int op, uint32_t steps,
 				   const char *reason, char *detail, size_t len);
 void tm_server_flight_handler(tm_server *srv, tm_server_flight_fn fn, void *user);
+/*
+ * A stop is a stop: an INTERRUPT that finds the model between events (in
+ * the loss, the backward's untracked part, the optimizer, logging) calls
+ * fn(user) on the server's thread, with the server's lock held: fn must
+ * only ask the program to call tm_server_hold soon, on the thread that
+ * runs the model (the PyTorch probe's C path: Py_AddPendingCall, which
+ * Python runs at its next bytecode).  The model also stops at its next
+ * event, whichever comes first.  fn NULL removes it.
+ */
+typedef void (*tm_server_pause_fn)(void *user);
+void tm_server_pause_handler(tm_server *srv, tm_server_pause_fn fn, void *user);
+/*
+ * Holds the calling thread where it is, as a stop right after the last
+ * event sent (STOP reason STEP with that event's seq), until RESUME or
+ * the debugger leaves -- if an INTERRUPT asked for it and no stop at an
+ * event came first.  TM_OK when it held, TM_ERR_NOT_FOUND when nothing
+ * was asked (a late call after the model stopped at an event anyway).
+ * Call it without locks of the probe's own held.
+ */
+int tm_server_hold(tm_server *srv);
 /* Last error text (for a failed start, use the code). */
 const char *tm_server_detail(const tm_server *srv);
 

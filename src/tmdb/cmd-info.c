@@ -345,11 +345,18 @@ static int info_event(struct tm_session *s, const char *args)
 	tm_out(s, " at step %" PRIu64 ", %s, level %u\n", s->cur.step,
 	       tm_phase_name(s->cur.phase), s->cur.level);
 	tm_out(s, "Time: %" PRIu64 " ns", s->cur.time_ns);
-	if (s->cur.kind == TM_EV_EXIT)
+	if (s->cur.kind == TM_EV_EXIT || s->cur.kind == TM_EV_RAISE)
 		tm_out(s, " (call %" PRIu64 "..%" PRIu64 " ns, %" PRIu64 " ns)",
 		       s->cur.start_ns, s->cur.end_ns,
 		       s->cur.end_ns - s->cur.start_ns);
 	tm_out(s, "\n");
+	if (s->cur.kind == TM_EV_RAISE) {
+		const struct tm_annot *x = tm_exception_of(s, &s->cur);
+
+		tm_out(s, "Exception: %s%s%s\n", x && x->nvalues ? x->values[0] : "(not recorded)",
+		       x && x->nvalues > 1 && *x->values[1] ? ": " : "",
+		       x && x->nvalues > 1 ? x->values[1] : "");
+	}
 	for (i = 0; i < s->cur.ntensors; i++) {
 		tm_slot_format(s->cur.tensors[i].slot, sb, sizeof(sb));
 		tm_tensor_format(&s->cur.tensors[i], buf, sizeof(buf));
@@ -503,6 +510,7 @@ static int info_stack(struct tm_session *s, const char *args)
 
 static const struct info_sub subs[] = {
 	{ "breakpoints", info_breakpoints, 0, "Status of breakpoints and watchpoints." },
+	{ "compare", tm_info_compare, 1, "The run against the reference: what aligns, where it first diverges." },
 	{ "display", info_display, 0, "Expressions to display at each stop." },
 	{ "event", info_event, 1, "The event at the playhead and all its tensors." },
 	{ "frame", info_frame, 1, "The selected frame of the module call stack." },

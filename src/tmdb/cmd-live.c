@@ -442,8 +442,9 @@ void tm_live_flow(struct tm_session *s, int ahead)
 	if (ahead && s->live && s->live->lockstep)
 		ahead = 0;
 	for (b = s->bps; ahead && b; b = b->next) {
-		if (!b->enabled)
-			continue;
+		if (!b->enabled || b->catch_kind == TM_CATCH_GAP ||
+		    b->catch_kind == TM_CATCH_SIGNAL)
+			continue;       /* tmdb stops at those records itself */
 		if (b->type != BP_BREAK || !b->where) {
 			ahead = 0;      /* watchpoints need every event's value */
 			break;
@@ -469,6 +470,11 @@ void tm_live_flow(struct tm_session *s, int ahead)
 		bps[n].cond = b->cond_src && (!b->core.cond ||
 			      tm_breakpoint_cond_portable(b->core.cond, NULL)) ?
 			      b->cond_src : NULL;
+		/* a catchpoint's own test goes too: its location is every node */
+		if (b->catch_kind)
+			bps[n].cond = !b->core.cond ||
+				      tm_breakpoint_cond_portable(b->core.cond, NULL) ?
+				      b->core_src : NULL;
 		n++;
 	}
 	tm_probe_multi_set_non_stop(s->probe, s->live && s->live->non_stop);

@@ -41,6 +41,8 @@ const struct cmd_entry *const tm_cmd_table[] = {
 	&cmd_find_entry,
 	&cmd_break_entry,
 	&cmd_tbreak_entry,
+	&cmd_catch_entry,
+	&cmd_tcatch_entry,
 	&cmd_watch_entry,
 	&cmd_condition_entry,
 	&cmd_ignore_entry,
@@ -91,6 +93,7 @@ const struct cmd_entry *const tm_cmd_table[] = {
 	&cmd_skip_entry,
 	&cmd_save_entry,
 	&cmd_thread_entry,
+	&cmd_compare_entry,
 };
 const size_t tm_cmd_count = sizeof(tm_cmd_table) / sizeof(tm_cmd_table[0]);
 

@@ -636,6 +636,39 @@ static int mi_break_insert(struct mi *m, struct mi_parse *c)
 	return 0;
 }
 
+/* -catch-throw [-t] [-r TYPE]: GDB's C++ throw catchpoint is catch
+ * exception (a forward that raised); the other catchpoints go through
+ * -interpreter-exec console. */
+static int mi_catch_throw(struct mi *m, struct mi_parse *c)
+{
+	char args[96];
+	const char *type = NULL;
+	int temp = 0, rc;
+	size_t i;
+	struct bp *b = NULL;
+
+	for (i = 0; i < c->argc; i++) {
+		if (!strcmp(c->argv[i], "-t"))
+			temp = 1;
+		else if (!strcmp(c->argv[i], "-r") && i + 1 < c->argc)
+			type = c->argv[++i];
+		else
+			return mi_error(m, "-catch-throw: Unknown option \"%s\".", c->argv[i]);
+	}
+	if (type && strlen(type) > 63)
+		return mi_error(m, "-catch-throw: type name too long");
+	snprintf(args, sizeof(args), "exception%s%s", type ? " " : "", type ? type : "");
+	m->quiet_bp = 1;
+	rc = tm_catch(m->s, args, temp ? BP_DEL : BP_KEEP, 0, &b);
+	m->quiet_bp = 0;
+	if (rc)
+		return -1;
+	if (!b)
+		return mi_error(m, "No catchpoint was created.");
+	mi_bkpt(m, &m->res, "bkpt", b);
+	return 0;
+}
+
 /* -break-watch [-a|-r] EXPR */
 static int mi_break_watch(struct mi *m, struct mi_parse *c)
 {
@@ -1585,6 +1618,7 @@ static const struct mi_cmd mi_cmds[] = {
 	{ "break-enable", mi_break_enable },
 	{ "break-info", mi_break_info },
 	{ "break-insert", mi_break_insert },
+	{ "catch-throw", mi_catch_throw },
 	{ "break-list", mi_break_list },
 	{ "break-watch", mi_break_watch },
 	{ "data-evaluate-expression", mi_data_evaluate_expression },

@@ -587,6 +587,15 @@ static int remote_next(struct tm_probe *p, int dir, struct tm_record *rec)
 		if (resume_paused(rp) < 0)
 			return TM_ERR_END;
 		pump(rp, POLL_MS);
+		if (rp->int_pending && rp->stopped && rp->pos == rp->n) {
+			/* A stop is a stop: the probe held the model between
+			 * events (tm_server_hold), right after the last one we
+			 * have; the scan stays there, and the model with it. */
+			rp->int_pending = 0;
+			snprintf(rp->detail, sizeof(rp->detail),
+				 "the model is held between events");
+			return TM_ERR_AGAIN;
+		}
 	}
 	if (rp->int_pending) {
 		rp->int_pending = 0;

@@ -282,6 +282,8 @@ void tm_bp_free(struct bp *b)
 		return;
 	free(b->where);
 	free(b->cond_src);
+	free(b->catch_arg);
+	free(b->core_src);
 	tm_breakpoint_clear(&b->core);
 	if (b->wexpr) {
 		tm_expr_free(b->wexpr);
@@ -344,6 +346,7 @@ struct tm_session *tm_session_new(void)
 	s->env.lookup = session_lookup;
 	s->env.variable = tm_session_variable;
 	s->env.annotation = session_annotation;
+	s->env.reference = tm_compare_reference;
 	s->funcs = tm_tql_funcs_new();
 	return s;
 }
@@ -358,6 +361,7 @@ void tm_session_free(struct tm_session *s)
 	if (!s)
 		return;
 	tm_session_unload(s);
+	tm_compare_free(s);
 	tm_bp_free_all(s);
 	while ((d = s->displays)) {
 		s->displays = d->next;
@@ -681,6 +685,15 @@ const char *tm_node_name(const struct tm_session *s, uint32_t id)
 	return n ? n->address : "?";
 }
 
+/* What a RAISE event raised: the "exception" annotation at it (values:
+ * the type's name, the message), NULL when unknown or not a raise. */
+const struct tm_annot *tm_exception_of(struct tm_session *s, const struct tm_event *ev)
+{
+	if (!ev || ev->kind != TM_EV_RAISE || !s->probe || !s->probe->ops->annotation)
+		return NULL;
+	return s->probe->ops->annotation(s->probe, ev, "exception");
+}
+
 /* "NODE (SLOT) at step S, PHASE", the contract line of ARCHITECTURE 9. */
 void tm_print_location(struct tm_session *s, const char *prefix)
 {
@@ -706,6 +719,15 @@ void tm_print_location(struct tm_session *s, const char *prefix)
 	}
 	if (s->cur.call > 1)
 		snprintf(call, sizeof(call), "#%u", s->cur.call);
+	if (s->cur.kind == TM_EV_RAISE) {
+		const struct tm_annot *x = tm_exception_of(s, &s->cur);
+
+		tm_out(s, "%s%s%s (raise) %s at step %" PRIu64 ", %s\n", prefix ? prefix : "",
+		       tm_node_name(s, s->cur.node), call,
+		       x && x->nvalues && *x->values[0] ? x->values[0] : "exception",
+		       s->cur.step, tm_phase_name(s->cur.phase));
+		return;
+	}
 	tm_out(s, "%s%s%s (%s) at step %" PRIu64 ", %s\n", prefix ? prefix : "",
 	       tm_node_name(s, s->cur.node), call, sb, s->cur.step,
 	       tm_phase_name(s->cur.phase));
@@ -799,6 +821,7 @@ void tm_print_source_line(struct tm_session *s)
 	 */
 	if (!s->have_cur ||
 	    (s->cur.kind != TM_EV_ENTER && s->cur.kind != TM_EV_EXIT &&
+	     s->cur.kind != TM_EV_RAISE &&
 	     !(s->cur.kind == TM_EV_OP && s->cur.phase == TM_PHASE_FWD)))
 		return;
 	n = tm_source_node(s, s->cur.node);
@@ -1065,6 +1088,7 @@ void tm_tql_ctx_init(struct tm_session *s, struct tm_tql_ctx *ctx,
 	s->env.variable = tm_session_variable;
 	s->env.lookup_step = session_lookup_step;
 	s->env.annotation = session_annotation;
+	s->env.reference = tm_compare_reference;
 	ctx->event = ev;
 	ctx->tensor = t;
 	ctx->nodes = s->nodes;
@@ -1277,13 +1301,13 @@ int tm_frames_compute(struct tm_session *s)
 		if (rec.u.event.kind == TM_EV_ENTER)
 			frames_push(s, rec.u.event.node, rec.u.event.call,
 				    rec.u.event.seq);
-		else if (rec.u.event.kind == TM_EV_EXIT)
+		else if (rec.u.event.kind == TM_EV_EXIT || rec.u.event.kind == TM_EV_RAISE)
 			frames_pop(s, rec.u.event.node, rec.u.event.call);
 		if (rec.u.event.seq == target)
 			break;
 	}
-	if (s->cur.kind == TM_EV_EXIT) {
-		/* The call that is returning is still frame 0. */
+	if (s->cur.kind == TM_EV_EXIT || s->cur.kind == TM_EV_RAISE) {
+		/* The call that is returning (or raising) is still frame 0. */
 		frames_push(s, s->cur.node, s->cur.call, UINT64_MAX);
 		s->frames[s->nframes - 1].returning = 1;
 	}

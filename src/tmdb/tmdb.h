@@ -79,7 +79,25 @@ struct bp {
 	struct tm_val old;
 	int watch_node_only;    /* re-evaluate only on events of watch_node */
 	uint32_t watch_node;
+	/* catchpoints (catch ...): a BP_BREAK on every node whose matcher
+	 * runs the catchpoint's own test and then cond_src (core_src, what
+	 * the live probe is sent); gap and signal ones match no event, the
+	 * scan tests them at gap and crash records (cmd-run.c) */
+	int catch_kind;         /* enum tm_catch_kind, 0: a breakpoint */
+	char *catch_arg;        /* exception type or signal name, NULL: any */
+	char *core_src;
 };
+
+enum tm_catch_kind {
+	TM_CATCH_NONE = 0,
+	TM_CATCH_EXCEPTION,     /* a RAISE event (of catch_arg's type) */
+	TM_CATCH_NAN,           /* any tensor with a NaN */
+	TM_CATCH_INF,           /* any tensor with an Inf */
+	TM_CATCH_GAP,           /* a gap record: events were lost */
+	TM_CATCH_SIGNAL         /* a crash record: the program got a fatal signal */
+};
+/* "exception", "nan", ...; what info breakpoints shows in What */
+const char *tm_catch_kind_name(int kind);
 
 struct display {
 	struct display *next;
@@ -261,6 +279,7 @@ struct tm_session {
 	struct settings set;
 	struct tm_tql_env env;
 	tm_tql_funcs *funcs;
+	struct tm_ref *ref;     /* the reference recording (cmd-compare.c), NULL */
 
 	/* input */
 	struct tm_input *in;
@@ -355,6 +374,7 @@ const char *tm_signal_name(int signo, const char **meaning);
 /* The node that carries a source location: the node or its nearest module. */
 const struct tm_node *tm_source_node(struct tm_session *s, uint32_t id);
 void tm_print_location(struct tm_session *s, const char *prefix);
+const struct tm_annot *tm_exception_of(struct tm_session *s, const struct tm_event *ev);
 void tm_print_source_line(struct tm_session *s);
 void tm_print_gap(struct tm_session *s, const struct tm_gap *g, int dir);
 void tm_lookup_invalidate(struct tm_session *s);
@@ -486,6 +506,10 @@ struct tm_bp_spec {
 	 * it has no rank of its own); in a one-process program only its own
 	 * rank is accepted (any other is an error); -1: every rank. */
 	int rank;
+	/* A catchpoint (enum tm_catch_kind) instead of a location; catch_arg
+	 * narrows it (exception type, signal name), NULL: any. */
+	int catch_kind;
+	const char *catch_arg;
 };
 /* A spec with its defaults: enabled, kept, every rank, nothing else. */
 void tm_bp_spec_init(struct tm_bp_spec *spec);
@@ -516,6 +540,10 @@ int tm_bp_change(struct tm_session *s, struct bp *b, const struct tm_bp_spec *sp
 		 unsigned what);
 
 int tm_bp_bind(struct tm_session *s, struct bp *b, const char *where, int quiet);
+/* catch/tcatch's arguments ("nan", "exception TYPE if COND"): creates and
+ * announces a catchpoint; 0 or -1 after an error message. */
+int tm_catch(struct tm_session *s, const char *args, int disp, int announce,
+	     struct bp **out);
 int tm_bp_match(struct tm_session *s, struct bp *b, const struct tm_event *ev,
 		uint32_t *focus);
 int tm_bp_info(struct tm_session *s, const char *args, int watch_only);
@@ -606,13 +634,24 @@ int tm_mi_init(struct tm_session *s, int version);
 int tm_mi_run(struct tm_session *s);
 void tm_mi_done(struct tm_session *s);
 
+/* ------------------------------------------------------------- cmd-compare.c */
+/* tm_tql_env.reference: the aligned reference event's tensor */
+const struct tm_tensor *tm_compare_reference(void *user, const struct tm_event *ev,
+					     struct tm_slot slot, int contents,
+					     const struct tm_event **ref_event,
+					     uint32_t *reason);
+void tm_compare_free(struct tm_session *s);
+int tm_info_compare(struct tm_session *s, const char *args);
+/* print EXPR: the reference's value beside the run's, when one is loaded */
+void tm_compare_print_beside(struct tm_session *s, const char *expr);
+
 /* ------------------------------------------------------------- command entries */
 #define TM_CMD(n) extern const struct cmd_entry cmd_##n##_entry
 TM_CMD(file); TM_CMD(run); TM_CMD(continue); TM_CMD(step); TM_CMD(next);
 TM_CMD(finish); TM_CMD(until); TM_CMD(reverse_continue); TM_CMD(reverse_step);
 TM_CMD(reverse_next); TM_CMD(stepi); TM_CMD(nexti); TM_CMD(reverse_stepi);
 TM_CMD(reverse_nexti); TM_CMD(reverse_finish); TM_CMD(goto); TM_CMD(find);
-TM_CMD(break); TM_CMD(tbreak); TM_CMD(watch); TM_CMD(condition); TM_CMD(ignore);
+TM_CMD(break); TM_CMD(tbreak); TM_CMD(catch); TM_CMD(tcatch); TM_CMD(watch); TM_CMD(condition); TM_CMD(ignore);
 TM_CMD(delete); TM_CMD(disable); TM_CMD(enable); TM_CMD(commands);
 TM_CMD(print); TM_CMD(output); TM_CMD(printf); TM_CMD(echo); TM_CMD(display);
 TM_CMD(undisplay); TM_CMD(backtrace); TM_CMD(frame); TM_CMD(up); TM_CMD(down);
@@ -623,7 +662,7 @@ TM_CMD(level); TM_CMD(record); TM_CMD(dump);
 TM_CMD(heatmap); TM_CMD(plot); TM_CMD(x); TM_CMD(tui); TM_CMD(layout);
 TM_CMD(attach); TM_CMD(target); TM_CMD(detach); TM_CMD(kill); TM_CMD(inferior);
 TM_CMD(tty); TM_CMD(start); TM_CMD(advance); TM_CMD(skip); TM_CMD(save);
-TM_CMD(thread);
+TM_CMD(thread); TM_CMD(compare);
 #undef TM_CMD
 
 #endif /* TMDB_H */

@@ -115,6 +115,7 @@ _SIZES = tuple(ctypes.c_size_t(i) for i in range(65))
 _MAX_RANK = _lib.TM_MAX_RANK
 _MAX_TENSORS = _lib.TM_MAX_TENSORS
 _EV_ENTER, _EV_EXIT, _EV_BWD, _EV_PARAM = _lib.EV_ENTER, _lib.EV_EXIT, _lib.EV_BWD, _lib.EV_PARAM
+_EV_RAISE = _lib.EV_RAISE
 _FWD, _BWD = _lib.PHASE_FWD, _lib.PHASE_BWD
 _grad_enabled = torch.is_grad_enabled
 _queue_callback = torch.autograd.Variable._execution_engine.queue_callback
@@ -170,6 +171,14 @@ class _Node(_NodeBase):
         self.count = 0
         self.own: Any = None            # an instance forward found when wrapping
         self.wrapped: Any = None        # the probe's forward, while it is set
+
+
+def _exc_message(exc: BaseException) -> str:
+    """The exception's message as its traceback's last line shows it."""
+    try:
+        return str(exc)
+    except Exception:   # noqa: BLE001 -- a __str__ that raises
+        return ""
 
 
 def _check(err: int, what: str) -> None:
@@ -448,6 +457,7 @@ class Probe(_ProbeBase):
         self._scaler: weakref.ref[Any] | None = None   # the GradScaler in use
         self._scale_noted = -1          # step whose scaler.scale is annotated
         self._skip_noted = -1           # step annotated scaler.skipped
+        self._exc_noted: tuple[int, int] | None = None  # (id, step) of the exception annotated
         # PARAM grad events of the backward in flight (pid -> (node, param))
         self._grad_pending: dict[int, tuple[_Node, torch.Tensor]] = {}
         self._grad_queued = False
@@ -679,8 +689,8 @@ class Probe(_ProbeBase):
                 start, call = probe._enter(node, args, kwargs)
                 try:
                     out = inner(*args, **kwargs)
-                except BaseException:
-                    probe._exit(node, start, call, None)    # the call still ends
+                except BaseException as exc:
+                    probe._raise(node, start, call, exc)    # the call still ends
                     raise
                 probe._exit(node, start, call, out)
                 return out
@@ -1096,13 +1106,14 @@ class Probe(_ProbeBase):
         self._event(_EV_ENTER, _FWD, node.id, call, t, t, 0, tensors, _lib.SLOT_IN, level)
         return t, call
 
-    def _exit(self, node: _Node, start: int, call: int, output: Any) -> None:
-        """The call of node that began at start returned output (None when
-        it raised): its EXIT event."""
+    def _exit(self, node: _Node, start: int, call: int, output: Any,
+              returned: bool = True) -> None:
+        """The call of node that began at start returned output: its EXIT
+        event (returned False: it raised, and _raise made its event)."""
         t = _now() - self._t0
         node.depth -= 1
         self._active -= 1
-        if node.observed and not self._closed:
+        if returned and node.observed and not self._closed:
             level = node.level
             if type(output) is _Tensor:
                 self._event1(_EV_EXIT, _FWD, node.id, call, t, start, t, output,
@@ -1123,6 +1134,23 @@ class Probe(_ProbeBase):
                     self._apply_ops(want)
                 except ValueError:
                     pass        # the server checked the patterns already
+
+    def _raise(self, node: _Node, start: int, call: int, exc: BaseException) -> None:
+        """The call of node that began at start raised exc: its RAISE event,
+        after the step's "exception" annotation naming exc (type, message),
+        made once for an exception however many calls it leaves."""
+        if node.observed and not self._closed:
+            try:
+                key = (id(exc), self.step_count)
+                if self._exc_noted != key:
+                    self._exc_noted = key
+                    self._annotate("exception", [type(exc).__name__, _exc_message(exc)])
+                t = _now() - self._t0
+                self._event(_EV_RAISE, _FWD, node.id, call, t, start, t, [], _lib.SLOT_OUT,
+                            node.level)
+            except Exception:   # noqa: BLE001 -- the model's exception is the one to see
+                pass
+        self._exit(node, start, call, None, False)
 
     def _grad_hooks(self, node: _Node, call: int, tensors: list[torch.Tensor],
                     slot_kind: int) -> None:
@@ -1477,6 +1505,12 @@ class Probe(_ProbeBase):
             lib.tm_server_stop(self._srv)
             self._srv = None
             _check(err, "serving the debugger")
+        if _hook is not None:
+            # a stop is a stop: an interrupt between events holds the
+            # program at its next bytecode (_hook.c pause_entry)
+            hold = ctypes.cast(lib.tm_server_hold, ctypes.c_void_p).value
+            lib.tm_server_pause_handler(
+                self._srv, _hook.pause_entry(hold, self._srv, self._after_hold), None)
         self.address = lib.tm_server_path(self._srv).decode()
         self._live_addr = lib.tm_server_state(self._srv)
         self._live = ctypes.c_uint32.from_address(self._live_addr)
@@ -1500,6 +1534,14 @@ class Probe(_ProbeBase):
                 print(f"tensormorph-probe: no debugger attached within {wait:g} s; "
                       "running on", file=sys.stderr, flush=True)
         return self.address
+
+    def _after_hold(self) -> None:
+        """The program was held between events (_hook.c run_hold): if the
+        debugger killed it meanwhile, it ends here, its trace finished
+        (the recorder dies of SIGKILL), before any more of it runs."""
+        if self._srv and self._lib.tm_server_killed(self._srv):
+            self._submit()
+            self._lib.tm_recorder_submit(self._rec, None, 0, None, 0, None)
 
     @property
     def debugger_attached(self) -> bool:
@@ -1563,6 +1605,9 @@ class Probe(_ProbeBase):
                 self._lib.tm_recorder_serve(rec, None)
                 self._live = None
                 self._live_addr = 0
+                self._lib.tm_server_pause_handler(self._srv, None, None)
+                if _hook is not None:
+                    _hook.pause_entry(0, 0, None)   # a hold still queued does nothing
                 self._lib.tm_server_stop(self._srv)
                 self._srv = None
             err = self._lib.tm_recorder_close(rec)
