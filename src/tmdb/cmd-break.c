@@ -1313,6 +1313,10 @@ static int save_breakpoints(struct tm_session *s, const char *path)
 	for (b = s->bps; b; b = b->next) {
 		if (b->type == BP_WATCH)
 			fprintf(fp, "watch %s\n", b->where);
+		else if (b->catch_kind)
+			fprintf(fp, "%s %s%s%s\n", b->disp == BP_DEL ? "tcatch" : "catch",
+				tm_catch_kind_name(b->catch_kind), b->catch_arg ? " " : "",
+				b->catch_arg ? b->catch_arg : "");
 		else
 			fprintf(fp, "%s %s\n", b->disp == BP_DEL ? "tbreak" : "break", b->where);
 		if (b->cond_src)
