@@ -36,6 +36,7 @@ enum tql_tok {
 	TK_PLUS, TK_MINUS, TK_STAR, TK_SLASH, TK_PERCENT, TK_POW,
 	TK_EQ, TK_NE, TK_LT, TK_LE, TK_GT, TK_GE, TK_MATCH,
 	TK_LPAREN, TK_RPAREN, TK_LBRACK, TK_RBRACK, TK_COMMA,
+	TK_QUEST, TK_COLON,
 	TK__COUNT
 };
 
@@ -67,7 +68,9 @@ enum tql_node_kind {
 	N_UNARY,        /* op: TK_MINUS, TK_PLUS, TK_NOT */
 	N_BINARY,       /* op: the operator token */
 	N_CALL,         /* name in word; arguments in args */
-	N_LIST          /* [a, b]: elements in args */
+	N_LIST,         /* [a, b]: elements in args */
+	N_COND,         /* a ? b : args (one node) */
+	N_INDEX         /* a[args]: a shape's dimension, a captured element */
 };
 
 /* Tensor fields beyond the stats (which are 0..TM_STAT__COUNT-1). */

@@ -497,8 +497,12 @@ static int info_display(struct tm_session *s, const char *args)
 	}
 	tm_out(s, "Auto-display expressions now in effect:\nNum Enb Expression\n");
 	while (n > 0) {
+		char ft[16];
+
 		d = order[--n];
-		tm_out(s, "%d:   %s  %s\n", d->num, d->enabled ? "y" : "n", d->expr);
+		tm_fmt_text(&d->fmt, ft, sizeof(ft));
+		tm_out(s, "%d:   %s  %s%s%s\n", d->num, d->enabled ? "y" : "n", ft,
+		       *ft ? " " : "", d->expr);
 	}
 	return 0;
 }
@@ -509,14 +513,17 @@ static int info_stack(struct tm_session *s, const char *args)
 }
 
 static const struct info_sub subs[] = {
+	{ "args", tm_info_args, 1, "The selected call's inputs (frame N selects one)." },
 	{ "breakpoints", info_breakpoints, 0, "Status of breakpoints and watchpoints." },
 	{ "compare", tm_info_compare, 1, "The run against the reference: what aligns, where it first diverges." },
 	{ "display", info_display, 0, "Expressions to display at each stop." },
 	{ "event", info_event, 1, "The event at the playhead and all its tensors." },
 	{ "frame", info_frame, 1, "The selected frame of the module call stack." },
+	{ "functions", tm_info_functions, 1, "Module calls (where break stops) matching a regex." },
 	{ "gaps", info_gaps, 1, "Every gap (lost range of events) in the trace." },
 	{ "graph", tm_view_info_graph, 1, "The module tree with each node's values at the playhead." },
 	{ "inferiors", tm_info_inferiors, 0, "The processes (ranks of a distributed job) debugged." },
+	{ "locals", tm_info_locals, 1, "The selected call's outputs, parameters and ops." },
 	{ "nodes", info_nodes, 1, "Graph nodes matching a pattern (all by default)." },
 	{ "op", tm_info_op, 1, "The op at the playhead: made or passed on non-finite values." },
 	{ "probe", info_probe, 1, "The probe: trace file, recording, capabilities." },
@@ -525,6 +532,7 @@ static const struct info_sub subs[] = {
 	{ "stack", info_stack, 1, "The module call stack (same as backtrace)." },
 	{ "stats", tm_view_info_stats, 1, "Every stat of one tensor at the playhead, with its level." },
 	{ "steps", info_steps, 1, "Steps of the trace and where each starts." },
+	{ "types", tm_info_types, 1, "Module classes matching a regex, with their source." },
 	{ "watchpoints", info_watchpoints, 0, "Status of watchpoints." },
 	{ NULL, NULL, 0, NULL }
 };

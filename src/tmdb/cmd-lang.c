@@ -54,8 +54,8 @@ static const struct setting settings[] = {
 	  NULL },
 	{ "width", SET_IGNORE, 0, "Number of characters tmdb thinks are in a line is unlimited.",
 	  " 0 unlimited " },
-	{ "print pretty", SET_IGNORE, 0, "Pretty formatting of structures is off.",
-	  " off 0 no disable " },
+	{ "print pretty", SET_BOOL, OFF(print_pretty),
+	  "Pretty formatting of structures is %s.", NULL },
 	{ NULL, 0, 0, NULL, NULL }
 };
 #undef OFF

@@ -94,6 +94,9 @@ const struct cmd_entry *const tm_cmd_table[] = {
 	&cmd_save_entry,
 	&cmd_thread_entry,
 	&cmd_compare_entry,
+	&cmd_whatis_entry,
+	&cmd_ptype_entry,
+	&cmd_rbreak_entry,
 };
 const size_t tm_cmd_count = sizeof(tm_cmd_table) / sizeof(tm_cmd_table[0]);
 

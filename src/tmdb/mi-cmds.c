@@ -1060,19 +1060,43 @@ static int mi_stack_select_frame(struct mi *m, struct mi_parse *c)
 	return 0;
 }
 
+/*
+ * -stack-list-arguments PRINT-VALUES [LOW HIGH]: each call's inputs as it
+ * entered (the CLI's bt and info args), {name="in",value="f32[4,32,64]"};
+ * the value is the summary bt shows ("f32[4,32,64] nan=12").
+ */
 static int mi_stack_list_arguments(struct mi *m, struct mi_parse *c)
 {
 	size_t lo, hi, k, n;
+	int pv = c->argc ? print_values(c->argv[0]) : 0;
 
 	if (need_playhead(m))
 		return -1;
+	if (pv < 0)
+		pv = 0;
 	frame_range(c, 1, &lo, &hi);
 	n = tm_frames_compute(m->s) || !m->s->nframes ? 1 : m->s->nframes;
 	mi_open(&m->res, "stack-args", '[');
 	for (k = lo; k <= hi && k < n; k++) {
+		const struct frame *f = tm_frame_at(m->s, k);
+		uint32_t i;
+
 		mi_open(&m->res, "frame", '{');
 		mi_kvf(&m->res, "level", "%zu", k);
 		mi_open(&m->res, "args", '[');
+		for (i = 0; f && f->have_enter && i < f->enter.ntensors; i++) {
+			char name[32], brief[160];
+
+			tm_slot_format(f->enter.tensors[i].slot, name, sizeof(name));
+			tm_tensor_brief(&f->enter.tensors[i], brief, sizeof(brief));
+			mi_open(&m->res, NULL, '{');
+			mi_kv(&m->res, "name", name);
+			if (pv == 2)
+				mi_kv(&m->res, "type", "tensor");
+			if (pv)
+				mi_kv(&m->res, "value", brief);
+			mi_close(&m->res, '}');
+		}
 		mi_close(&m->res, ']');
 		mi_close(&m->res, '}');
 	}

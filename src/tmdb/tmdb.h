@@ -40,6 +40,14 @@ struct tm_val {
 	struct tm_tensor t;             /* VAL_TENSOR, payload dropped */
 };
 
+/* print/FMT: GDB's format letter (0: none), size in bytes (0: natural)
+ * and count (x). */
+struct tm_fmt {
+	char letter;
+	int size;
+	unsigned count;
+};
+
 /* ------------------------------------------------------------- breakpoints */
 
 enum bp_type {
@@ -104,6 +112,7 @@ struct display {
 	int num;
 	int enabled;
 	char *expr;
+	struct tm_fmt fmt;      /* display/x: kept for every stop */
 };
 
 struct ucmd {
@@ -126,6 +135,8 @@ struct frame {
 	uint32_t call;
 	uint64_t enter_seq;     /* UINT64_MAX when not seen */
 	int returning;          /* frame 0 at an EXIT event */
+	int have_enter;
+	struct tm_event enter;  /* the call's ENTER event (its inputs), a copy */
 };
 
 /*
@@ -205,6 +216,7 @@ struct settings {
 	int style;              /* colour where the output is a terminal */
 	int trace_commands;     /* echo each command, '+' per nesting level */
 	int height;             /* lines in a page, 0: unlimited (set height) */
+	int print_pretty;       /* set print pretty: a tensor one field a line */
 	char *prompt;
 	/* set logging: copy (redirect: send) the output to log_file */
 	int log_enabled;
@@ -308,8 +320,8 @@ struct tm_session {
 
 	/* x with no address (Enter after x) goes on after the last element */
 	char *x_name;           /* the tensor x examined, NULL: none yet */
-	char x_fmt;
-	uint64_t x_count, x_next;
+	char x_fmtstr[32];      /* its "/NFU", "" for none */
+	uint64_t x_next;
 	int x_rank;
 	int64_t x_shape[TM_MAX_RANK];
 
@@ -324,6 +336,11 @@ struct tm_session {
 	int progress_shown;
 	int scan_quiet;         /* searches do not report the gaps they cross */
 	int scan_gap_after;     /* goto end: gaps read lie after the landing */
+
+	/* the oldest step an evaluation's addressed terms read (lookups), and
+	 * print's "  (from step N)" when it is older than the focus's step */
+	uint64_t eval_oldest_step;
+	char from_note[48];
 };
 
 /* ------------------------------------------------------------- session.c */
@@ -366,7 +383,13 @@ void tm_playhead_clear(struct tm_session *s);
 void tm_playhead_set(struct tm_session *s, const struct tm_event *ev);
 uint64_t tm_playhead_seq(const struct tm_session *s);
 void tm_cursor_restore(struct tm_session *s);
+/* The tensor print and info stats look at: the playhead's focus tensor, or
+ * with frame N selected, that call's first input (its ENTER event). */
 const struct tm_tensor *tm_focus_tensor(const struct tm_session *s);
+/* The event of the selected frame (the playhead for frame 0), or NULL. */
+const struct tm_event *tm_focus_event(const struct tm_session *s);
+/* Frame k of the stack (0 innermost), NULL past the end. */
+const struct frame *tm_frame_at(const struct tm_session *s, size_t k);
 const char *tm_node_name(const struct tm_session *s, uint32_t id);
 /* "SIGSEGV" (and *meaning "Segmentation fault") for the signals a training
  * process dies of; NULL for others. */
@@ -426,6 +449,16 @@ int tm_evaluate(struct tm_session *s, const char *expr, struct tm_val *out);
 void tm_displays_show(struct tm_session *s);
 
 /* ------------------------------------------------------------- value.c */
+/* Reads "/NLS" at *args (nothing there: no format) and skips past it;
+ * errors as GDB's for a bad letter, or a count where cmd takes none. */
+int tm_fmt_parse(struct tm_session *s, const char **args, struct tm_fmt *f,
+		 const char *cmd, int allow_count);
+void tm_fmt_text(const struct tm_fmt *f, char *buf, size_t len);
+void tm_fmt_int(int64_t v, char letter, int size, char *buf, size_t len);
+void tm_val_format_as(const struct tm_val *v, const struct tm_fmt *f, int pretty,
+		      char *buf, size_t len);
+void tm_tensor_format_as(const struct tm_tensor *t, const struct tm_fmt *f,
+			 int pretty, char *buf, size_t len);
 void tm_val_clear(struct tm_val *v);
 /* "tensor", "bool", "int", "float", "string", "shape", "list" (MI and DAP types). */
 const char *tm_val_type_name(const struct tm_val *v);
@@ -454,6 +487,15 @@ const char *tm_skip_ws(const char *p);
 int tm_parse_uint(const char *p, uint64_t *out);
 int tm_parse_bool(const char *p, int *out);
 int tm_word_is(const char *word, size_t len, const char *full, size_t minlen);
+
+/* cmd-stack.c */
+/* "f32[4,32,64] nan=12": a tensor in a frame's argument list. */
+void tm_tensor_brief(const struct tm_tensor *t, char *buf, size_t len);
+int tm_info_args(struct tm_session *s, const char *args);
+int tm_info_locals(struct tm_session *s, const char *args);
+/* cmd-explore.c: module classes and calls by regular expression */
+int tm_info_types(struct tm_session *s, const char *args);
+int tm_info_functions(struct tm_session *s, const char *args);
 
 /* op events (cmd-ops.c) */
 /* "model.attn#2!8 aten::div.Tensor": an op event's address and name */
@@ -662,7 +704,7 @@ TM_CMD(level); TM_CMD(record); TM_CMD(dump);
 TM_CMD(heatmap); TM_CMD(plot); TM_CMD(x); TM_CMD(tui); TM_CMD(layout);
 TM_CMD(attach); TM_CMD(target); TM_CMD(detach); TM_CMD(kill); TM_CMD(inferior);
 TM_CMD(tty); TM_CMD(start); TM_CMD(advance); TM_CMD(skip); TM_CMD(save);
-TM_CMD(thread); TM_CMD(compare);
+TM_CMD(thread); TM_CMD(compare); TM_CMD(whatis); TM_CMD(ptype); TM_CMD(rbreak);
 #undef TM_CMD
 
 #endif /* TMDB_H */
