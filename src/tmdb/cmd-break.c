@@ -12,6 +12,7 @@
 #include "config.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -1020,8 +1021,9 @@ static int for_each_bp(struct tm_session *s, const char *args,
 		if (lo == hi) {
 			b = lo <= INT_MAX ? tm_bp_find(s, (int)lo) : NULL;
 			if (!b) {
-				tm_error(s, "No breakpoint number %ld.", lo);
-				rc = -1;
+				/* a message, not an error: GDB goes on (and so
+				 * does a command file) */
+				tm_out(s, "No breakpoint number %ld.\n", lo);
 				continue;
 			}
 			fn(s, b, arg);
@@ -1094,8 +1096,9 @@ static int display_sub(struct tm_session *s, const char *args, int what)
 			if (d->num == k)
 				break;
 		if (!d) {
-			tm_error(s, "No display number %ld.", k);
-			return -1;
+			tm_out(s, "No display number %ld.\n", k);
+			p = end;
+			continue;
 		}
 		d->enabled = what > 0;
 		p = end;
@@ -1122,6 +1125,9 @@ static int cmd_delete_exec(struct tm_session *s, const char *args, int from_tty)
 		return display_sub(s, rest, 0);
 	if ((rest = sub_word(args, "breakpoints", 2)))
 		args = rest;
+	if (!*tm_skip_ws(args) && s->bps &&
+	    !tm_confirm(s, from_tty, "Delete all breakpoints? "))
+		return 0;
 	return for_each_bp(s, args, bp_delete, 0);
 }
 
@@ -1277,3 +1283,86 @@ int tm_bp_info(struct tm_session *s, const char *args, int watch_only)
 		       "No breakpoints or watchpoints.\n");
 	return 0;
 }
+
+/* ------------------------------------------------------------- save */
+
+/*
+ * save breakpoints FILE: commands that make the breakpoints again when the
+ * file is sourced, in GDB's form (each one's condition, ignore count,
+ * commands and disabled state against $bpnum, the number just made).
+ */
+static int save_breakpoints(struct tm_session *s, const char *path)
+{
+	struct bp *b;
+	size_t i;
+	FILE *fp;
+
+	if (!*path) {
+		tm_error(s, "Argument required (file name in which to save).");
+		return -1;
+	}
+	if (!s->bps) {
+		tm_error(s, "Nothing to save.");
+		return -1;
+	}
+	fp = fopen(path, "w");
+	if (!fp) {
+		tm_error(s, "Unable to open file '%s' for saving (%s)", path, strerror(errno));
+		return -1;
+	}
+	for (b = s->bps; b; b = b->next) {
+		if (b->type == BP_WATCH)
+			fprintf(fp, "watch %s\n", b->where);
+		else if (b->catch_kind)
+			fprintf(fp, "%s %s%s%s\n", b->disp == BP_DEL ? "tcatch" : "catch",
+				tm_catch_kind_name(b->catch_kind), b->catch_arg ? " " : "",
+				b->catch_arg ? b->catch_arg : "");
+		else
+			fprintf(fp, "%s %s\n", b->disp == BP_DEL ? "tbreak" : "break", b->where);
+		if (b->cond_src)
+			fprintf(fp, "  condition $bpnum %s\n", b->cond_src);
+		if (b->ignore)
+			fprintf(fp, "  ignore $bpnum %" PRIu64 "\n", b->ignore);
+		if (b->ncmds) {
+			fputs("  commands\n", fp);
+			for (i = 0; i < b->ncmds; i++)
+				fprintf(fp, "    %s\n", b->cmds[i]);
+			fputs("  end\n", fp);
+		}
+		if (!b->enabled)
+			fputs("disable $bpnum\n", fp);
+		else if (b->disp == BP_DIS)
+			fputs("enable once $bpnum\n", fp);
+	}
+	if (fclose(fp)) {
+		tm_error(s, "%s: %s.", path, strerror(errno));
+		return -1;
+	}
+	tm_out(s, "Saved to file '%s'.\n", path);
+	return 0;
+}
+
+static int cmd_save_exec(struct tm_session *s, const char *args, int from_tty)
+{
+	const char *p = tm_skip_ws(args);
+	size_t wl = strcspn(p, " \t");
+
+	(void)from_tty;
+	if (tm_word_is(p, wl, "breakpoints", 1))
+		return save_breakpoints(s, tm_skip_ws(p + wl));
+	if (!wl)
+		tm_error(s, "\"save\" must be followed by the name of a save subcommand.\n"
+			 "List of save subcommands:\n\n"
+			 "save breakpoints -- Save current breakpoint definitions as a script.");
+	else
+		tm_error(s, "Undefined save command: \"%s\".  Try \"help save\".", p);
+	return -1;
+}
+
+const struct cmd_entry cmd_save_entry = {
+	.name = "save", .usage = "save breakpoints FILE",
+	.help = "Save current breakpoint definitions as a script.\n"
+		"\"source FILE\" makes them again: locations, conditions, ignore counts,\n"
+		"commands and whether each is enabled.",
+	.exec = cmd_save_exec, .klass = "breakpoints",
+};

@@ -555,6 +555,7 @@ static const struct info_sub subs[] = {
 	{ "nodes", info_nodes, 1, "Graph nodes matching a pattern (all by default)." },
 	{ "op", tm_info_op, 1, "The op at the playhead: made or passed on non-finite values." },
 	{ "probe", info_probe, 1, "The probe: trace file, recording, capabilities." },
+	{ "skip", tm_info_skip, 0, "The skip entries: modules step passes over." },
 	{ "source", info_source, 0, "The current source file." },
 	{ "stack", info_stack, 1, "The module call stack (same as backtrace)." },
 	{ "stats", tm_view_info_stats, 1, "Every stat of one tensor at the playhead, with its level." },
@@ -599,10 +600,13 @@ static int cmd_info_exec(struct tm_session *s, const char *args, int from_tty)
 						off ? ", " : "", subs[i].name);
 		}
 	}
-	/* GDB's abbreviations: "info b" is breakpoints, "info f" frame */
-	if (nhit > 1 && wl == 1 && (p[0] == 'b' || p[0] == 'f')) {
+	/* GDB's own aliases among ambiguous prefixes: "info b" is
+	 * breakpoints, "info s" stack, "info f" frame */
+	if (nhit > 1 && wl == 1 && strchr("bsf", p[0])) {
+		const char *full = p[0] == 'b' ? "breakpoints" : p[0] == 's' ? "stack" : "frame";
+
 		for (i = 0; subs[i].name; i++)
-			if (!strcmp(subs[i].name, p[0] == 'b' ? "breakpoints" : "frame"))
+			if (!strcmp(subs[i].name, full))
 				hit = &subs[i];
 		nhit = 1;
 	}

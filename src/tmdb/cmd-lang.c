@@ -20,7 +20,7 @@
 #include "live.h"
 #include "view.h"
 
-enum set_kind { SET_BOOL, SET_INT, SET_STR, SET_IGNORE };
+enum set_kind { SET_BOOL, SET_INT, SET_STR, SET_IGNORE, SET_UNLIM };
 
 struct setting {
 	const char *name;
@@ -50,8 +50,8 @@ static const struct setting settings[] = {
 	{ "style enabled", SET_BOOL, OFF(style), "CLI output styling is %s.", NULL },
 	{ "trace-commands", SET_BOOL, OFF(trace_commands),
 	  "State of GDB CLI command tracing is %s.", NULL },
-	{ "height", SET_IGNORE, 0, "Number of lines tmdb thinks are in a page is unlimited.",
-	  " 0 unlimited " },
+	{ "height", SET_UNLIM, OFF(height), "Number of lines tmdb thinks are in a page is %s.",
+	  NULL },
 	{ "width", SET_IGNORE, 0, "Number of characters tmdb thinks are in a line is unlimited.",
 	  " 0 unlimited " },
 	{ "print pretty", SET_BOOL, OFF(print_pretty),
@@ -60,21 +60,75 @@ static const struct setting settings[] = {
 };
 #undef OFF
 
-/* Matches a setting name at the start of args; *rest gets its value text. */
-static const struct setting *find_setting(const char *args, const char **rest)
+/*
+ * Does the text at args name setting `name` word by word, each word of
+ * args a prefix of the setting's (GDB's "set pag", "show hist size")?
+ * Returns the length of args matched (0: no), *exact when every word was
+ * whole.
+ */
+static size_t setting_prefix(const char *args, const char *name, int *exact)
 {
-	size_t i;
+	const char *a = args, *n = name;
 
+	*exact = 1;
+	while (*n) {
+		size_t al = strcspn(a, " \t"), nl = strcspn(n, " ");
+
+		if (!al || al > nl || strncmp(a, n, al))
+			return 0;
+		if (al != nl)
+			*exact = 0;
+		a += al;
+		n += nl;
+		if (*n) {
+			n++;
+			if (!isspace((unsigned char)*a))
+				return 0;
+			a = tm_skip_ws(a);
+		}
+	}
+	if (*a && !isspace((unsigned char)*a))
+		return 0;
+	return (size_t)(a - args);
+}
+
+/*
+ * Matches a setting name at the start of args, whole or abbreviated as GDB
+ * abbreviates sub-commands (a unique prefix of each word; a whole name wins
+ * over prefixes); *rest gets its value text.  Ambiguous or unknown: NULL,
+ * and *ambiguous the candidates ("pagination, print pretty, ...") or "".
+ */
+static const struct setting *find_setting_ex(const char *args, const char **rest,
+					     char *ambiguous, size_t alen)
+{
+	const struct setting *hit = NULL;
+	size_t i, hl = 0, nhit = 0, off = 0;
+	int exact;
+
+	if (ambiguous && alen)
+		ambiguous[0] = 0;
 	for (i = 0; settings[i].name; i++) {
-		size_t l = strlen(settings[i].name);
+		size_t l = setting_prefix(args, settings[i].name, &exact);
 
-		if (!strncmp(args, settings[i].name, l) &&
-		    (!args[l] || isspace((unsigned char)args[l]))) {
+		if (!l)
+			continue;
+		if (exact) {
 			*rest = tm_skip_ws(args + l);
 			return &settings[i];
 		}
+		hit = &settings[i];
+		hl = l;
+		nhit++;
+		if (ambiguous && off < alen)
+			off += (size_t)snprintf(ambiguous + off, alen - off, "%s%s",
+						off ? ", " : "", settings[i].name);
 	}
-	return NULL;
+	if (nhit != 1)
+		return NULL;
+	if (ambiguous && alen)
+		ambiguous[0] = 0;
+	*rest = tm_skip_ws(args + hl);
+	return hit;
 }
 
 /* Completion of "set X" / "show X" (cli.c). */
@@ -97,6 +151,14 @@ static void show_setting(struct tm_session *s, const struct setting *st)
 	case SET_STR:
 		tm_out(s, st->show, *(char **)(base + st->off));
 		break;
+	case SET_UNLIM: {
+		char num[24];
+		int v = *(int *)(base + st->off);
+
+		snprintf(num, sizeof(num), "%d", v);
+		tm_out(s, st->show, v ? num : "unlimited");
+		break;
+	}
 	default:
 		tm_out(s, "%s", st->show);
 		break;
@@ -133,11 +195,130 @@ static int set_variable(struct tm_session *s, const char *args)
 	return 0;
 }
 
+/* ------------------------------------------------------------- set logging */
+
+/* "logging ..." (GDB's "set logging", "set log", "show logging"). */
+static int is_logging(const char *args, const char **rest)
+{
+	size_t l = strcspn(args, " \t");
+
+	if (!tm_word_is(args, l, "logging", 3))
+		return 0;
+	*rest = tm_skip_ws(args + l);
+	return 1;
+}
+
+static const char *log_file(const struct tm_session *s)
+{
+	return s->set.log_file ? s->set.log_file : "tmdb.txt";
+}
+
+static int logging_bool(struct tm_session *s, const char *val, int *out)
+{
+	if (tm_parse_bool(*val ? val : "on", out)) {
+		tm_error(s, "\"on\" or \"off\" expected.");
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * GDB 13's set logging: enabled on|off, file F, overwrite, redirect,
+ * debugredirect; "set logging on|off" still works, with GDB's deprecation
+ * warning.
+ */
+static int set_logging(struct tm_session *s, const char *args)
+{
+	size_t wl = strcspn(args, " \t");
+	const char *val = tm_skip_ws(args + wl);
+	int b;
+
+	if (!wl) {
+		tm_error(s, "\"set logging\" must be followed by the name of a logging "
+			 "subcommand.\nList of set logging subcommands:\n\n"
+			 "set logging debugredirect\nset logging enabled\n"
+			 "set logging file\nset logging overwrite\nset logging redirect");
+		return -1;
+	}
+	if (tm_word_is(args, wl, "on", 2) || tm_word_is(args, wl, "off", 3)) {
+		b = args[1] == 'n';
+		tm_error(s, "Warning: 'set logging %s', an alias for the command 'set logging "
+			 "enabled', is deprecated.\nUse 'set logging enabled %s'.\n",
+			 b ? "on" : "off", b ? "on" : "off");
+		if (b && *val) {
+			/* GDB 12 and older: set logging on FILE */
+			free(s->set.log_file);
+			s->set.log_file = strdup(val);
+		}
+		return b ? tm_logging_start(s) : (tm_logging_stop(s), 0);
+	}
+	if (tm_word_is(args, wl, "enabled", 1)) {
+		if (logging_bool(s, val, &b))
+			return -1;
+		if (b)
+			return tm_logging_start(s);
+		tm_logging_stop(s);
+		return 0;
+	}
+	if (tm_word_is(args, wl, "file", 1)) {
+		if (!*val) {
+			tm_error(s, "Argument required (filename to set it to.).");
+			return -1;
+		}
+		free(s->set.log_file);
+		s->set.log_file = strdup(val);
+		if (s->log_fp)
+			tm_out(s, "Currently logging to %s.  Turn the logging off and on to "
+			       "make the new setting effective.\n", log_file(s));
+		return 0;
+	}
+	if (tm_word_is(args, wl, "overwrite", 1) || tm_word_is(args, wl, "redirect", 1)) {
+		int *field = args[0] == 'o' ? &s->set.log_overwrite : &s->set.log_redirect;
+
+		if (logging_bool(s, val, &b))
+			return -1;
+		*field = b;
+		if (s->log_fp)
+			tm_out(s, "Currently logging to %s.  Turn the logging off and on to "
+			       "make the new setting effective.\n", log_file(s));
+		return 0;
+	}
+	if (tm_word_is(args, wl, "debugredirect", 1))
+		return logging_bool(s, val, &b);
+	tm_error(s, "Undefined set logging command: \"%s\".  Try \"help set logging\".",
+		 args);
+	return -1;
+}
+
+static int show_logging(struct tm_session *s, const char *args)
+{
+	size_t wl = strcspn(args, " \t");
+	int all = !wl;
+
+	if (all || tm_word_is(args, wl, "debugredirect", 1))
+		tm_out(s, "%sThe logging output mode is off.\n",
+		       all ? "logging debugredirect:  " : "");
+	if (all || tm_word_is(args, wl, "enabled", 1))
+		tm_out(s, "%sLogging is %s.\n", all ? "logging enabled:  " : "",
+		       s->log_fp ? "enabled" : "disabled");
+	if (all || tm_word_is(args, wl, "file", 1))
+		tm_out(s, "%sThe current logfile is \"%s\".\n", all ? "logging file:  " : "",
+		       log_file(s));
+	if (all || tm_word_is(args, wl, "overwrite", 1))
+		tm_out(s, "%sWhether logging overwrites or appends to the log file is %s.\n",
+		       all ? "logging overwrite:  " : "", s->set.log_overwrite ? "on" : "off");
+	if (all || tm_word_is(args, wl, "redirect", 1))
+		tm_out(s, "%sThe logging output mode is %s.\n", all ? "logging redirect:  " : "",
+		       s->set.log_redirect ? "on" : "off");
+	return 0;
+}
+
 static int cmd_set_exec(struct tm_session *s, const char *args, int from_tty)
 {
 	const struct setting *st;
 	const char *val;
 	char *base = (char *)&s->set;
+	char amb[512];
 	uint64_t n;
 	int b, rc;
 
@@ -153,9 +334,14 @@ static int cmd_set_exec(struct tm_session *s, const char *args, int from_tty)
 		tm_error(s, "Argument required (expression to compute).");
 		return -1;
 	}
-	st = find_setting(args, &val);
+	if (is_logging(args, &val))
+		return set_logging(s, val);
+	st = find_setting_ex(args, &val, amb, sizeof(amb));
 	if (!st) {
-		tm_error(s, "Undefined set command: \"%s\".  Try \"help set\".", args);
+		if (*amb)
+			tm_error(s, "Ambiguous set command \"%s\": %s.", args, amb);
+		else
+			tm_error(s, "Undefined set command: \"%s\".  Try \"help set\".", args);
 		return -1;
 	}
 	switch (st->kind) {
@@ -170,6 +356,19 @@ static int cmd_set_exec(struct tm_session *s, const char *args, int from_tty)
 		if (!strcmp(val, "unlimited"))
 			n = 1u << 30;
 		else if (tm_parse_uint(val, &n) || n > (1u << 30)) {
+			tm_error(s, "integer %s out of range", val);
+			return -1;
+		}
+		*(int *)(base + st->off) = (int)n;
+		break;
+	case SET_UNLIM:
+		/* GDB: 0 and "unlimited" both mean no limit */
+		if (!strcmp(val, "unlimited"))
+			n = 0;
+		else if (!*val) {
+			tm_error(s, "Argument required (integer to set it to, or \"unlimited\").");
+			return -1;
+		} else if (tm_parse_uint(val, &n) || n >= (1u << 30)) {
 			tm_error(s, "integer %s out of range", val);
 			return -1;
 		}
@@ -219,9 +418,10 @@ static int cmd_set_exec(struct tm_session *s, const char *args, int from_tty)
 const struct cmd_entry cmd_set_entry = {
 	.name = "set", .usage = "set SETTING VALUE | set $VAR = EXPR",
 	.help = "Change a setting, or set a convenience variable.\n"
-		"Settings: auto-load local-tmdbinit, confirm, history size, listsize,\n"
-		"max-gap-lines, pagination, progress, prompt, style enabled, trace-commands,\n"
-		"verbose.",
+		"Settings: auto-load local-tmdbinit, confirm, height, history size,\n"
+		"listsize, logging (enabled, file, overwrite, redirect), max-gap-lines,\n"
+		"pagination, progress, prompt, style enabled, trace-commands, verbose.\n"
+		"Each word may be a unique prefix, as in GDB: \"set pag off\".",
 	.exec = cmd_set_exec, .klass = "support",
 };
 
@@ -247,6 +447,7 @@ static void show_convenience(struct tm_session *s)
 static int cmd_show_exec(struct tm_session *s, const char *args, int from_tty)
 {
 	const struct setting *st;
+	char amb[512];
 	const char *rest;
 	size_t i;
 	int rc;
@@ -296,9 +497,14 @@ static int cmd_show_exec(struct tm_session *s, const char *args, int from_tty)
 		}
 		return 0;
 	}
-	st = find_setting(args, &rest);
+	if (is_logging(args, &rest))
+		return show_logging(s, rest);
+	st = find_setting_ex(args, &rest, amb, sizeof(amb));
 	if (!st) {
-		tm_error(s, "Undefined show command: \"%s\".  Try \"help show\".", args);
+		if (*amb)
+			tm_error(s, "Ambiguous show command \"%s\": %s.", args, amb);
+		else
+			tm_error(s, "Undefined show command: \"%s\".  Try \"help show\".", args);
 		return -1;
 	}
 	show_setting(s, st);
@@ -574,6 +780,20 @@ static int cmd_quit_exec(struct tm_session *s, const char *args, int from_tty)
 			return -1;
 		}
 		n = (uint64_t)v.v.v.i;
+	}
+	if ((s->live && s->live->pid) ||
+	    (tm_probe_is_live(s->probe) && !tm_probe_closed(s->probe))) {
+		int ours = s->live && s->live->pid;
+		char q[200];
+
+		snprintf(q, sizeof(q), "A debugging session is active.\n\n\tInferior 1 "
+			 "[process %ld] will be %s.\n\nQuit anyway? ",
+			 ours ? s->live->pid : (long)tm_probe_pid(s->probe),
+			 ours ? "killed" : "detached");
+		if (!tm_confirm(s, from_tty, q)) {
+			tm_error(s, "Not confirmed.");
+			return -1;
+		}
 	}
 	s->quit = 1;
 	s->exit_code = (int)(n & 0xff);

@@ -226,9 +226,12 @@ const struct cmd_entry cmd_detach_entry = {
 static int cmd_kill_exec(struct tm_session *s, const char *args, int from_tty)
 {
 	(void)args;
-	(void)from_tty;
 	if (!s->live || !s->live->pid) {
 		tm_error(s, "The program is not being run.");
+		return -1;
+	}
+	if (!tm_confirm(s, from_tty, "Kill the program being debugged? ")) {
+		tm_error(s, "Not confirmed.");
 		return -1;
 	}
 	tm_inferior_kill(s, 1);
@@ -420,11 +423,16 @@ int tm_live_run(struct tm_session *s, const char *args, int from_tty, int *rc)
 	if (!have_program(s))
 		return 0;
 	*rc = -1;
+	/* Started already: batch GDB answers its question with yes. */
+	if (lv->pid && !tm_confirm(s, from_tty, "The program being debugged has been "
+				   "started already.\nStart it from the beginning? ")) {
+		tm_error(s, "Program not restarted.");
+		return 1;
+	}
 	if (*args) {
 		free(lv->args);
 		lv->args = strdup(args);
 	}
-	/* Started already: batch GDB answers its question with yes. */
 	if (lv->pid)
 		tm_inferior_kill(s, 0);
 	if (tm_inferior_start(s, &p))
@@ -441,6 +449,8 @@ int tm_live_run(struct tm_session *s, const char *args, int from_tty, int *rc)
 	s->trace_path = target;
 	lv->probe = p;
 	tm_bp_rebind_all(s);
+	if (s->starting && tm_start_tbreak(s))
+		return 1;
 	*rc = cmd_continue_entry.exec(s, "", from_tty);
 	return 1;
 }

@@ -791,8 +791,10 @@ static int cmd_undisplay_exec(struct tm_session *s, const char *args, int from_t
 			if ((*pp)->num == num)
 				break;
 		if (!*pp) {
-			tm_error(s, "No display number %ld.", num);
-			return -1;
+			/* GDB prints this and goes on */
+			tm_out(s, "No display number %ld.\n", num);
+			p = end;
+			continue;
 		}
 		d = *pp;
 		*pp = d->next;

@@ -444,6 +444,14 @@ void tm_after_stop(struct tm_session *s)
 		}
 		tm_lines_free(lines, n);
 	}
+	/* Ctrl-C between a breakpoint's commands: say where it left off,
+	 * as a stop does (unless the stop it interrupted said so) */
+	if (tm_interrupted && !s->intr_reported && !s->quit && s->have_cur) {
+		s->intr_reported = 1;
+		tm_out(s, "\nInterrupted.\n");
+		tm_print_location(s, NULL);
+		tm_print_source_line(s);
+	}
 	tm_lines_free(s->pending, s->npending);
 	s->pending = NULL;
 	s->npending = 0;
@@ -542,6 +550,7 @@ static void report(struct tm_session *s, struct stop *st)
 		tm_print_source_line(s);
 		break;
 	case STOP_INTERRUPT:
+		s->intr_reported = 1;
 		tm_out(s, "\nInterrupted.\n");
 		tm_print_location(s, NULL);
 		tm_print_source_line(s);
@@ -622,8 +631,60 @@ static int cmd_run_exec(struct tm_session *s, const char *args, int from_tty)
 	return run_to_stop(s, TM_DIR_FWD, NULL, NULL, 1);
 }
 
+/*
+ * start's temporary breakpoint: the entry of the model's outermost module
+ * (what main is to GDB's start), once the nodes are known.  0, or -1 when
+ * the nodes have no root module.
+ */
+int tm_start_tbreak(struct tm_session *s)
+{
+	const struct tm_node *n, *root = NULL;
+	uint32_t i, count = s->nodes ? tm_nodetab_count(s->nodes) : 0;
+	char loc[TM_ADDRESS_MAX + 8];
+
+	s->starting = 0;
+	for (i = 0; i < count && !root; i++) {
+		n = tm_nodetab_get(s->nodes, i);
+		if (n && n->kind == TM_NODE_MODULE && n->parent == TM_NODE_NONE)
+			root = n;
+	}
+	if (!root) {
+		tm_error(s, "No module to start at: the trace has no root module.");
+		return -1;
+	}
+	snprintf(loc, sizeof(loc), "%s:in", root->address);
+	return cmd_tbreak_entry.exec(s, loc, 0);
+}
+
+/* GDB's start: a temporary breakpoint at the model's first call, and run. */
+static int cmd_start_exec(struct tm_session *s, const char *args, int from_tty)
+{
+	int rc;
+
+	if (s->live && s->live->prog) {
+		/* the nodes come with the program: tm_live_run sets it */
+		s->starting = 1;
+		if (tm_live_run(s, args, from_tty, &rc)) {
+			s->starting = 0;
+			return rc;
+		}
+		s->starting = 0;
+	}
+	if (tm_start_tbreak(s) || start_over(s))
+		return -1;
+	return run_to_stop(s, TM_DIR_FWD, NULL, NULL, 1);
+}
+
+const struct cmd_entry cmd_start_entry = {
+	.name = "start", .usage = "start [ARGS]",
+	.help = "Run to the model's first call: a temporary breakpoint at the entry\n"
+		"of its outermost module, then \"run\" (with a program: ARGS as run's).",
+	.exec = cmd_start_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES | CMD_PROGRAM,
+	.klass = "running",
+};
+
 const struct cmd_entry cmd_run_entry = {
-	.name = "run", .alias = "r start",
+	.name = "run", .alias = "r",
 	.usage = "run [ARGS]",
 	.help = "Replay the trace from the beginning until a breakpoint or the end.\n"
 		"With a program (tmdb --args PROG ARGS..., file PROG), start it (ARGS\n"
@@ -683,7 +744,7 @@ const struct cmd_entry cmd_continue_entry = {
 	.usage = "continue [N]",
 	.help = "Continue replaying until a breakpoint, a watchpoint or the end.\n"
 		"With N, ignore the current breakpoint N-1 more times.",
-	.exec = cmd_continue_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.exec = cmd_continue_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES | CMD_FORWARD,
 	.klass = "running",
 };
 
@@ -699,6 +760,21 @@ static int pred_count(struct tm_session *s, const struct tm_event *ev, void *arg
 	if (ev->kind == TM_EV_OP)
 		return 0;
 	return --*left == 0;
+}
+
+/* step with skip entries: the events of skipped calls do not count */
+struct step_arg {
+	uint64_t left;
+	uint32_t from;          /* the playhead's node, TM_NODE_NONE */
+};
+
+static int pred_step_skip(struct tm_session *s, const struct tm_event *ev, void *arg)
+{
+	struct step_arg *a = arg;
+
+	if (ev->kind == TM_EV_OP || tm_skip_event(s, ev->node, a->from))
+		return 0;
+	return --a->left == 0;
 }
 
 static int pred_count_i(struct tm_session *s, const struct tm_event *ev, void *arg)
@@ -774,6 +850,11 @@ static int do_step(struct tm_session *s, const char *args, int dir, int over, in
 		tm_error(s, "The trace is not being replayed.");
 		return -1;
 	}
+	if (!over && !instr && s->skips) {
+		struct step_arg sa = { n, s->have_cur ? s->cur.node : TM_NODE_NONE };
+
+		return run_to_stop(s, dir, pred_step_skip, &sa, 1);
+	}
 	if (!over || !s->have_cur)
 		return run_to_stop(s, dir, instr ? pred_count_i : pred_count, &n, 1);
 	na.left = n;
@@ -807,7 +888,7 @@ const struct cmd_entry cmd_step_entry = {
 	.name = "step", .alias = "s",
 	.usage = "step [N]",
 	.help = "Move to the next event (N times), entering submodule calls.",
-	.exec = cmd_step_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.exec = cmd_step_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES | CMD_FORWARD,
 	.klass = "running",
 };
 
@@ -821,7 +902,7 @@ const struct cmd_entry cmd_next_entry = {
 	.usage = "next [N]",
 	.help = "Move to the next event at the same or a shallower depth (over\n"
 		"submodule calls), N times.",
-	.exec = cmd_next_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.exec = cmd_next_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES | CMD_FORWARD,
 	.klass = "running",
 };
 
@@ -862,7 +943,7 @@ const struct cmd_entry cmd_stepi_entry = {
 	.name = "stepi", .alias = "si",
 	.usage = "stepi [N]",
 	.help = "Move to the next event (N times), op events included.",
-	.exec = cmd_stepi_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.exec = cmd_stepi_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES | CMD_FORWARD,
 	.klass = "running",
 };
 
@@ -876,7 +957,7 @@ const struct cmd_entry cmd_nexti_entry = {
 	.usage = "nexti [N]",
 	.help = "Move to the next op or event at the same or a shallower depth\n"
 		"(over submodule calls), N times.",
-	.exec = cmd_nexti_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.exec = cmd_nexti_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES | CMD_FORWARD,
 	.klass = "running",
 };
 
@@ -1029,7 +1110,7 @@ const struct cmd_entry cmd_finish_entry = {
 	.usage = "finish",
 	.help = "Run until the selected module call returns (its EXIT event), and\n"
 		"print its output tensor.",
-	.exec = cmd_finish_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.exec = cmd_finish_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES | CMD_FORWARD,
 	.klass = "running",
 };
 
@@ -1191,12 +1272,25 @@ static int cmd_until_exec(struct tm_session *s, const char *args, int from_tty)
 	return rc;
 }
 
+/* GDB's advance: until with the location it requires. */
+static int cmd_advance_exec(struct tm_session *s, const char *args, int from_tty)
+{
+	return cmd_until_exec(s, args, from_tty);
+}
+
+const struct cmd_entry cmd_advance_entry = {
+	.name = "advance", .usage = "advance ADDRESS",
+	.help = "Continue until an event of ADDRESS (or a breakpoint).",
+	.exec = cmd_advance_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES | CMD_FORWARD,
+	.klass = "running", .arg_required = "a location",
+};
+
 const struct cmd_entry cmd_until_entry = {
-	.name = "until", .alias = "u advance",
+	.name = "until", .alias = "u",
 	.usage = "until [ADDRESS]",
 	.help = "Without argument, like \"next\".  With an address, continue until an\n"
 		"event of that address (or a breakpoint).",
-	.exec = cmd_until_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.exec = cmd_until_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES | CMD_FORWARD,
 	.klass = "running",
 };
 

@@ -192,8 +192,8 @@ static int cmd_backtrace_exec(struct tm_session *s, const char *args, int from_t
 {
 	uint64_t limit = UINT64_MAX;
 	const char *a = args;
-	int full = 0;
-	size_t k;
+	int full = 0, outer;
+	size_t k, first = 0;
 
 	/* bt full [N], bt -full [N]: each frame with its tensors */
 	if (!strncmp(a, "full", 4) && (!a[4] || a[4] == ' ')) {
@@ -203,13 +203,19 @@ static int cmd_backtrace_exec(struct tm_session *s, const char *args, int from_t
 		full = 1;
 		a = tm_skip_ws(a + 5);
 	}
-	if (*a && tm_parse_uint(a, &limit)) {
+	/* bt -N: the outermost N frames, as GDB's */
+	outer = a[0] == '-' && a[1] >= '0' && a[1] <= '9';
+	if (outer ? tm_parse_uint(a + 1, &limit) : *a && tm_parse_uint(a, &limit)) {
 		tm_error(s, "Invalid backtrace limit \"%s\".", args);
 		return -1;
 	}
 	if (need_frames(s))
 		return -1;
-	for (k = 0; k < s->nframes && k < limit; k++) {
+	if (outer) {
+		first = limit < s->nframes ? s->nframes - (size_t)limit : 0;
+		limit = UINT64_MAX;
+	}
+	for (k = first; k < s->nframes && k - first < limit; k++) {
 		print_frame(s, k);
 		if (full) {
 			const struct frame *f = frame_at(s, k);
@@ -229,11 +235,12 @@ static int cmd_backtrace_exec(struct tm_session *s, const char *args, int from_t
 
 const struct cmd_entry cmd_backtrace_entry = {
 	.name = "backtrace", .alias = "bt where",
-	.usage = "backtrace [full] [N]",
+	.usage = "backtrace [full] [N | -N]",
 	.help = "Print the module call stack at the playhead, innermost call first.\n"
 		"Each call shows its inputs as GDB shows arguments: slot=dtype[shape],\n"
 		"with nan=N and inf=N where it holds non-finite values.\n"
-		"\"bt full\": each frame with its tensors (info args and info locals).",
+		"\"bt full\": each frame with its tensors (info args and info locals);\n"
+		"bt -N: the outermost N frames.",
 	.exec = cmd_backtrace_exec, .flags = CMD_NEEDS_TRACE, .klass = "stack",
 };
 

@@ -47,10 +47,48 @@ static int cmd_x_exec(struct tm_session *s, const char *args, int from_tty)
 	char fmt = 'f';
 	struct tref r;
 	struct rbuf b;
-	int d, per_line, esize, unit;
+	int d, per_line, esize, unit, again = 0;
+	char cont[TM_ADDRESS_MAX + 256];
+	const char *fmt_text = "";
+	size_t fmt_len = 0;
 
 	(void)from_tty;
 	memset(&f, 0, sizeof(f));
+	if (!*p || (*p == '/' && p[strcspn(p, " \t") - 1] != 'i' &&
+		    !*tm_skip_ws(p + strcspn(p, " \t")))) {
+		/* GDB: x without an address goes on after the last one, in the
+		 * format given or the last one's */
+		size_t o;
+		uint64_t rem = s->x_next;
+
+		if (!s->x_name) {
+			tm_error(s, "Argument required (starting display address).");
+			return -1;
+		}
+		again = 1;
+		o = (size_t)snprintf(cont, sizeof(cont), "%s %s", *p ? p : s->x_fmtstr,
+				     s->x_name);
+		if (s->x_rank > 0 && o < sizeof(cont)) {
+			o += (size_t)snprintf(cont + o, sizeof(cont) - o, "[");
+			for (d = 0; d < s->x_rank && o < sizeof(cont); d++) {
+				uint64_t st = 1;
+				int k;
+
+				for (k = d + 1; k < s->x_rank; k++)
+					st *= (uint64_t)s->x_shape[k];
+				o += (size_t)snprintf(cont + o, sizeof(cont) - o, "%s%" PRIu64,
+						      d ? "," : "", st ? rem / st : 0);
+				rem = st ? rem % st : 0;
+			}
+			if (o < sizeof(cont))
+				snprintf(cont + o, sizeof(cont) - o, "]");
+		}
+		p = tm_skip_ws(cont);
+	}
+	if (*p == '/') {
+		fmt_text = p;
+		fmt_len = strcspn(p, " \t");
+	}
 	if (*p == '/') {
 		const char *q = p + 1;
 
@@ -169,6 +207,21 @@ static int cmd_x_exec(struct tm_session *s, const char *args, int from_tty)
 	}
 	rb_puts(&b, "\n");
 	view_flush_rb(s, &b);
+	/* where a repeated x goes on: the element after the last unit shown */
+	if (!again) {
+		size_t nl = strcspn(p, "[");
+
+		while (nl > 0 && isspace((unsigned char)p[nl - 1]))
+			nl--;
+		free(s->x_name);
+		s->x_name = strndup(p, nl);
+	}
+	snprintf(s->x_fmtstr, sizeof(s->x_fmtstr), "%.*s",
+		 fmt_len < sizeof(s->x_fmtstr) ? (int)fmt_len : 0, fmt_text);
+	s->x_next = (byte0 + count * (uint64_t)unit + (uint64_t)esize - 1) / (uint64_t)esize;
+	s->x_rank = t->rank;
+	for (d = 0; d < t->rank; d++)
+		s->x_shape[d] = t->shape[d];
 	return 0;
 }
 

@@ -89,6 +89,11 @@ const struct cmd_entry *const tm_cmd_table[] = {
 	&cmd_kill_entry,
 	&cmd_inferior_entry,
 	&cmd_tty_entry,
+	&cmd_start_entry,
+	&cmd_advance_entry,
+	&cmd_skip_entry,
+	&cmd_save_entry,
+	&cmd_thread_entry,
 	&cmd_compare_entry,
 	&cmd_whatis_entry,
 	&cmd_ptype_entry,
@@ -525,8 +530,10 @@ int tm_execute(struct tm_session *s, const char *line, int from_tty)
 		args = fmt_args;        /* x/8f: the command reads its format */
 	/* A Ctrl-C belongs to the command typed at the prompt, nested ones
 	 * (loops, breakpoint commands) must still see it. */
-	if (s->depth == 0)
+	if (s->depth == 0) {
 		tm_interrupted = 0;
+		s->intr_reported = 0;
+	}
 	s->depth++;
 	if (u) {
 		rc = run_ucmd(s, u, args);
@@ -592,6 +599,7 @@ int tm_source_file(struct tm_session *s, const char *path, int must_exist)
 	in.name = path;
 	input_push(s, &in);
 	while (!s->quit && (line = tm_read_line(s, NULL))) {
+		s->err_prefixed = 0;
 		rc = tm_execute(s, line, 0);
 		free(line);
 		if (rc)
@@ -601,6 +609,46 @@ int tm_source_file(struct tm_session *s, const char *path, int must_exist)
 	if (fp != stdin)
 		fclose(fp);
 	return rc;
+}
+
+/*
+ * What Enter after line runs again, as GDB repeats it (NULL: nothing):
+ * moving commands, print and its relatives, up and down as typed; list
+ * and x go on from where they stopped.
+ */
+static char *repeat_of(struct tm_session *s, const char *line)
+{
+	const struct cmd_entry *c;
+	struct ucmd *u;
+	char w[64];
+	const char *p = tm_skip_ws(line);
+	size_t wl = word_len(p);
+
+	if (!wl || wl >= sizeof(w))
+		return NULL;
+	memcpy(w, p, wl);
+	w[wl] = 0;
+	c = tm_cmd_lookup(s, w, 1, &u);
+	if (!c)
+		return NULL;
+	if (c == &cmd_list_entry)
+		return strdup("list");
+	if (c == &cmd_x_entry) {
+		/* x/FMT ADDR: the same format, at the next element */
+		const char *q = p + wl;
+		size_t fl = *q == '/' ? strcspn(q, " \t") : 0;
+		char buf[80];
+
+		snprintf(buf, sizeof(buf), "x%.*s", (int)(fl < 60 ? fl : 0), q);
+		return strdup(buf);
+	}
+	/* run and start are not repeated (GDB's dont_repeat) */
+	if (c == &cmd_run_entry || c == &cmd_start_entry)
+		return NULL;
+	if (c->flags & CMD_RESUMES || c == &cmd_print_entry ||
+	    c == &cmd_up_entry || c == &cmd_down_entry || c == &cmd_output_entry)
+		return strdup(line);
+	return NULL;
 }
 
 /* Pushes the interactive source (readline or a non-terminal stdin). */
@@ -616,35 +664,22 @@ int tm_run_interactive(struct tm_session *s,
 	in.name = "stdin";
 	input_push(s, &in);
 	while (!s->quit) {
+		tm_page_reset(s);
 		line = tm_read_line(s, s->set.prompt);
 		if (!line) {
 			if (readline)
 				tm_out(s, "quit\n");
 			break;
 		}
-		/* An empty line repeats the last moving or listing command. */
+		/* An empty line repeats the last command GDB repeats. */
 		if (!*tm_skip_ws(line) && last && readline) {
 			free(line);
 			line = strdup(last);
 			if (!line)
 				break;
 		} else if (*tm_skip_ws(line)) {
-			struct ucmd *u;
-			const struct cmd_entry *c;
-			char w[64];
-			const char *p = tm_skip_ws(line);
-			size_t wl = word_len(p);
-
 			free(last);
-			last = NULL;
-			if (wl && wl < sizeof(w)) {
-				memcpy(w, p, wl);
-				w[wl] = 0;
-				c = tm_cmd_lookup(s, w, 1, &u);
-				if (c && (c->flags & CMD_RESUMES ||
-					  c == &cmd_list_entry))
-					last = strdup(line);
-			}
+			last = repeat_of(s, line);
 		}
 		tm_execute(s, line, 1);
 		free(line);

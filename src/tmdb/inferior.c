@@ -159,10 +159,12 @@ static void say_status(struct tm_session *s, long pid, int status, int startup)
 			tm_error(s, "During startup program exited with code %d.",
 				 WEXITSTATUS(status));
 		else if (WEXITSTATUS(status))
-			tm_out(s, "[Process %ld exited with code %02o]\n", pid,
+			tm_out(s, "[Inferior 1 (process %ld) exited with code %02o]\n", pid,
 			       (unsigned)WEXITSTATUS(status));
 		else
-			tm_out(s, "[Process %ld exited normally]\n", pid);
+			tm_out(s, "[Inferior 1 (process %ld) exited normally]\n", pid);
+		if (!startup)
+			tm_conv_set_int(s, "_exitcode", WEXITSTATUS(status));
 	} else if (WIFSIGNALED(status)) {
 		say_signal(WTERMSIG(status), &name, &meaning, buf, sizeof(buf));
 		if (startup)
@@ -171,6 +173,8 @@ static void say_status(struct tm_session *s, long pid, int status, int startup)
 		else
 			tm_out(s, "\nProgram terminated with signal %s, %s.\n"
 			       "The program no longer exists.\n", name, meaning);
+		if (!startup)
+			tm_conv_set_int(s, "_exitsignal", WTERMSIG(status));
 	}
 }
 
@@ -332,7 +336,7 @@ void tm_inferior_kill(struct tm_session *s, int verbose)
 	remove_sockets(lv);
 	lv->pid = 0;
 	if (verbose)
-		tm_out(s, "[Process %ld killed]\n", pid);
+		tm_out(s, "[Inferior 1 (process %ld) killed]\n", pid);
 	notify(s, TM_INF_GONE, pid, 0);
 }
 

@@ -107,7 +107,7 @@ int tm_live_is_program(const char *path);
  * returns the connected probe, or -1 after saying why.
  */
 int tm_inferior_start(struct tm_session *s, struct tm_probe **out);
-/* Kills the child (its process group) and reaps it; says "[Process N killed]"
+/* Kills the child (its process group) and reaps it; says "[Inferior 1 (process N) killed]"
  * when verbose. */
 void tm_inferior_kill(struct tm_session *s, int verbose);
 /*

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,6 +25,7 @@
 
 struct action {
 	int is_file;            /* -x FILE, else -ex CMD */
+	int early;              /* -iex/-ix: before the trace or program loads */
 	const char *arg;
 };
 
@@ -42,8 +44,11 @@ static void usage(FILE *fp)
 		"  -batch                exit after processing options; status 0 if the\n"
 		"                        last command succeeded, 1 if it failed\n"
 		"  -ex CMD               execute a single command (repeatable)\n"
-		"  -iex CMD              the same (GDB's init-eval-command)\n"
+		"  -iex CMD              execute a command before the trace or program\n"
+		"                        loads (GDB's init-eval-command)\n"
 		"  -x FILE               execute commands from FILE (repeatable)\n"
+		"  -ix FILE              execute FILE before the trace or program loads\n"
+		"  -p PID, --pid=PID     attach to the probe of running process PID\n"
 		"  -nx, -n               do not read any .tmdbinit file\n"
 		"  -nh                   do not read ~/.tmdbinit\n"
 		"  -tty=TTY, -t TTY      the terminal of the program run starts\n"
@@ -220,6 +225,25 @@ static void local_init(struct tm_session *s, const char *home_init)
 	tm_source_file(s, ".tmdbinit", 0);
 }
 
+static void run_action(struct tm_session *s, const struct action *a, int batch)
+{
+	if (a->is_file)
+		s->last_failed = tm_source_file(s, a->arg, 1) != 0;
+	else
+		s->last_failed = tm_execute(s, a->arg, !batch) != 0;
+}
+
+/* GDB's height: the terminal's rows, unlimited without a terminal. */
+static int terminal_rows(void)
+{
+	struct winsize ws;
+
+	if (!isatty(STDOUT_FILENO) || !isatty(STDIN_FILENO) ||
+	    ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) || ws.ws_row < 2)
+		return 0;
+	return ws.ws_row;
+}
+
 int main(int argc, char **argv)
 {
 	struct action *acts;
@@ -227,7 +251,8 @@ int main(int argc, char **argv)
 	const char *trace = NULL, *recover = NULL, *recover_out = NULL, *v;
 	const char *home = getenv("HOME");
 	char *home_init = NULL;
-	int quiet = 0, batch = 0, nx = 0, nh = 0, is_file, i, rc;
+	int quiet = 0, batch = 0, nx = 0, nh = 0, is_file, early = 0, i, rc;
+	const char *pid = NULL; /* -p PID */
 	char *prog_args = NULL;         /* --args: after the program */
 	int prog_argc = 0;
 	int mi = 0;             /* --interpreter=mi: the MI version, 2 to 4 */
@@ -256,9 +281,9 @@ int main(int argc, char **argv)
 			nh = 1;
 		} else if ((is_file = opt_is(a, "x", &v) || opt_is(a, "command", &v)) ||
 			   opt_is(a, "ex", &v) || opt_is(a, "eval-command", &v) ||
-			   /* GDB's -iex runs before the program loads; front ends
-			    * use it for settings, where the order does not matter */
-			   opt_is(a, "iex", &v) || opt_is(a, "init-eval-command", &v)) {
+			   (early = (is_file = opt_is(a, "ix", &v) ||
+				     opt_is(a, "init-command", &v)) ||
+			    opt_is(a, "iex", &v) || opt_is(a, "init-eval-command", &v))) {
 			if (!v) {
 				if (i + 1 >= argc) {
 					fprintf(stderr, "tmdb: option '%s' requires an argument\n"
@@ -269,8 +294,22 @@ int main(int argc, char **argv)
 				v = argv[++i];
 			}
 			acts[nacts].is_file = is_file;
+			acts[nacts].early = early;
 			acts[nacts].arg = v;
 			nacts++;
+			early = 0;
+		} else if (opt_is(a, "p", &v) || opt_is(a, "pid", &v)) {
+			/* GDB's -p PID: attach once the init files have run */
+			if (!v) {
+				if (i + 1 >= argc) {
+					fprintf(stderr, "tmdb: option '%s' requires an argument\n"
+						"Use `tmdb --help' for a complete list of options.\n", a);
+					free(acts);
+					return 1;
+				}
+				v = argv[++i];
+			}
+			pid = v;
 		} else if (opt_is(a, "interpreter", &v) || opt_is(a, "i", &v)) {
 			if (!v && i + 1 < argc)
 				v = argv[++i];
@@ -395,6 +434,8 @@ int main(int argc, char **argv)
 	s->interactive = !batch && isatty(STDIN_FILENO);
 	if (batch)
 		s->set.confirm = 0;
+	else if (s->interactive)
+		s->set.height = terminal_rows();
 	if (dap) {
 		/* From here on stdout is DAP messages (dap.c). */
 		s->interactive = 0;
@@ -432,6 +473,10 @@ int main(int argc, char **argv)
 			tm_source_file(s, home_init, 0);
 		}
 	}
+	/* GDB runs -iex and -ix after ~/.gdbinit, before the program loads. */
+	for (i = 0; (size_t)i < nacts && !s->quit; i++)
+		if (acts[i].early)
+			run_action(s, &acts[i], batch);
 	/* A program (tmdb --args PROG, tmdb PROG) is started by "run";
 	 * a name ending in .tmrun is a trace all the same. */
 	if (trace && !s->quit && tm_live_is_program(trace))
@@ -464,12 +509,15 @@ int main(int argc, char **argv)
 		local_init(s, home_init);
 	free(home_init);
 
-	for (i = 0; (size_t)i < nacts && !s->quit; i++) {
-		if (acts[i].is_file)
-			s->last_failed = tm_source_file(s, acts[i].arg, 1) != 0;
-		else
-			s->last_failed = tm_execute(s, acts[i].arg, !batch) != 0;
+	if (pid && !s->quit) {
+		char cmd[256];
+
+		snprintf(cmd, sizeof(cmd), "attach %s", pid);
+		s->last_failed = tm_execute(s, cmd, !batch) != 0;
 	}
+	for (i = 0; (size_t)i < nacts && !s->quit; i++)
+		if (!acts[i].early)
+			run_action(s, &acts[i], batch);
 	free(acts);
 
 	if (dap && !s->quit) {

@@ -714,6 +714,11 @@ static int bp_numbers(struct mi *m, struct mi_parse *c, const char *cli)
 	for (i = 0; i < c->argc; i++)
 		if (!c->argv[i][0] || strspn(c->argv[i], "0123456789-") != strlen(c->argv[i]))
 			return mi_error(m, "Bad breakpoint number '%s'", c->argv[i]);
+	/* the CLI only says so and goes on, as GDB's; a front end wants the
+	 * error (and nothing done) */
+	for (i = 0; i < c->argc; i++)
+		if (!strchr(c->argv[i], '-') && !tm_bp_find(m->s, atoi(c->argv[i])))
+			return mi_error(m, "No breakpoint number %s.", c->argv[i]);
 	nums = join(c, 0);
 	if (!nums)
 		return mi_error(m, "Out of memory.");

@@ -14,6 +14,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,34 +25,109 @@ volatile sig_atomic_t tm_interrupted;
 
 /* ------------------------------------------------------------- output */
 
+int tm_paging_active(const struct tm_session *s)
+{
+	return s->set.pagination && s->set.height > 0 && s->interactive &&
+	       !s->batch && !s->out_fn && s->out == stdout &&
+	       isatty(fileno(s->out)) && isatty(STDIN_FILENO) && !s->page_off;
+}
+
+void tm_page_reset(struct tm_session *s)
+{
+	s->page_lines = 0;
+	s->page_off = 0;
+	s->page_quit = 0;
+}
+
+/*
+ * GDB's pager: after a page of lines, the question, answered by a line
+ * (RET: one more page, c: no more paging until the prompt, q: the rest of
+ * this command's output is dropped and it is interrupted, as GDB's Quit).
+ */
+static void page_prompt(struct tm_session *s)
+{
+	char buf[64];
+
+	fputs("--Type <RET> for more, q to quit, c to continue without paging--", s->out);
+	fflush(s->out);
+	if (!fgets(buf, sizeof(buf), stdin) || tm_interrupted) {
+		/* end of input or Ctrl-C: GDB's Quit */
+		clearerr(stdin);
+		buf[0] = 'q';
+		fputc('\n', s->out);
+	}
+	s->page_lines = 0;
+	switch (buf[0]) {
+	case 'q':
+	case 'Q':
+		s->page_quit = 1;
+		tm_interrupted = 1;
+		fputs("Quit\n", s->out);
+		fflush(s->out);
+		break;
+	case 'c':
+	case 'C':
+		s->page_off = 1;
+		break;
+	default:
+		break;
+	}
+}
+
+/* Writes text to stdout a page at a time. */
+static void paged_write(struct tm_session *s, const char *text)
+{
+	while (*text && !s->page_quit) {
+		const char *nl = strchr(text, '\n');
+		size_t l = nl ? (size_t)(nl - text) + 1 : strlen(text);
+
+		fwrite(text, 1, l, s->out);
+		text += l;
+		if (nl && tm_paging_active(s) && ++s->page_lines >= s->set.height - 1)
+			page_prompt(s);
+	}
+}
+
 void tm_vout(struct tm_session *s, int is_err, const char *fmt, va_list ap)
 {
 	char buf[1024];
 	char *big = NULL;
+	const char *text;
 	va_list cp;
 	int n;
 
-	if (s->out_fn) {
-		va_copy(cp, ap);
-		n = vsnprintf(buf, sizeof(buf), fmt, cp);
-		va_end(cp);
-		if (n >= (int)sizeof(buf)) {
-			big = malloc((size_t)n + 1);
-			if (big)
-				vsnprintf(big, (size_t)n + 1, fmt, ap);
-		}
-		s->out_fn(s, is_err, big ? big : buf);
-		free(big);
+	va_copy(cp, ap);
+	n = vsnprintf(buf, sizeof(buf), fmt, cp);
+	va_end(cp);
+	if (n < 0)
 		return;
+	if (n >= (int)sizeof(buf)) {
+		big = malloc((size_t)n + 1);
+		if (big)
+			vsnprintf(big, (size_t)n + 1, fmt, ap);
 	}
-	if (is_err) {
+	text = big ? big : buf;
+	if (s->log_fp) {
+		fputs(text, s->log_fp);
+		fflush(s->log_fp);
+	}
+	if (s->out_fn) {
+		s->out_fn(s, is_err, text);
+	} else if (is_err) {
 		/* Keep stdout and stderr in order when both go to one pipe. */
 		fflush(s->out);
-		vfprintf(s->err, fmt, ap);
+		fputs(text, s->err);
 		fflush(s->err);
+	} else if (s->log_fp && s->set.log_redirect) {
+		/* set logging redirect on: the file only */
+	} else if (s->page_quit) {
+		/* q at the pager: the rest of the command's output */
+	} else if (tm_paging_active(s)) {
+		paged_write(s, text);
 	} else {
-		vfprintf(s->out, fmt, ap);
+		fputs(text, s->out);
 	}
+	free(big);
 }
 
 void tm_out(struct tm_session *s, const char *fmt, ...)
@@ -63,7 +139,6 @@ void tm_out(struct tm_session *s, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* Error messages end with a newline added here, as GDB's do. */
 int tm_query(struct tm_session *s, const char *question)
 {
 	char buf[64];
@@ -74,8 +149,17 @@ int tm_query(struct tm_session *s, const char *question)
 	}
 	for (;;) {
 		tm_out(s, "%s(y or n) ", question);
-		if (!fgets(buf, sizeof(buf), stdin) || tm_interrupted)
-			return 0;
+		fflush(s->out);
+		if (!fgets(buf, sizeof(buf), stdin) || tm_interrupted) {
+			clearerr(stdin);
+			/* EOF answers yes in GDB; Ctrl-C (Quit) no */
+			if (tm_interrupted) {
+				tm_out(s, "\n");
+				return 0;
+			}
+			tm_out(s, "[answered Y; input not from terminal]\n");
+			return 1;
+		}
 		if (buf[0] == 'y' || buf[0] == 'Y')
 			return 1;
 		if (buf[0] == 'n' || buf[0] == 'N')
@@ -84,9 +168,33 @@ int tm_query(struct tm_session *s, const char *question)
 	}
 }
 
+int tm_confirm(struct tm_session *s, int from_tty, const char *question)
+{
+	if (!from_tty || !s->set.confirm || s->batch || !s->interactive ||
+	    s->out_fn || !isatty(STDIN_FILENO))
+		return 1;
+	/* the question is part of this page */
+	s->page_lines = 0;
+	return tm_query(s, question);
+}
+
+/* The sourced file a failing command came from: the innermost file among
+ * the sources (user commands and loop bodies run inside it). */
+static const struct tm_input *sourced_file(const struct tm_session *s)
+{
+	const struct tm_input *in;
+
+	for (in = s->in; in; in = in->prev)
+		if (in->fp && !in->readline && strcmp(in->name, "stdin"))
+			return in;
+	return NULL;
+}
+
+/* Error messages end with a newline added here, as GDB's do. */
 void tm_error(struct tm_session *s, const char *fmt, ...)
 {
-	char buf[2048];
+	const struct tm_input *src;
+	char buf[2048], where[1100] = "";
 	va_list ap;
 	int n;
 
@@ -101,13 +209,68 @@ void tm_error(struct tm_session *s, const char *fmt, ...)
 		n = (int)sizeof(buf) - 2;
 	buf[n] = '\n';
 	buf[n + 1] = 0;
+	/* GDB: "FILE:LINE: Error in sourced command file:" before an error
+	 * that stops a command file (not before a warning) */
+	if (!s->err_prefixed && strncasecmp(buf, "warning:", 8) &&
+	    (src = sourced_file(s))) {
+		s->err_prefixed = 1;
+		snprintf(where, sizeof(where), "%s:%u: Error in sourced command file:\n",
+			 src->name, src->line);
+	}
+	if (s->log_fp) {
+		fputs(where, s->log_fp);
+		fputs(buf, s->log_fp);
+		fflush(s->log_fp);
+	}
 	if (s->out_fn) {
+		if (*where)
+			s->out_fn(s, 1, where);
 		s->out_fn(s, 1, buf);
 		return;
 	}
 	fflush(s->out);
+	fputs(where, s->err);
 	fputs(buf, s->err);
 	fflush(s->err);
+}
+
+/* set logging enabled on: the file opened as set logging overwrite says. */
+int tm_logging_start(struct tm_session *s)
+{
+	const char *file = s->set.log_file ? s->set.log_file : "tmdb.txt";
+	FILE *fp;
+
+	if (s->log_fp) {
+		tm_out(s, "Currently logging to \"%s\".\n", file);
+		return 0;
+	}
+	fp = fopen(file, s->set.log_overwrite ? "w" : "a");
+	if (!fp) {
+		tm_error(s, "%s: %s.", file, strerror(errno));
+		return -1;
+	}
+	/* said on the terminal, before the output goes to the file */
+	tm_out(s, "%s output to %s.\n", s->set.log_redirect ? "Redirecting" : "Copying",
+	       file);
+	tm_out(s, "Copying debug output to %s.\n", file);
+	fflush(s->out);
+	s->log_fp = fp;
+	s->set.log_enabled = 1;
+	return 0;
+}
+
+void tm_logging_stop(struct tm_session *s)
+{
+	const char *file = s->set.log_file ? s->set.log_file : "tmdb.txt";
+
+	if (!s->log_fp) {
+		s->set.log_enabled = 0;
+		return;
+	}
+	fclose(s->log_fp);
+	s->log_fp = NULL;
+	s->set.log_enabled = 0;
+	tm_out(s, "Done logging to %s.\n", file);
 }
 
 /* ------------------------------------------------------------- lifetime */
@@ -180,6 +343,7 @@ struct tm_session *tm_session_new(void)
 	s->set.max_gap_lines = 10;
 	s->set.style = 1;
 	s->set.prompt = strdup("(tmdb) ");
+	s->next_skip = 1;
 	s->env.user = s;
 	s->env.lookup = session_lookup;
 	s->env.variable = tm_session_variable;
@@ -232,6 +396,17 @@ void tm_session_free(struct tm_session *s)
 	free(s->lks);
 	free(s->list_file);
 	free(s->set.prompt);
+	if (s->log_fp)
+		fclose(s->log_fp);
+	free(s->set.log_file);
+	free(s->x_name);
+	while (s->skips) {
+		struct skip *k = s->skips;
+
+		s->skips = k->next;
+		free(k->pattern);
+		free(k);
+	}
 	tm_tql_funcs_free(s->funcs);
 	free(s);
 }
@@ -259,6 +434,14 @@ int tm_need_trace(struct tm_session *s)
 
 int tm_command_needs_trace(struct tm_session *s, const struct cmd_entry *c)
 {
+	/* GDB: a program set and not running (not yet run, exited, killed)
+	 * is not run on by continue or step, whatever trace is loaded;
+	 * reverse execution and goto still browse what it sent. */
+	if ((c->flags & CMD_FORWARD) && s->live && s->live->prog && !s->live->pid &&
+	    (!s->probe || tm_probe_closed(s->probe))) {
+		tm_error(s, "The program is not being run.");
+		return -1;
+	}
 	if (s->probe || !(c->flags & CMD_NEEDS_TRACE))
 		return 0;
 	if (!s->live || !s->live->prog)
@@ -353,7 +536,9 @@ int tm_session_load(struct tm_session *s, const char *path)
 	s->nodes = p->ops->nodes(p);
 	s->trace_path = strdup(path);
 	p->ops->describe(p, &info);
-	tm_out(s, "Reading trace from %s...\n", path);
+	/* GDB's -batch is silent: no banner, no summary */
+	if (!s->batch)
+		tm_out(s, "Reading trace from %s...\n", path);
 	if (info.summary) {
 		const struct tm_summary *sum = info.summary;
 		uint64_t steps = sum->nevents ? sum->last_step - sum->first_step + 1 : 0;
@@ -372,13 +557,14 @@ int tm_session_load(struct tm_session *s, const char *path)
 		} else {
 			trace_warnings(s, path, sum);
 		}
-		if (p->ops->nranks)
+		if (p->ops->nranks && !s->batch)
 			tm_out(s, "%d ranks, ", p->ops->nranks(p));
-		tm_out(s, "%" PRIu64 " events in %" PRIu64 " step%s, "
-		       "%u nodes, %" PRIu64 " gap%s.\n",
-		       sum->nevents, steps, steps == 1 ? "" : "s",
-		       tm_nodetab_count(s->nodes), sum->ngaps,
-		       sum->ngaps == 1 ? "" : "s");
+		if (!s->batch)
+			tm_out(s, "%" PRIu64 " events in %" PRIu64 " step%s, "
+			       "%u nodes, %" PRIu64 " gap%s.\n",
+			       sum->nevents, steps, steps == 1 ? "" : "s",
+			       tm_nodetab_count(s->nodes), sum->ngaps,
+			       sum->ngaps == 1 ? "" : "s");
 	}
 	return 0;
 }

@@ -185,6 +185,7 @@ enum cmd_flags {
 	CMD_BLOCK = 1u << 2,         /* reads a body up to "end" */
 	CMD_FORMAT = 1u << 3,        /* takes /FMT itself (x/8f) */
 	CMD_PROGRAM = 1u << 4,       /* runs with a program set and no trace yet */
+	CMD_FORWARD = 1u << 5,       /* runs the program on: needs it running */
 };
 
 struct cmd_entry {
@@ -214,8 +215,23 @@ struct settings {
 	int max_gap_lines;
 	int style;              /* colour where the output is a terminal */
 	int trace_commands;     /* echo each command, '+' per nesting level */
+	int height;             /* lines in a page, 0: unlimited (set height) */
 	int print_pretty;       /* set print pretty: a tensor one field a line */
 	char *prompt;
+	/* set logging: copy (redirect: send) the output to log_file */
+	int log_enabled;
+	int log_overwrite;
+	int log_redirect;
+	char *log_file;
+};
+
+/* A skip entry: step passes over the calls of the modules it names. */
+struct skip {
+	struct skip *next;
+	int num;
+	int enabled;
+	int is_class;           /* matches the module's class, else its address */
+	char *pattern;
 };
 
 struct tm_session {
@@ -233,6 +249,7 @@ struct tm_session {
 	 * enum tm_inferior_event, status a wait status for TM_INF_EXITED */
 	void (*on_inferior)(struct tm_session *s, int what, long pid, int status);
 	void *ui;               /* the front end's own state (mi.c) */
+	void *ui_quiet;         /* an apply's output while it switches ranks */
 
 	/* the trace */
 	struct tm_probe *probe;
@@ -288,6 +305,25 @@ struct tm_session {
 	char **pending;         /* breakpoint commands to run after a stop */
 	size_t npending;
 	int pending_silent;
+	int starting;           /* start: its breakpoint waits for the nodes */
+	int intr_reported;      /* this Ctrl-C's "Interrupted." is out */
+	int err_prefixed;       /* this command's error has its FILE:LINE prefix */
+
+	/* paging (set height, set pagination): lines since the last prompt */
+	int page_lines;
+	int page_off;           /* "c" at the pager: no more until the prompt */
+	int page_quit;          /* "q" at the pager: output dropped until then */
+	FILE *log_fp;           /* set logging enabled on */
+
+	struct skip *skips;
+	int next_skip;
+
+	/* x with no address (Enter after x) goes on after the last element */
+	char *x_name;           /* the tensor x examined, NULL: none yet */
+	char x_fmtstr[32];      /* its "/NFU", "" for none */
+	uint64_t x_next;
+	int x_rank;
+	int64_t x_shape[TM_MAX_RANK];
 
 	/* list */
 	char *list_file;
@@ -317,6 +353,16 @@ void tm_error(struct tm_session *s, const char *fmt, ...)
 /* Asks question "(y or n)" on the terminal: 1 for yes; 0 for no, and
  * without a terminal (it says so, as GDB's query does). */
 int tm_query(struct tm_session *s, const char *question);
+/* tm_query where GDB asks: only with `set confirm on` at a terminal (the
+ * command typed there); else the answer is yes, as GDB's. */
+int tm_confirm(struct tm_session *s, int from_tty, const char *question);
+/* A new prompt: the pager counts the lines from here. */
+void tm_page_reset(struct tm_session *s);
+/* 1 where GDB would page: an interactive terminal, pagination on. */
+int tm_paging_active(const struct tm_session *s);
+/* Logging to a file (set logging): 0, or -1 after an error. */
+int tm_logging_start(struct tm_session *s);
+void tm_logging_stop(struct tm_session *s);
 void tm_vout(struct tm_session *s, int is_err, const char *fmt, va_list ap);
 int tm_need_trace(struct tm_session *s);
 /* A CMD_NEEDS_TRACE command without a trace: 0 lets it run (CMD_PROGRAM:
@@ -580,6 +626,8 @@ enum stop_why {
 	STOP_CRASH
 };
 void tm_after_stop(struct tm_session *s);
+/* start's temporary breakpoint at the root module's entry (nodes known). */
+int tm_start_tbreak(struct tm_session *s);
 /*
  * A stop as a front end sees it: report() fills one after printing the stop
  * and passes it to s->on_stop.  The breakpoint is copied (a tbreak is gone
@@ -603,6 +651,11 @@ enum tm_inferior_event {
 	TM_INF_EXITED,          /* it ended; status says how */
 	TM_INF_GONE             /* killed or detached: no exit status */
 };
+
+/* cmd-skip.c: does step pass over the event of node (a skipped module
+ * call entered after from, the playhead's node or TM_NODE_NONE)? */
+int tm_skip_event(struct tm_session *s, uint32_t node, uint32_t from);
+int tm_info_skip(struct tm_session *s, const char *args);
 
 /* cmd-inferior.c: the ranks of a distributed job */
 int tm_info_inferiors(struct tm_session *s, const char *args);
@@ -650,7 +703,8 @@ TM_CMD(apropos); TM_CMD(quit); TM_CMD(end); TM_CMD(capture);
 TM_CMD(level); TM_CMD(record); TM_CMD(dump);
 TM_CMD(heatmap); TM_CMD(plot); TM_CMD(x); TM_CMD(tui); TM_CMD(layout);
 TM_CMD(attach); TM_CMD(target); TM_CMD(detach); TM_CMD(kill); TM_CMD(inferior);
-TM_CMD(tty); TM_CMD(compare); TM_CMD(whatis); TM_CMD(ptype); TM_CMD(rbreak);
+TM_CMD(tty); TM_CMD(start); TM_CMD(advance); TM_CMD(skip); TM_CMD(save);
+TM_CMD(thread); TM_CMD(compare); TM_CMD(whatis); TM_CMD(ptype); TM_CMD(rbreak);
 #undef TM_CMD
 
 #endif /* TMDB_H */

@@ -8,8 +8,9 @@
  * Input: up to 16 lines, run by one fresh session over a small trace this
  * target writes once (events with stats, a gap, an annotation, a crash),
  * each with tm_execute as the CLI runs a typed line.  Commands that reach outside
- * the session -- start or attach a process, read or write files, quit, run
- * other lines later (define, commands, if, while) -- are skipped, so that
+ * the session -- start or attach a process, read or write files (save, set
+ * logging), quit, run other lines (define, commands, if, while, thread and
+ * inferior apply) -- are skipped, so that
  * an input can neither escape nor loop.  Properties: no crash, no sanitizer
  * report, no hang (libFuzzer's -timeout), and the session frees cleanly.
  * Built with standalone.c it replays corpus/cmd in `make check`.
@@ -31,7 +32,7 @@ static char trace[256];
 static const char *const blocked[] = {
 	"run", "attach", "target", "detach", "kill", "file", "source", "record",
 	"quit", "tui", "layout", "while", "if", "define", "document", "commands",
-	"shell", "cd", "capture", "level", NULL
+	"shell", "cd", "capture", "level", "save", "start", "thread", NULL
 };
 
 static void sink(struct tm_session *s, int is_err, const char *text)
@@ -183,6 +184,11 @@ static int allowed(struct tm_session *s, const char *line)
 	for (i = 0; c && blocked[i]; i++)
 		if (!strcmp(c->name, blocked[i]))
 			return 0;
+	/* inferior apply runs other lines; set logging writes a file */
+	line = tm_skip_ws(line + n);
+	if (c && ((!strcmp(c->name, "inferior") && !strncmp(line, "apply", 5)) ||
+		  (!strcmp(c->name, "set") && !strncmp(line, "log", 3))))
+		return 0;
 	return 1;
 }
 

@@ -31,7 +31,7 @@ needs_tmdb = pytest.mark.skipif(not TMDB or not os.path.exists(TMDB),
 # program (or each rank) starts, attaches and ends, how the trace is opened,
 # and how a breakpoint set before the program has nodes is announced
 # ("pending" live).
-_SETTING = re.compile(r"^(Starting program: |\[Process \d+ |Reading trace |Attaching to |"
+_SETTING = re.compile(r"^(Starting program: |\[Inferior \d+ \(process \d+\) |Reading trace |Attaching to |"
                       r"\[Attached to |\d+ (ranks, \d+ )?events in |End of trace\.|"
                       r"Program not running|(Temporary b|B)reakpoint \d+ (at |\()|"
                       r"tensormorph-probe: )")

@@ -54,7 +54,7 @@ def test_live_equals_replay(tmp_path, name):
         f"live:   {x}\nreplay: {y}" for x, y in zip(a, b, strict=False) if x != y)
     for what in expected:
         assert what in live.stdout, f"{what!r} not in the live session:\n{live.stdout}"
-    assert re.search(r"^\[Process \d+ exited normally\]$", live.stdout, re.M), live.stdout
+    assert re.search(r"^\[Inferior 1 \(process \d+\) exited normally\]$", live.stdout, re.M), live.stdout
     assert "Error" not in live.stderr, live.stderr
 
 
@@ -306,7 +306,7 @@ def test_ending_a_paused_run_leaves_a_whole_trace(tmp_path, how):
     assert "Breakpoint 1, model.layers.1.norm (out) at step 3" in live.stdout, live.stdout
     seq = int(re.search(r"^\$1 = (\d+)$", live.stdout, re.M).group(1))
     if how == "kill":
-        assert re.search(r"^\[Process \d+ killed\]$", live.stdout, re.M), live.stdout
+        assert re.search(r"^\[Inferior 1 \(process \d+\) killed\]$", live.stdout, re.M), live.stdout
     assert not list((run_dir / "tensormorph").iterdir()), "socket files left behind"
     shutil.rmtree(run_dir)
     replay = _tmdb(["-ex", "info probe", str(trace)])

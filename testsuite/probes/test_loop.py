@@ -49,7 +49,7 @@ def _session(tmp_path, name, cmds, level):
     live = _tmdb(["-x", str(HERE / "loop" / cmds), "--args", sys.executable, str(MODELS), name],
                  env=env, timeout=600)
     assert trace.exists(), live.stdout + live.stderr
-    assert re.search(r"^\[Process \d+ exited normally\]$", live.stdout, re.M), \
+    assert re.search(r"^\[Inferior 1 \(process \d+\) exited normally\]$", live.stdout, re.M), \
         live.stdout + live.stderr
     replay = _tmdb(["-x", str(HERE / "loop" / cmds), str(trace)])
     a = [x for x in comparable(live.stdout) if not _PROGRAM.match(x)]

@@ -60,8 +60,9 @@ def test_live_job_equals_replay(tmp_path, world, bad):
         assert what in live.stdout, f"{what!r} not in the live session:\n{live.stdout}"
     # no rank's NaN before the injected one: the stop is the job's first
     assert live.stdout.count("Breakpoint 1, ") == 1
-    assert re.search(r"^\[Process \d+ exited normally\]$", live.stdout, re.M), live.stdout
-    assert f"{world} ranks, " in replay.stdout
+    assert re.search(r"^\[Inferior 1 \(process \d+\) exited normally\]$", live.stdout, re.M), live.stdout
+    # (-batch prints no summary of what it loaded: the stop names the rank)
+    assert f"Breakpoint 1, @{bad}:model.proj (out) at step 3, fwd" in replay.stdout
 
 
 def _interactive(env, script_args, before_continue, settle=2.0, before_run=""):
@@ -112,7 +113,7 @@ def test_all_stop_pauses_every_rank(tmp_path):
     assert re.search(r"^\s+1\s+0\s+process \d+ \(pytorch\) \(paused\)", out, re.M), out
     assert re.search(r"^\*\s+2\s+1\s+process \d+ \(pytorch\) \(paused\)", out, re.M), out
     assert _longest_pause(tmp_path / "run.rank0.tmrun") > 1.5
-    assert re.search(r"^\[Process \d+ exited normally\]$", out, re.M), out
+    assert re.search(r"^\[Inferior 1 \(process \d+\) exited normally\]$", out, re.M), out
 
 
 @pytest.mark.slow
@@ -187,10 +188,10 @@ def test_manifest_errors(tmp_path, job):
 def test_directory_and_find_by_rank(job):
     """tmdb DIR replays the manifest in it; find conditions on rank: rank
     0's first NaN is a gradient DDP averaged with rank 1's."""
-    r = _tmdb(["-ex", "find rank == 0 && tensor.nan_count > 0", "-ex", "print rank",
-               "-ex", "print $_step", str(job)])
+    r = _tmdb(["-ex", "info inferiors", "-ex", "find rank == 0 && tensor.nan_count > 0",
+               "-ex", "print rank", "-ex", "print $_step", str(job)])
     out = r.stdout + r.stderr
-    assert "2 ranks, " in out
+    assert re.search(r"^  2    1     trace, \d+ events ", out, re.M), out
     # (a parameter's gradient is recorded as the backward ends, after DDP
     # averaged it, in the order the backward made them: the head's first)
     assert re.search(r"^@0:model\.head\.\w+ \(grad\) at step 3, bwd$", out, re.M), out
@@ -216,7 +217,8 @@ def test_record_live_job(tmp_path):
     assert re.search(r"^Recording stopped: \S+saved\.manifest, \d+ events\.$", out, re.M), out
     replay = _tmdb(["-ex", "info inferiors", "-ex", "break model.proj if tensor.nan_count > 0",
                     "-ex", "run", str(tmp_path / "saved.manifest")])
-    assert "2 ranks, " in replay.stdout, replay.stdout + replay.stderr
+    assert re.search(r"^  2    1     trace, \d+ events ", replay.stdout, re.M), \
+        replay.stdout + replay.stderr
     assert "saved.rank1.tmrun" in replay.stdout
     assert "Breakpoint 1, @1:model.proj (out) at step 3, fwd" in replay.stdout
 
