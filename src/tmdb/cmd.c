@@ -45,6 +45,7 @@ const struct cmd_entry *const tm_cmd_table[] = {
 	&cmd_condition_entry,
 	&cmd_ignore_entry,
 	&cmd_delete_entry,
+	&cmd_clear_entry,
 	&cmd_disable_entry,
 	&cmd_enable_entry,
 	&cmd_commands_entry,
@@ -86,6 +87,7 @@ const struct cmd_entry *const tm_cmd_table[] = {
 	&cmd_kill_entry,
 	&cmd_inferior_entry,
 	&cmd_tty_entry,
+	&cmd_new_ui_entry,
 };
 const size_t tm_cmd_count = sizeof(tm_cmd_table) / sizeof(tm_cmd_table[0]);
 

@@ -17,6 +17,7 @@
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 
 /* ------------------------------------------------------------- mi-parse.c */
 
@@ -124,6 +125,11 @@ struct mi {
 	size_t npend, cappend;  /* their resolution with =breakpoint-modified */
 	struct mi_input *in;    /* the stdin reader thread */
 	struct mi_buf post;     /* records after the result and its prompt */
+	FILE *fp;               /* the records go here: stdout, or new-ui's tty */
+	int secondary;          /* new-ui: the command line is the main UI */
+	int cli_running;        /* new-ui: *running said for the command line's resume */
+	int fin_held;           /* finish stopped: *stopped after its text */
+	size_t fin_hist;        /* the value history's size then */
 };
 
 /* mi.c: helpers for the commands */

@@ -118,6 +118,7 @@ void tm_bp_free(struct bp *b)
 	if (!b)
 		return;
 	free(b->where);
+	free(b->src_file);
 	free(b->cond_src);
 	tm_breakpoint_clear(&b->core);
 	if (b->wexpr) {
