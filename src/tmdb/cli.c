@@ -363,7 +363,7 @@ char *tm_cli_readline(struct tm_session *s, const char *prompt)
 	}
 	if (!line)
 		return NULL;
-	if (*tm_skip_ws(line)) {
+	if (*tm_skip_ws(line) && strncmp(tm_skip_ws(line), "server ", 7)) {
 		last = history_length ? history_get(history_base + history_length - 1) : NULL;
 		if (!last || strcmp(last->line, line))
 			add_history(line);

@@ -482,6 +482,11 @@ int tm_execute(struct tm_session *s, const char *line, int from_tty)
 	size_t wl;
 	int rc;
 
+	/* GDB's "server " prefix, which front ends put before their own
+	 * commands (Vim's termdebug: "server new-ui mi PTY"): the command
+	 * itself, kept out of the history (cli.c) */
+	if (!strncmp(p, "server ", 7))
+		p = tm_skip_ws(p + 7);
 	if (!*p || *p == '#')
 		return 0;
 	if (s->set.trace_commands)

@@ -416,10 +416,7 @@ int mi_cli(struct mi *m, struct mi_buf *sink, const char *fmt, ...)
 	vsnprintf(line.p, (size_t)n + 1, fmt, ap);
 	va_end(ap);
 	m->sink = sink;
-	/* GDB's "server " prefix (keeps a command out of the history, which
-	 * front ends use) means nothing more here. */
-	rc = tm_execute(m->s, strncmp(line.p, "server ", 7) ? line.p :
-			line.p + 7, 0);
+	rc = tm_execute(m->s, line.p, 0);
 	m->sink = old;
 	free(line.p);
 	return rc;
