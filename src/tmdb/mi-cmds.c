@@ -837,6 +837,8 @@ static int exec_cli(struct mi *m, struct mi_parse *c, const char *fwd,
 
 	if (rev && !bwd)
 		return mi_error(m, "-%s: --reverse is not supported.", c->op);
+	if (!rev && mi_program_gone(m))
+		return mi_error(m, "The program is not being run.");
 	rest = join(c, first);
 	if (!rest)
 		return mi_error(m, "Out of memory.");
@@ -859,7 +861,7 @@ static int mi_exec_run(struct mi *m, struct mi_parse *c)
 		long pid = (long)tm_probe_pid(m->s->probe);
 
 		m->replay_started = 1;
-		printf("=thread-group-started,id=\"i1\",pid=\"%ld\"\n"
+		fprintf(m->fp, "=thread-group-started,id=\"i1\",pid=\"%ld\"\n"
 		       "=thread-created,id=\"1\",group-id=\"i1\"\n", pid ? pid : 1);
 	}
 	for (i = 0; i < c->argc; i++)
@@ -910,7 +912,7 @@ static int mi_exec_until(struct mi *m, struct mi_parse *c)
 static int mi_exec_interrupt(struct mi *m, struct mi_parse *c)
 {
 	(void)c;
-	if (!m->s->probe)
+	if (!m->s->probe || mi_program_gone(m))
 		return mi_error(m, "The program is not being run.");
 	return 0;
 }

@@ -817,6 +817,7 @@ static void mi_on_inferior(struct tm_session *s, int what, long pid, int status)
 	mi_flush_console(m, 0);
 	if (what == TM_INF_STARTED) {
 		m->exit_known = 0;
+		m->end_said = 0;
 		mi_buf_printf(b, "=thread-group-started,id=\"i1\",pid=\"%ld\"\n", pid);
 		mi_buf_puts(b, "=thread-created,id=\"1\",group-id=\"i1\"\n");
 	} else {
@@ -950,6 +951,12 @@ static void mi_on_stop(struct tm_session *s, const struct tm_stop *st)
 		s->probe->ops->describe(s->probe, &pi);
 		int ended = m->exit_known && mi_is_live(m);
 
+		if (mi_is_live(m)) {
+			/* said once: moving on from here is refused
+			 * (mi_program_gone), not a second exit */
+			m->end_said = 1;
+			m->end_seq = s->have_cur ? s->cur.seq : 0;
+		}
 		if (ended && WIFSIGNALED(m->exit_status)) {
 			/* a program tmdb started died: GDB's exited-signalled */
 			mi_kv(b, "reason", "exited-signalled");
@@ -1013,6 +1020,20 @@ static void mi_on_stop(struct tm_session *s, const struct tm_stop *st)
 	m->stopped = 1;
 	if (!m->in_cmd || m->running_sent)
 		emit(m, b);
+}
+
+/*
+ * A live program whose end was reported, with the playhead still there:
+ * GDB's "The program is not being run." for what would move it forward
+ * (an -exec-continue, or an -exec-interrupt that raced the end, would
+ * otherwise report a second exit).
+ */
+int mi_program_gone(struct mi *m)
+{
+	struct tm_session *s = m->s;
+
+	return m->end_said && mi_is_live(m) && tm_probe_closed(s->probe) &&
+	       (!s->have_cur || s->cur.seq == m->end_seq);
 }
 
 /* -target-attach: the model is paused; GDB reports the attach as a stop. */
