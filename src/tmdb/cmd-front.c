@@ -144,6 +144,11 @@ static int cmd_new_ui_exec(struct tm_session *s, const char *args, int from_tty)
 	}
 	memcpy(interp, args, n);
 	interp[n] = 0;
+	/* the second UI is served while the command line waits for a key */
+	if (!s->interactive) {
+		tm_error(s, "new-ui needs tmdb's command line at a terminal.");
+		return -1;
+	}
 	if (tm_mi_new_ui(s, interp, tty))
 		return -1;
 	tm_out(s, "New UI allocated\n");

@@ -1251,7 +1251,8 @@ int tm_mi_new_ui(struct tm_session *s, const char *interp, const char *tty)
 		return -1;
 	}
 	if (s->ui) {
-		tm_error(s, "tmdb has a second UI already; it takes one.");
+		tm_error(s, "This session has its MI (or DAP) already; new-ui adds "
+			 "one beside the command line.");
 		return -1;
 	}
 	fd = open(tty, O_RDWR | O_NOCTTY | O_CLOEXEC);
