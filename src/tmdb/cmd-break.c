@@ -948,7 +948,7 @@ static int cmd_clear_exec(struct tm_session *s, const char *args, int from_tty)
 		tm_error(s, "No breakpoint at %s.", *args ? args : want);
 		return -1;
 	}
-	tm_out(s, "Deleted breakpoint%s%s \n", n > 1 ? "s" : "", nums);
+	tm_out(s, "Deleted breakpoint%s%s\n", n > 1 ? "s" : "", nums);
 	return 0;
 }
 
