@@ -66,12 +66,6 @@ int tm_bp_bind(struct tm_session *s, struct bp *b, const char *where, int quiet)
 	return 0;
 }
 
-/*
- * A pending breakpoint (no node matched when it was set) and a live
- * process announced nodes since: bind again, and when it resolves, compile
- * its condition then, against the nodes it may name.  0 when b cannot
- * fire (its condition does not compile: it is disabled).
- */
 /* Binds b's location to the nodes known now, quietly; 0 when it binds.
  * FILE:LINE is resolved again first: more modules may hold the line. */
 static int bp_rebind(struct tm_session *s, struct bp *b)
@@ -85,6 +79,12 @@ static int bp_rebind(struct tm_session *s, struct bp *b)
 	       tm_bp_bind(s, b, loc, 1);
 }
 
+/*
+ * A pending breakpoint (no node matched when it was set) and a live
+ * process announced nodes since: bind again, and when it resolves, compile
+ * its condition then, against the nodes it may name.  0 when b cannot
+ * fire (its condition does not compile: it is disabled).
+ */
 static int bp_resolve(struct tm_session *s, struct bp *b)
 {
 	tm_tql_prog *cond = NULL;
@@ -447,6 +447,8 @@ int tm_bp_change(struct tm_session *s, struct bp *b, const struct tm_bp_spec *sp
 		free(b->where);
 		b->where = tmp.where;
 		b->pending = 0;
+		free(b->src_file);      /* a node address now */
+		b->src_file = NULL;
 	}
 	if (what & TM_BP_SET_COND) {
 		tm_breakpoint_set_cond(&b->core, prog);
