@@ -63,4 +63,5 @@ if [ -n "${TM_PYTEST_FILES:-}" ]; then
 else
 	set -- "$top_srcdir/testsuite/probes" --ignore="$top_srcdir/testsuite/probes/test_live.py" "$@"
 fi
-exec "$PYTHON" -m pytest -q -p no:cacheprovider "$@"
+# the slowest tests in the log: where the CI time goes
+exec "$PYTHON" -m pytest -q -p no:cacheprovider --durations=25 "$@"
