@@ -96,6 +96,12 @@ def main() -> None:
             with torch.no_grad():
                 model.module.fc.weight.mul_(1.001)
     dist.barrier()
+    # DDP's reducer holds the process group.  Dropped last, at the end of
+    # main(), it destroys the group with the GIL held, while gloo's worker
+    # thread may still need the GIL to free a finished collective: torch
+    # then hangs at exit, now and then.  Dropped first, the group is freed
+    # by destroy_process_group, which releases the GIL.
+    del model, opt
     dist.destroy_process_group()
 
 

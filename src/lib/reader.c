@@ -712,71 +712,6 @@ bad:
 	return TM_ERR_NO_INDEX;
 }
 
-/* Scan path: chunk headers from the start until the end or the first damage. */
-static int scan_chunks(tm_reader *r)
-{
-	uint64_t off = TMRUN_FILE_HEADER_SIZE;
-	size_t cap = 0;
-	int err;
-
-	while (off < r->sum.file_bytes) {
-		uint8_t hdr[TMRUN_CHUNK_HEADER_SIZE];
-		struct tmrun_chunk c;
-
-		/* An intact trailer says where the chunks that hold records
-		 * end: damage after that (INDEX, SUMMARY) loses no event. */
-		if (r->have_trailer && off == r->trailer_index_off) {
-			r->sum.complete = 1;
-			break;
-		}
-		if (r->sum.file_bytes - off < TMRUN_CHUNK_HEADER_SIZE) {
-			/* A trailer alone at the end means a closed file whose
-			 * index we could not use; anything else was cut off. */
-			if (r->sum.file_bytes - off == TMRUN_TRAILER_SIZE)
-				break;
-			err = TM_ERR_TRUNCATED;
-			goto damaged;
-		}
-		if ((err = read_at(r, hdr, sizeof(hdr), off)) != TM_OK)
-			goto damaged;
-		err = tmrun_chunk_header_decode(hdr, &c);
-		if (err == TM_ERR_BAD_MAGIC && r->sum.file_bytes - off == TMRUN_TRAILER_SIZE)
-			break;
-		if (err)
-			goto damaged;
-		c.offset = off;
-		if (c.stored_len > r->sum.file_bytes - off - TMRUN_CHUNK_HEADER_SIZE) {
-			err = TM_ERR_TRUNCATED;
-			goto damaged;
-		}
-		if (c.type == TMRUN_CHUNK_META || c.type == TMRUN_CHUNK_EVENTS) {
-			if ((err = add_chunk(r, &c, &cap)))
-				return err;
-		}
-		/* a SUMMARY with room for the trailer after it: the writer
-		 * finished, whatever became of the trailer since */
-		if (c.type == TMRUN_CHUNK_SUMMARY && r->sum.file_bytes >= TMRUN_TRAILER_SIZE &&
-		    off + TMRUN_CHUNK_HEADER_SIZE + c.stored_len ==
-		    r->sum.file_bytes - TMRUN_TRAILER_SIZE)
-			r->sum.complete = 1;
-		off += TMRUN_CHUNK_HEADER_SIZE + c.stored_len;
-	}
-	if (off >= r->sum.file_bytes - (r->sum.file_bytes > TMRUN_TRAILER_SIZE ?
-					TMRUN_TRAILER_SIZE : 0) && r->have_trailer)
-		r->sum.complete = 1;
-	return TM_OK;
-damaged:
-	r->sum.damaged = 1;
-	r->sum.damage_err = err;
-	r->sum.damage_offset = off;
-	if (r->flags & TM_READER_STRICT)
-		return rfail(r, err, "%s: chunk at offset %llu: %s", r->path,
-			     (unsigned long long)off, tm_strerror(err));
-	return TM_OK;
-}
-
-/* ------------------------------------------------------------- salvage */
-
 /* Notes a region the resyncing scan could not read (at most 256 kept). */
 static int note_skip(tm_reader *r, uint64_t off, uint64_t end, int err)
 {
@@ -849,11 +784,13 @@ static int find_header(tm_reader *r, uint64_t from, uint64_t *found)
 }
 
 /*
- * Recovery's scan: like scan_chunks, but a damaged or cut chunk header
- * does not end it: the region up to the next intact header is noted and
- * skipped, so that one flipped byte loses one chunk, not the rest.
+ * The walk over the chunk headers from the start.  The normal scan stops at
+ * the first damaged or cut header: the chunks before it are kept and the
+ * damage is noted (an error in strict mode).  Recovery's scan (salvage)
+ * notes the region up to the next intact header and goes on, so that one
+ * flipped byte loses one chunk, not the rest.
  */
-static int salvage_scan(tm_reader *r)
+static int scan_chunks(tm_reader *r, int salvage)
 {
 	uint64_t off = TMRUN_FILE_HEADER_SIZE;
 	size_t cap = 0;
@@ -863,20 +800,26 @@ static int salvage_scan(tm_reader *r)
 		struct tmrun_chunk c;
 		uint64_t next;
 
+		/* An intact trailer says where the chunks that hold records
+		 * end: damage after that (INDEX, SUMMARY) loses no event. */
 		if (r->have_trailer && off == r->trailer_index_off) {
 			r->sum.complete = 1;
 			break;
 		}
+		/* A trailer alone at the end means a closed file whose index
+		 * could not be used; recovery wants its magic to believe it. */
 		if (r->sum.file_bytes - off == TMRUN_TRAILER_SIZE) {
 			uint8_t tr[TMRUN_TRAILER_SIZE];
 
-			if (read_at(r, tr, sizeof(tr), off) == TM_OK &&
-			    !memcmp(tr + 24, tmrun_end_magic, 8))
+			if (!salvage || (read_at(r, tr, sizeof(tr), off) == TM_OK &&
+					 !memcmp(tr + 24, tmrun_end_magic, 8)))
 				break;
 		}
 		err = header_at(r, off, &c);
 		if (err == TM_ERR_NOMEM)
 			return err;
+		if (err && !salvage)
+			goto damaged;
 		if (err) {
 			if (find_header(r, off + 1, &next) != TM_OK)
 				next = r->sum.file_bytes;
@@ -900,7 +843,17 @@ static int salvage_scan(tm_reader *r)
 	if (r->have_trailer && off >= r->trailer_index_off)
 		r->sum.complete = 1;
 	return TM_OK;
+damaged:
+	r->sum.damaged = 1;
+	r->sum.damage_err = err;
+	r->sum.damage_offset = off;
+	if (r->flags & TM_READER_STRICT)
+		return rfail(r, err, "%s: chunk at offset %llu: %s", r->path,
+			     (unsigned long long)off, tm_strerror(err));
+	return TM_OK;
 }
+
+/* ------------------------------------------------------------- salvage */
 
 int tmrun_reader_open_salvage(const char *path, tm_reader **out, char **detail)
 {
@@ -1202,7 +1155,7 @@ int tm_reader_open(const char *path, unsigned flags, tm_reader **out, char **det
 	if (err) {
 		r->sum.indexed = 0;
 		r->sum.complete = 0;
-		err = flags & TMRUN_READER_SALVAGE ? salvage_scan(r) : scan_chunks(r);
+		err = scan_chunks(r, !!(flags & TMRUN_READER_SALVAGE));
 		if (err != TM_OK)
 			goto fail;
 	}
