@@ -143,6 +143,8 @@ int tm_breakpoint_cond_portable(const tm_tql_prog *cond, const char **why)
 
 	if (tm_tql_uses_lookup(cond))
 		w = "addressed terms are evaluated by the debugger";
+	else if (tm_tql_uses_reference(cond))
+		w = "reference terms are evaluated by the debugger";
 	else if (tm_tql_uses_variables(cond))
 		w = "$variables are evaluated by the debugger";
 	if (why)

@@ -198,6 +198,13 @@ int tm_flight__add_trigger(struct tm_flight *f, const char *text,
 			tm_address_free(t->addr);
 			return fail(errors, "addressed terms are not allowed in a trigger", cond);
 		}
+		/* nor a reference, which only a debugger loads */
+		if (tm_tql_uses_reference(t->cond)) {
+			tm_tql_free(t->cond);
+			tm_address_free(t->addr);
+			return fail(errors, "reference terms (ref., maxabsdiff(), ...) are not "
+				    "allowed in a trigger", cond);
+		}
 	}
 	t->src = dup_str(text, strlen(text));
 	if (!t->src) {

@@ -18,5 +18,6 @@
 #include "tm-breakpoint.h"
 #include "tm-server.h"
 #include "tm-manifest.h"
+#include "tm-compare.h"
 
 #endif /* TENSORMORPH_H */

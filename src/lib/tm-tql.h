@@ -59,6 +59,10 @@ struct tm_tql_value {
  * not a missing record either. */
 #define TM_TQL_OVERFLOW (1u << 17)
 #define TM_TQL_DIV_ZERO (1u << 18)
+/* Bits 19..23 are tm-compare.h's TM_REF_* (why there is no aligned
+ * reference), and TM_TQL_SHAPES: the run's and the reference's contents
+ * differ in size ("shapes differ"). */
+#define TM_TQL_SHAPES (1u << 23)
 /* Why stat (enum tm_stat) is absent from a tensor of ev (NULL: unknown). */
 uint32_t tm_tql_absent_reason(const struct tm_event *ev, int stat);
 
@@ -110,6 +114,19 @@ struct tm_tql_env {
 	 */
 	const struct tm_annot *(*annotation)(void *user, const struct tm_event *ev,
 					     const char *key);
+	/*
+	 * A run beside a reference (tm-compare.h): the tensor in slot of the
+	 * reference event aligned with ev, with its contents (payload) when
+	 * contents is 1; NULL with *reason (TM_REF_* bits, gap reasons,
+	 * TM_GAP_LEVEL for contents not captured) when there is none.  NULL
+	 * here makes every ref. term unknown with reason TM_REF_NONE.  ev is
+	 * NULL when no event or no tensor is in focus: the answer is NULL
+	 * with the reason (TM_REF_NONE without a reference, else 0).
+	 */
+	const struct tm_tensor *(*reference)(void *user, const struct tm_event *ev,
+					     struct tm_slot slot, int contents,
+					     const struct tm_event **ref_event,
+					     uint32_t *reason);
 };
 
 struct tm_tql_ctx {
@@ -168,6 +185,8 @@ int tm_tql_disassemble(const tm_tql_prog *p, FILE *out);
 /* Does the program read addressed terms (needs env->lookup, or
  * env->lookup_step for max/min/spread over "@*:")? */
 int tm_tql_uses_lookup(const tm_tql_prog *p);
+/* Does it read the reference (ref.*, maxabsdiff(), ...: env->reference)? */
+int tm_tql_uses_reference(const tm_tql_prog *p);
 /* Does it read $variables or value history (needs env->variable)? */
 int tm_tql_uses_variables(const tm_tql_prog *p);
 

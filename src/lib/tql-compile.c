@@ -61,7 +61,8 @@ static const char *const efield_names[EF__COUNT] = {
 
 enum {
 	B_ABS = 0, B_SQRT, B_LOG, B_LOG2, B_LOG10, B_EXP, B_MIN, B_MAX,
-	B_ISNAN, B_ISINF, B_ISFINITE, B_PREV, B_DELTA, B_SPREAD, B__COUNT
+	B_ISNAN, B_ISINF, B_ISFINITE, B_PREV, B_DELTA, B_SPREAD,
+	B_RELDIFF, B_MAXABSDIFF, B_RELERR, B_COSINE, B__COUNT
 };
 
 static const struct {
@@ -76,6 +77,9 @@ static const struct {
 	[B_ISFINITE] = { "isfinite", 1, 1 },
 	[B_PREV] = { "prev", 1, 1 }, [B_DELTA] = { "delta", 1, 1 },
 	[B_SPREAD] = { "spread", 1, 1 },
+	/* a run beside a reference: max 0 with min 0 is checked as "none" */
+	[B_RELDIFF] = { "reldiff", 2, 2 }, [B_MAXABSDIFF] = { "maxabsdiff", 0, 0 },
+	[B_RELERR] = { "relerr", 0, 0 }, [B_COSINE] = { "cosine", 0, 0 },
 };
 
 int tql_builtin_find(const char *name, size_t len)
@@ -516,6 +520,16 @@ static void gen_call(struct tql_gen *g, const struct tql_node *n)
 		break;
 	}
 	switch (n->aux) {
+	case B_RELDIFF:
+		gen_conv(g, n->args, TM_TQL_NUM);
+		gen_conv(g, n->args->next, TM_TQL_NUM);
+		emit(g, OP_RELDIFF, 0, 0);
+		return;
+	case B_MAXABSDIFF:
+	case B_RELERR:
+	case B_COSINE:
+		emit(g, OP_CMP_CONTENTS, (uint16_t)(n->aux - B_MAXABSDIFF), 0);
+		return;
 	case B_ABS:
 		gen_conv(g, n->args, n->type);
 		emit(g, n->type == TM_TQL_INT ? OP_ABS_I : OP_ABS_N, 0, 0);
@@ -566,6 +580,8 @@ static void gen(struct tql_gen *g, const struct tql_node *n)
 	case N_WORD:
 		if (n->res == R_ADDR)
 			emit(g, OP_ADDR, 0, n->aux);
+		else if (n->res == R_REF)
+			emit(g, OP_REF, (uint16_t)n->aux, 0);
 		else if (n->res == R_EVENT)
 			emit(g, OP_EFIELD, (uint16_t)n->aux,
 			     n->aux == EF_ANNOT ? (uint32_t)(n->word.s - g->p->pool) : 0);
@@ -1245,6 +1261,22 @@ static int check_word(struct tql_cc *cc, struct tql_node *n)
 		unknown_name(cc, n, "field");
 		return T_ERR;
 	}
+	/* ref.tensor.FIELD: the aligned reference event's (tm-compare.h) */
+	if (n->word.len > 4 && !memcmp(n->word.s, "ref.", 4)) {
+		if (n->word.len > 11 && !memcmp(n->word.s + 4, "tensor.", 7) &&
+		    !memchr(n->word.s + 11, '.', n->word.len - 11) &&
+		    !memchr(n->word.s, ':', n->word.len) &&
+		    (f = tensor_field(n->word.s + 11, n->word.len - 11)) >= 0) {
+			n->res = R_REF;
+			n->aux = (uint32_t)f;
+			cc->prog->uses_reference = 1;
+			return tensor_field_type(f);
+		}
+		tql_error(cc, n->lo, n->lo, n->hi, 0, 0,
+			  "'ref.' reads the reference's tensor in focus: ref.tensor.FIELD, "
+			  "e.g. 'ref.tensor.mean'");
+		return T_ERR;
+	}
 	if (n->word.len > 7 && !memcmp(n->word.s, "tensor.", 7) &&
 	    !memchr(n->word.s + 7, '.', n->word.len - 7) &&
 	    !memchr(n->word.s, ':', n->word.len)) {
@@ -1469,7 +1501,8 @@ static int check_call(struct tql_cc *cc, struct tql_node *n)
 			else
 				tql_error(cc, n->lo, n->lo, n->lo + n->word.len, 0, 0,
 					  "unknown function '%.*s' (functions: abs sqrt log log2 "
-					  "log10 exp min max spread isnan isinf isfinite prev delta, "
+					  "log10 exp min max spread isnan isinf isfinite prev delta "
+					  "reldiff maxabsdiff relerr cosine, "
 					  "and those loaded with tql-function load)",
 					  (int)n->word.len, n->word.s);
 			return T_ERR;
@@ -1520,11 +1553,24 @@ static int check_call(struct tql_cc *cc, struct tql_node *n)
 			  "e.g. 'spread(@*:model.fc.weight:data.l2)'");
 		return T_ERR;
 	}
+	if (b >= B_MAXABSDIFF && b <= B_COSINE) {
+		if (n->nargs) {
+			tql_error(cc, n->lo, n->lo, n->hi, 0, 0,
+				  "'%s' takes no argument: it compares the contents of the "
+				  "tensor in focus with the reference's", builtins[b].name);
+			return T_ERR;
+		}
+		n->res = R_BUILTIN;
+		n->aux = (uint32_t)b;
+		cc->prog->uses_reference = 1;
+		return TM_TQL_NUM;
+	}
 	if (n->nargs < builtins[b].min ||
 	    (builtins[b].max && n->nargs > builtins[b].max)) {
-		if (builtins[b].max == 1)
+		if (builtins[b].max == 1 || builtins[b].max == 2)
 			tql_error(cc, n->lo, n->lo, n->hi, 0, 0,
-				  "'%s' takes 1 argument, not %u", builtins[b].name, n->nargs);
+				  "'%s' takes %u argument%s, not %u", builtins[b].name,
+				  builtins[b].max, builtins[b].max == 1 ? "" : "s", n->nargs);
 		else
 			tql_error(cc, n->lo, n->lo, n->hi, 0, 0,
 				  "'%s' takes at least 1 argument", builtins[b].name);
@@ -1627,7 +1673,8 @@ static int check(struct tql_cc *cc, struct tql_node *n)
 	}
 	n->type = (uint8_t)t;
 	if (t != T_ERR && (n->kind == N_UNARY || n->kind == N_BINARY ||
-			   (n->kind == N_CALL && n->res == R_BUILTIN)) && all_const(n))
+			   (n->kind == N_CALL && n->res == R_BUILTIN &&
+			    !(n->aux >= B_MAXABSDIFF && n->aux <= B_COSINE))) && all_const(n))
 		fold(cc, n);
 	return t;
 }
@@ -1699,6 +1746,11 @@ int tm_tql_result_type(const tm_tql_prog *p)
 int tm_tql_uses_lookup(const tm_tql_prog *p)
 {
 	return p ? p->uses_lookup : 0;
+}
+
+int tm_tql_uses_reference(const tm_tql_prog *p)
+{
+	return p ? p->uses_reference : 0;
 }
 
 int tm_tql_uses_variables(const tm_tql_prog *p)

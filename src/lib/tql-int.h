@@ -106,6 +106,7 @@ enum tql_resolved {
 	R_EXTERN,       /* aux = index into the funcs registry */
 	R_PREV,         /* aux = site */
 	R_DELTA,        /* aux = site */
+	R_REF,          /* ref.tensor.FIELD: aux = stat or TF_* */
 	R_RANKSET       /* "@*:" argument of max/min/spread: aux = first index
 			 * into the addressed-term table, nargs = how many
 			 * (one per rank, in rank order) */
@@ -190,6 +191,7 @@ struct tm_tql_prog {
 	struct tql_hist hist;
 	uint8_t result_type;
 	uint8_t uses_lookup;
+	uint8_t uses_reference;         /* ref.*, maxabsdiff(), ... */
 	char scratch[2][TM_ADDRESS_MAX + 1];  /* NUL-terminated copies for =~ */
 	/* The last =~ pattern, parsed: a constant pattern is parsed once, not
 	 * at every evaluation (the VM does not allocate per event). */

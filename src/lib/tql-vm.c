@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "tm-address.h"
+#include "tm-compare.h"
 #include "tql-int.h"
 
 enum {
@@ -679,6 +680,59 @@ void tql_run(tm_tql_prog *p, const struct tql_insn *code,
 		sp++;
 		DISPATCH();
 	}
+	L_REF: {
+		const struct tm_tensor *t = NULL;
+		const struct tm_event *rev = NULL;
+		uint32_t reason = TM_REF_NONE;
+		struct tm_slot slot;
+
+		if (ctx && ctx->env && ctx->env->reference) {
+			/* nothing in focus: only the reason (no reference?) */
+			slot = tensor ? tensor->slot : (struct tm_slot){ 0, 0 };
+			reason = 0;
+			t = ctx->env->reference(ctx->env->user,
+						tensor ? ctx->event : NULL, slot, 0,
+						&rev, &reason);
+		}
+		if (t)
+			tensor_field(rev, t, in.a, sp);
+		else
+			set_unknown(sp, reason);
+		sp++;
+		DISPATCH();
+	}
+	L_RELDIFF:
+		BINARY();
+		set_num(a, tm_reldiff(a->v.d, b->v.d));
+		DISPATCH();
+	L_CMP_CONTENTS: {
+		const struct tm_tensor *t = NULL;
+		const struct tm_event *rev = NULL;
+		uint32_t reason = TM_REF_NONE;
+		struct tm_contents_diff d;
+		int rc;
+
+		if (ctx && ctx->env && ctx->env->reference) {
+			reason = 0;
+			t = ctx->env->reference(ctx->env->user,
+						tensor ? ctx->event : NULL,
+						tensor ? tensor->slot : (struct tm_slot){ 0, 0 },
+						1, &rev, &reason);
+		}
+		if (!t) {
+			set_unknown(sp++, reason);
+			DISPATCH();
+		}
+		rc = tm_contents_diff(tensor, t, &d);
+		if (rc == TM_ERR_INVALID_ARG)
+			set_unknown(sp, TM_TQL_SHAPES);
+		else if (rc)
+			set_unknown(sp, TM_GAP_LEVEL);
+		else
+			set_num(sp, in.a == 0 ? d.maxabsdiff : in.a == 1 ? d.relerr : d.cosine);
+		sp++;
+		DISPATCH();
+	}
 	L_VAR:
 		/* the environment's answer is checked like any input */
 		if (!ctx || !ctx->env || !ctx->env->variable ||
@@ -1004,6 +1058,11 @@ int tm_tql_reason_format(uint32_t reason, char *buf, size_t len)
 		{ TM_TQL_NO_FINITE, "no finite elements" },
 		{ TM_TQL_OVERFLOW, "integer overflow" },
 		{ TM_TQL_DIV_ZERO, "division by zero" },
+		{ TM_REF_NONE, "no reference" },
+		{ TM_REF_NO_NODE, "no reference node" },
+		{ TM_REF_NO_EVENT, "no reference event" },
+		{ TM_REF_UNMAPPED, "unmapped" },
+		{ TM_TQL_SHAPES, "shapes differ" },
 	};
 	uint32_t gap = reason & (uint32_t)TM_GAP__ALL;
 	size_t i, off;
@@ -1013,7 +1072,7 @@ int tm_tql_reason_format(uint32_t reason, char *buf, size_t len)
 		return TM_ERR_INVALID_ARG;
 	buf[0] = 0;
 	if (!(reason & ((uint32_t)TM_GAP__ALL | TM_TQL_NO_FINITE | TM_TQL_OVERFLOW |
-			TM_TQL_DIV_ZERO))) {
+			TM_TQL_DIV_ZERO | TM_REF__ALL | TM_TQL_SHAPES))) {
 		n = snprintf(buf, len, "not recorded");
 		return n < 0 || (size_t)n >= len ? TM_ERR_INVALID_ARG : TM_OK;
 	}

@@ -503,6 +503,7 @@ static int info_stack(struct tm_session *s, const char *args)
 
 static const struct info_sub subs[] = {
 	{ "breakpoints", info_breakpoints, 0, "Status of breakpoints and watchpoints." },
+	{ "compare", tm_info_compare, 1, "The run against the reference: what aligns, where it first diverges." },
 	{ "display", info_display, 0, "Expressions to display at each stop." },
 	{ "event", info_event, 1, "The event at the playhead and all its tensors." },
 	{ "frame", info_frame, 1, "The selected frame of the module call stack." },

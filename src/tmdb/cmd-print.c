@@ -310,6 +310,8 @@ static int cmd_print_exec(struct tm_session *s, const char *args, int from_tty)
 	n = tm_history_add(s, &v);
 	tm_out(s, "$%d = %s\n", n, buf);
 	tm_val_clear(&v);
+	if (*args)
+		tm_compare_print_beside(s, args);
 	return 0;
 }
 

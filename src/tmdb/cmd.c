@@ -88,6 +88,7 @@ const struct cmd_entry *const tm_cmd_table[] = {
 	&cmd_inferior_entry,
 	&cmd_tty_entry,
 	&cmd_new_ui_entry,
+	&cmd_compare_entry,
 };
 const size_t tm_cmd_count = sizeof(tm_cmd_table) / sizeof(tm_cmd_table[0]);
 

@@ -52,6 +52,8 @@ static void usage(FILE *fp)
 		"                        stdin/stdout, for IDEs (see doc/mi.md), or\n"
 		"                        the Debug Adapter Protocol (dap: VS Code,\n"
 		"                        doc/ide.md); console is the default command line\n"
+		"  --reference FILE      compare the run with the recording FILE (as\n"
+		"                        the command compare FILE does)\n"
 		"  --recover FILE [-o OUT]\n"
 		"                        rewrite the index of a trace whose writer died\n"
 		"                        (in place, or into OUT) and exit\n"
@@ -231,6 +233,7 @@ int main(int argc, char **argv)
 	int mi = 0;             /* --interpreter=mi: the MI version, 2 to 4 */
 	int dap = 0;            /* --interpreter=dap */
 	const char *tty = NULL; /* -tty: the program's terminal */
+	const char *reference = NULL;   /* --reference FILE */
 	size_t nacts = 0;
 
 	/* Only the character type: the TUI draws line characters and node names
@@ -289,6 +292,17 @@ int main(int argc, char **argv)
 				free(acts);
 				return 1;
 			}
+		} else if (opt_is(a, "reference", &v)) {
+			if (!v) {
+				if (i + 1 >= argc) {
+					fprintf(stderr, "tmdb: option '%s' requires an argument\n"
+						"Use `tmdb --help' for a complete list of options.\n", a);
+					free(acts);
+					return 1;
+				}
+				v = argv[++i];
+			}
+			reference = v;
 		} else if (opt_is(a, "tty", &v) || opt_is(a, "t", &v)) {
 			/* GDB's -tty (Vim's termdebug passes it) */
 			if (!v) {
@@ -425,6 +439,27 @@ int main(int argc, char **argv)
 	else if (trace && !s->quit && !(s->last_failed = tm_session_load(s, trace) != 0))
 		tm_bp_rebind_all(s);
 	free(prog_args);
+	if (reference && !s->quit) {
+		/* the file name as one word, whatever it holds */
+		size_t rl = strlen(reference) * 5 + 16;
+		char *cmd = malloc(rl), *q;
+		const char *c;
+
+		if (cmd) {
+			q = cmd + sprintf(cmd, "compare \"");
+			for (c = reference; *c; c++) {
+				if (*c == '"') {
+					memcpy(q, "\"'\"'\"", 5);
+					q += 5;
+				}
+				else
+					*q++ = *c;
+			}
+			strcpy(q, "\"");
+			s->last_failed = tm_execute(s, cmd, 0) != 0;
+			free(cmd);
+		}
+	}
 	if (!nx && !s->quit)
 		local_init(s, home_init);
 	free(home_init);

@@ -181,6 +181,7 @@ struct tm_session *tm_session_new(void)
 	s->env.lookup = session_lookup;
 	s->env.variable = tm_session_variable;
 	s->env.annotation = session_annotation;
+	s->env.reference = tm_compare_reference;
 	s->funcs = tm_tql_funcs_new();
 	return s;
 }
@@ -195,6 +196,7 @@ void tm_session_free(struct tm_session *s)
 	if (!s)
 		return;
 	tm_session_unload(s);
+	tm_compare_free(s);
 	tm_bp_free_all(s);
 	while ((d = s->displays)) {
 		s->displays = d->next;
@@ -880,6 +882,7 @@ void tm_tql_ctx_init(struct tm_session *s, struct tm_tql_ctx *ctx,
 	s->env.variable = tm_session_variable;
 	s->env.lookup_step = session_lookup_step;
 	s->env.annotation = session_annotation;
+	s->env.reference = tm_compare_reference;
 	ctx->event = ev;
 	ctx->tensor = t;
 	ctx->nodes = s->nodes;

@@ -247,6 +247,7 @@ struct tm_session {
 	struct settings set;
 	struct tm_tql_env env;
 	tm_tql_funcs *funcs;
+	struct tm_ref *ref;     /* the reference recording (cmd-compare.c), NULL */
 
 	/* input */
 	struct tm_input *in;
@@ -568,6 +569,17 @@ int tm_mi_new_ui(struct tm_session *s, const char *interp, const char *tty);
 int tm_mi_ui_fd(struct tm_session *s);
 int tm_mi_ui_poll(struct tm_session *s);
 
+/* ------------------------------------------------------------- cmd-compare.c */
+/* tm_tql_env.reference: the aligned reference event's tensor */
+const struct tm_tensor *tm_compare_reference(void *user, const struct tm_event *ev,
+					     struct tm_slot slot, int contents,
+					     const struct tm_event **ref_event,
+					     uint32_t *reason);
+void tm_compare_free(struct tm_session *s);
+int tm_info_compare(struct tm_session *s, const char *args);
+/* print EXPR: the reference's value beside the run's, when one is loaded */
+void tm_compare_print_beside(struct tm_session *s, const char *expr);
+
 /* ------------------------------------------------------------- command entries */
 #define TM_CMD(n) extern const struct cmd_entry cmd_##n##_entry
 TM_CMD(file); TM_CMD(run); TM_CMD(continue); TM_CMD(step); TM_CMD(next);
@@ -584,7 +596,7 @@ TM_CMD(apropos); TM_CMD(quit); TM_CMD(end); TM_CMD(capture);
 TM_CMD(level); TM_CMD(record); TM_CMD(dump);
 TM_CMD(heatmap); TM_CMD(plot); TM_CMD(x); TM_CMD(tui); TM_CMD(layout);
 TM_CMD(attach); TM_CMD(target); TM_CMD(detach); TM_CMD(kill); TM_CMD(inferior);
-TM_CMD(tty);
+TM_CMD(tty); TM_CMD(compare);
 TM_CMD(clear);
 TM_CMD(new_ui);
 #undef TM_CMD

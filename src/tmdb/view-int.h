@@ -101,6 +101,8 @@ struct sterm {
 	struct tm_slot slot;
 	int stat;               /* enum tm_stat, or -1: the call's duration */
 	int evkind;
+	int ref;                /* reldiff(TERM): the stat's relative difference
+				 * from the reference's (cmd-compare.c) */
 	char text[TM_ADDRESS_MAX + 64];
 };
 

@@ -41,7 +41,7 @@ void view_stat_names(char *buf, size_t len)
 int view_parse_sterm(struct tm_session *s, const char *text, int need_one,
 		     struct sterm *st)
 {
-	char buf[TM_ADDRESS_MAX + 64], names[512];
+	char buf[TM_ADDRESS_MAX + 64], names[512], inner[TM_ADDRESS_MAX + 64];
 	const char *colon, *dot, *stat;
 	int col = 0;
 	const char *msg = NULL;
@@ -53,6 +53,25 @@ int view_parse_sterm(struct tm_session *s, const char *text, int need_one,
 		return -1;
 	}
 	snprintf(st->text, sizeof(st->text), "%s", text);
+	/* reldiff(TERM): against the reference loaded by compare */
+	if (!strncmp(text, "reldiff(", 8)) {
+		size_t l = strlen(text);
+
+		while (l && (text[l - 1] == ' ' || text[l - 1] == '\t'))
+			l--;
+		if (l < 10 || text[l - 1] != ')' || l - 9 >= sizeof(inner)) {
+			tm_error(s, "Write reldiff(NODE:SLOT.STAT).");
+			return -1;
+		}
+		if (!s->ref) {
+			tm_error(s, "reldiff() needs a reference (compare FILE loads one).");
+			return -1;
+		}
+		memcpy(inner, text + 8, l - 9);
+		inner[l - 9] = 0;
+		text = tm_skip_ws(inner);
+		st->ref = 1;
+	}
 	colon = strchr(text, ':');
 	if (!colon) {
 		if (need_one) {
@@ -77,6 +96,8 @@ int view_parse_sterm(struct tm_session *s, const char *text, int need_one,
 	}
 	st->stat = view_stat_from(stat);
 	if (st->stat == -1 && strcmp(stat, "time"))
+		st->stat = -2;
+	if (st->ref && st->stat < 0)
 		st->stat = -2;
 	if (st->stat == -2) {
 		view_stat_names(names, sizeof(names));
@@ -365,7 +386,20 @@ int view_scan_series(struct tm_session *s, const struct sterm *st,
 				t = &ev->tensors[i];
 		if (!t)
 			continue;
-		if (st->stat < 0) {
+		if (st->ref) {
+			const struct tm_tensor *rt;
+			const struct tm_event *rev;
+			uint32_t why;
+
+			/* no aligned reference, or a stat missing on a side:
+			 * no sample (the cell stays empty, never 0) */
+			rt = tm_compare_reference(s, ev, t->slot, 0, &rev, &why);
+			if (!rt || !(t->have & rt->have & TM_STAT_BIT(st->stat)))
+				continue;
+			v = tm_reldiff(t->stat[st->stat], rt->stat[st->stat]);
+			if (isnan(v))
+				kind = CELL_NAN;
+		} else if (st->stat < 0) {
 			v = (double)(ev->end_ns - ev->start_ns);
 		} else {
 			v = t->stat[st->stat];
@@ -452,5 +486,10 @@ void view_cell_merge(uint8_t *kind, double *val, int k, double v)
 
 const char *view_stat_label(const struct sterm *st)
 {
+	if (st->ref)
+		return st->stat == TM_STAT_MEAN ? "reldiff(mean)" :
+		       st->stat == TM_STAT_STD ? "reldiff(std)" :
+		       st->stat == TM_STAT_L2 ? "reldiff(l2)" :
+		       st->stat == TM_STAT_ABS_MAX ? "reldiff(abs_max)" : "reldiff";
 	return st->stat < 0 ? "time (ns)" : tm_stat_table[st->stat].name;
 }

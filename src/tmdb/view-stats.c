@@ -49,8 +49,9 @@ static void sparkline(struct rbuf *b, const struct tm_tensor *t, int mode)
 
 int tm_view_info_stats(struct tm_session *s, const char *args)
 {
-	const struct tm_tensor *t;
-	const struct tm_event *ev;
+	const struct tm_tensor *t, *rt = NULL;
+	const struct tm_event *ev, *rev = NULL;
+	uint32_t rwhy = 0;
 	struct vopts o;
 	struct tref r;
 	struct rbuf b;
@@ -76,10 +77,26 @@ int tm_view_info_stats(struct tm_session *s, const char *args)
 		  tm_dtype_name(t->dtype), "shape", shape, "device",
 		  t->device_type == 0 ? "cpu" : t->device_type == 1 ? "cuda" : "other",
 		  t->device_index);
-	rb_printf(&b, "  %-13s %-14s %s\n", "Stat", "Value", "Level");
+	/* With a reference loaded, its aligned tensor stands beside (or the
+	 * reason there is none), and the relative difference of each stat. */
+	if (s->ref && ev) {
+		rt = tm_compare_reference(s, ev, t->slot, 0, &rev, &rwhy);
+		if (!rt) {
+			char rs[128];
+
+			tm_tql_reason_format(rwhy, rs, sizeof(rs));
+			rb_printf(&b, "  %-13s <unknown: %s>\n", "reference", rs);
+		}
+	}
+	if (rt)
+		rb_printf(&b, "  %-13s %-14s %-14s %-10s %s\n", "Stat", "Value",
+			  "Reference", "Reldiff", "Level");
+	else
+		rb_printf(&b, "  %-13s %-14s %s\n", "Stat", "Value", "Level");
 	for (i = 0; i < TM_STAT__COUNT; i++) {
 		const struct tm_stat_info *si = &tm_stat_table[i];
 		const char *note = "";
+		char rnum[48], rd[24];
 
 		if (!(t->have & TM_STAT_BIT(i))) {
 			/* The reason print gives: no finite element, or the level. */
@@ -92,6 +109,23 @@ int tm_view_info_stats(struct tm_session *s, const char *args)
 			snprintf(num, sizeof(num), "%.0f", t->stat[i]);
 		} else {
 			snprintf(num, sizeof(num), "%.6g", t->stat[i]);
+		}
+		if (rt) {
+			if (!(rt->have & TM_STAT_BIT(i)))
+				snprintf(rnum, sizeof(rnum), "-");
+			else
+				snprintf(rnum, sizeof(rnum), si->integer ? "%.0f" : "%.6g",
+					 rt->stat[i]);
+			if ((t->have & rt->have & TM_STAT_BIT(i)) && !si->integer)
+				snprintf(rd, sizeof(rd), "%.2e",
+					 tm_reldiff(t->stat[i], rt->stat[i]));
+			else if (t->have & rt->have & TM_STAT_BIT(i))
+				snprintf(rd, sizeof(rd), "%+.0f", t->stat[i] - rt->stat[i]);
+			else
+				snprintf(rd, sizeof(rd), "-");
+			rb_printf(&b, "  %-13s %-14s %-14s %-10s %u%s\n", si->name, num,
+				  rnum, rd, si->level, note);
+			continue;
 		}
 		rb_printf(&b, "  %-13s %-14s %u%s\n", si->name, num, si->level,
 			  note);

@@ -87,6 +87,35 @@ static const struct tm_annot *annotation(void *user, const struct tm_event *ev,
 	return ev->step == a.step && !strcmp(key, a.key) ? &a : NULL;
 }
 
+/* the aligned reference: a tensor of 3 elements (one NaN), with contents
+ * when asked for, against the focus's 4 x 32 (shapes differ) */
+static const struct tm_tensor *reference(void *user, const struct tm_event *ev,
+					 struct tm_slot slot, int contents,
+					 const struct tm_event **ref_event, uint32_t *reason)
+{
+	static const float elems[3] = { 1.0f, -2.0f, NAN };
+	static struct tm_tensor t;
+
+	(void)user;
+	*ref_event = ev;
+	if (!ev) {
+		*reason = TM_REF_NO_EVENT;
+		return NULL;
+	}
+	memset(&t, 0, sizeof(t));
+	t.slot = slot;
+	t.dtype = TM_DT_F32;
+	t.rank = 1;
+	t.shape[0] = 3;
+	t.have = TM_STATS_L1_MASK;
+	t.stat[TM_STAT_MEAN] = 0.25;
+	if (contents) {
+		t.payload = elems;
+		t.payload_len = sizeof(elems);
+	}
+	return &t;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static tm_nodetab *nodes;
@@ -101,7 +130,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	};
 	struct tm_event ev = { .seq = 7, .step = 120, .node = 2, .time_ns = 5000000,
 			       .ntensors = 1, .tensors = &t };
-	struct tm_tql_env env = { NULL, lookup, variable, lookup_step, annotation };
+	struct tm_tql_env env = { NULL, lookup, variable, lookup_step, annotation, reference };
 	struct tm_tql_ctx ctx = { &ev, &t, NULL, &env, 0 };
 	struct tm_tql_compile_opts opts = { 0 };
 	tm_tql_prog *p = NULL;

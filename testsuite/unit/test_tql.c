@@ -1108,7 +1108,7 @@ static const struct tm_tensor *id_lookup(void *user, uint32_t node, struct tm_sl
 static int resolved(tm_nodetab *t, int32_t rank, const char *src, char **errp)
 {
 	struct tm_tql_compile_opts opts = { t, NULL, 0, rank };
-	struct tm_tql_env env = { NULL, id_lookup, NULL, NULL, NULL };
+	struct tm_tql_env env = { NULL, id_lookup, NULL, NULL, NULL, NULL };
 	struct tm_tql_ctx ctx = { NULL, NULL, t, &env, 0 };
 	struct tm_tql_value v;
 	tm_tql_prog *p = NULL;
@@ -1416,7 +1416,7 @@ static void ddp_eval(tm_nodetab *t, struct ddp_env *de, const char *src, int64_t
 		     char *out, size_t len)
 {
 	struct tm_tql_compile_opts opts = { t, NULL, 0, 0 };
-	struct tm_tql_env env = { de, ddp_lookup, NULL, ddp_lookup_step, NULL };
+	struct tm_tql_env env = { de, ddp_lookup, NULL, ddp_lookup_step, NULL, NULL };
 	struct tm_event ev = { .step = (uint64_t)step, .node = 1 };
 	struct tm_tql_ctx ctx = { step >= 0 ? &ev : NULL, NULL, t, &env, 0 };
 	struct tm_tql_value v;
@@ -1661,7 +1661,7 @@ static void test_rankset_world(void)
 {
 	tm_nodetab *t = tm_nodetab_new();
 	struct tm_tql_compile_opts opts = { NULL, NULL, 0, 0 };
-	struct tm_tql_env env = { NULL, NULL, NULL, big_lookup_step, NULL };
+	struct tm_tql_env env = { NULL, NULL, NULL, big_lookup_step, NULL, NULL };
 	struct tm_event ev = { .step = 2 };
 	struct tm_tql_ctx ctx = { &ev, NULL, NULL, &env, 0 };
 	struct tm_tql_value v;
