@@ -11,8 +11,10 @@
 #include "tm-internal.h"
 #include "tm-breakpoint.h"
 
-/* Every event kind a slot-less location of find looks at. */
-#define EVERY_KIND 0xfu
+/* Every event kind a slot-less location of find looks at (not ops: they
+ * are taken by their module below). */
+#define EVERY_KIND ((1u << TM_EV_ENTER) | (1u << TM_EV_EXIT) | (1u << TM_EV_BWD) | \
+		    (1u << TM_EV_PARAM) | (1u << TM_EV_RAISE))
 
 static void where_clear(struct tm_breakpoint *b)
 {
@@ -42,6 +44,13 @@ int tm_breakpoint_set_where(struct tm_breakpoint *b, const char *where,
 
 	if (!b || !where)
 		return TM_ERR_INVALID_ARG;
+	if (!*where) {
+		/* no location: every node (a catchpoint, whose condition
+		 * says which events; the wire's BREAK_SET with "") */
+		where_clear(b);
+		b->every_node = 1;
+		return TM_OK;
+	}
 	err = tm_address_parse(where, &a, col, msg);
 	if (err != TM_OK)
 		return err;

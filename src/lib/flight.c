@@ -56,6 +56,8 @@ struct tm_flight {
 	uint64_t bytes;                 /* encoded bytes held */
 	uint64_t dropped, over;
 	uint64_t kept_from;             /* seqs below were not kept */
+	uint64_t base_seq, base_step;   /* the first record seen since (re)start */
+	int have_base;
 	struct trig trig[MAX_TRIGGERS];
 	uint32_t ntrig;
 	struct tm_buf scratch;
@@ -77,6 +79,8 @@ struct tm_flight *tm_flight__new(uint32_t steps, uint64_t budget)
 	}
 	f->n = steps;
 	f->budget = budget ? budget : UINT64_C(64) << 20;
+	/* the run's first seq: what is not kept starts at 0, step 0 */
+	f->have_base = 1;
 	return f;
 }
 
@@ -98,6 +102,29 @@ void tm_flight__clear(struct tm_flight *f)
 	f->have_cur = 0;
 	f->first = f->count = 0;
 	f->bytes = 0;
+}
+
+void tm_flight__restart(struct tm_flight *f)
+{
+	tm_flight__clear(f);
+	f->dropped = f->over = 0;
+	f->have_base = 0;
+}
+
+int tm_flight__unkept(const struct tm_flight *f, struct tm_gap *g)
+{
+	struct tm_flight_window w;
+
+	tm_flight__window(f, &w);
+	if (!f->have_base || !w.have_last || w.last_seq < f->base_seq)
+		return 0;
+	memset(g, 0, sizeof(*g));
+	g->first_seq = f->base_seq;
+	g->last_seq = w.last_seq;
+	g->count = w.last_seq - f->base_seq + 1;
+	g->reason = TM_GAP_NOT_KEPT;
+	g->step = f->base_step;
+	return 1;
 }
 
 void tm_flight__free(struct tm_flight *f)
@@ -336,14 +363,26 @@ static void enter_step(struct tm_flight *f, uint64_t step, uint64_t time_ns)
 {
 	if (f->have_cur && f->cur.step == step)
 		return;
+	/* annotations alone (tm_flight__raw knows no step): they go with
+	 * the step whose events follow, not as a step of their own */
+	if (f->have_cur && !f->cur.have_seq) {
+		f->cur.step = step;
+		f->cur.time_ns = time_ns;
+		return;
+	}
 	complete_cur(f);
 	f->cur.step = step;
 	f->cur.time_ns = time_ns;
 	f->have_cur = 1;
 }
 
-static void note_seq(struct fstep *s, uint64_t first, uint64_t last)
+static void note_seq(struct tm_flight *f, struct fstep *s, uint64_t first, uint64_t last)
 {
+	if (!f->have_base) {
+		f->base_seq = first;
+		f->base_step = s->step;
+		f->have_base = 1;
+	}
 	if (!s->have_seq) {
 		s->first_seq = first;
 		s->have_seq = 1;
@@ -375,7 +414,7 @@ size_t tm_flight__events(struct tm_flight *f, const struct tm_event *e,
 	*why = NULL;
 	for (i = 0; i < n; i++) {
 		enter_step(f, e[i].step, e[i].time_ns);
-		note_seq(&f->cur, e[i].seq, e[i].seq);
+		note_seq(f, &f->cur, e[i].seq, e[i].seq);
 		f->scratch.len = 0;
 		if (tm_encode_event(&f->scratch, &e[i]) == TM_OK)
 			append(f, &f->scratch);
@@ -391,7 +430,7 @@ size_t tm_flight__events(struct tm_flight *f, const struct tm_event *e,
 void tm_flight__gap(struct tm_flight *f, const struct tm_gap *g)
 {
 	enter_step(f, g->step, g->time_ns);
-	note_seq(&f->cur, g->first_seq, g->last_seq);
+	note_seq(f, &f->cur, g->first_seq, g->last_seq);
 	f->cur.nseq += g->count - (g->last_seq - g->first_seq + 1);
 	f->scratch.len = 0;
 	if (tm_encode_gap(&f->scratch, g) == TM_OK)
@@ -461,13 +500,26 @@ void tm_flight__window(const struct tm_flight *f, struct tm_flight_window *out)
 	out->steps_over = f->over;
 	out->bytes = f->bytes;
 	out->first_step = f->count ? f->done[f->first].step : f->cur.step;
-	if (s && s->first_seq > 0) {
-		out->not_kept.first_seq = 0;
+	if (f->have_cur && f->cur.have_seq) {
+		out->last_seq = f->cur.last_seq;
+		out->have_last = 1;
+	}
+	for (i = f->count; !out->have_last && i-- > 0;) {
+		const struct fstep *d = &f->done[(f->first + i) % f->n];
+
+		if (d->have_seq) {
+			out->last_seq = d->last_seq;
+			out->have_last = 1;
+		}
+	}
+	if (s && f->have_base && s->first_seq > f->base_seq) {
+		out->not_kept.first_seq = f->base_seq;
 		out->not_kept.last_seq = s->first_seq - 1;
-		out->not_kept.count = s->first_seq;
+		out->not_kept.count = s->first_seq - f->base_seq;
 		out->not_kept.reason = TM_GAP_NOT_KEPT;
-		/* where the run began: goto step 0 lands on it */
-		out->not_kept.step = 0;
+		/* where the ring began (the run's start: goto step 0 lands
+		 * on it) */
+		out->not_kept.step = f->base_step;
 		out->not_kept.time_ns = 0;
 	}
 }

@@ -137,7 +137,7 @@ static const struct tm_layout_item items[] = {
 	/* enum tm_event_kind, tm_phase, tm_slot_kind, tm_node_kind,
 	 * tm_record_type, tm_gap_reason */
 	CONST(TM_EV_ENTER), CONST(TM_EV_EXIT), CONST(TM_EV_BWD), CONST(TM_EV_PARAM),
-	CONST(TM_EV_OP), CONST(TM_OPF_INPUTS_CHECKED), CONST(TM_OPF_INPUTS_FINITE),
+	CONST(TM_EV_RAISE), CONST(TM_EV_OP), CONST(TM_OPF_INPUTS_CHECKED), CONST(TM_OPF_INPUTS_FINITE),
 	CONST(TM_CAP_OPS),
 	CONST(TM_PHASE_FWD), CONST(TM_PHASE_BWD),
 	CONST(TM_SLOT_OUT), CONST(TM_SLOT_IN), CONST(TM_SLOT_GRAD_OUT),

@@ -69,6 +69,8 @@ struct tm_recorder {
 	 * trigger opens w on fl_path; fl_word counts the dumps (the probe
 	 * reads it) */
 	struct tm_flight *fl;
+	int fl_on;                      /* records go into fl, not w (w may be
+					 * open: set probe-flight on a recording) */
 	char *fl_path, *fl_mark;
 	uint64_t fl_poll_at;
 	uint32_t fl_word;
@@ -762,7 +764,7 @@ static uint64_t write_annots(tm_recorder *r, uint64_t at)
 			next = a->at;
 			break;
 		}
-		if (!r->w && r->fl) {
+		if (r->fl_on) {
 			tm_flight__raw(r->fl, a->rec.data, a->rec.len);
 		} else if (!r->st.writer_err) {
 			err = tm_writer_raw(r->w, a->rec.data, a->rec.len);
@@ -797,7 +799,7 @@ static void write_slots(tm_recorder *r, uint64_t from, uint64_t to,
 		uint64_t next_at = write_annots(r, i);
 
 		if (r->slots[k].type == SLOT_GAP) {
-			if (!r->w && r->fl) {
+			if (r->fl_on) {
 				tm_flight__gap(r->fl, &r->slots[k].gap);
 			} else if (!r->st.writer_err) {
 				err = tm_writer_gap(r->w, &r->slots[k].gap);
@@ -814,7 +816,7 @@ static void write_slots(tm_recorder *r, uint64_t from, uint64_t to,
 				pfree += r->slots[(i + n) % r->o.ring_events].pused;
 				n++;
 			}
-			if (!r->w && r->fl)
+			if (r->fl_on)
 				err = flight_events(r, &r->evs[k], (size_t)n);
 			else if (!r->st.writer_err) {
 				err = tm_writer_events(r->w, &r->evs[k], (size_t)n);
@@ -1017,6 +1019,8 @@ int tm_recorder_open(const char *path, const struct tm_recorder_opts *opts,
 	err = tm_recorder_new(w, opts, out);
 	if (err)
 		tm_writer_abandon(w);
+	else
+		(*out)->fl_path = strdup(path);     /* named if flight mode comes on */
 	return err;
 }
 
@@ -1052,8 +1056,8 @@ int tm_recorder_serve(tm_recorder *r, tm_server *srv)
 		return TM_ERR_INVALID_ARG;
 	/* outside the recorder's locks: the handler takes them */
 	old = atomic_load(&r->srv);
-	if (r->fl && old && old != srv)
-		tm_server_flight_handler(old, NULL, NULL);
+	if ((r->fl || r->w) && old && old != srv)
+		tm_server_flight_handler(old, NULL, NULL, NULL);
 	/* flock: no submit is forwarding to the old server when this
 	 * returns; wlock: no node is registered in between. */
 	pthread_mutex_lock(&r->flock);
@@ -1063,8 +1067,9 @@ int tm_recorder_serve(tm_recorder *r, tm_server *srv)
 	atomic_store(&r->srv, srv);
 	pthread_mutex_unlock(&r->wlock);
 	pthread_mutex_unlock(&r->flock);
-	if (r->fl && srv)
-		tm_server_flight_handler(srv, flight_request, r);
+	/* a recording with a file can turn flight mode on (set probe-flight) */
+	if ((r->fl || r->w) && srv)
+		tm_server_flight_handler(srv, flight_request, r, &r->fl_word);
 	return TM_OK;
 }
 
@@ -1261,6 +1266,14 @@ static int finish(tm_recorder *r)
 		/* made after the last event: nothing else reaches them */
 		write_annots(r, UINT64_MAX);
 		err = r->st.writer_err;
+		if (r->fl_on && r->w && !err) {
+			/* flight mode turned on in a recording, no trigger
+			 * since: what the ring saw is not kept, and says so */
+			struct tm_gap g;
+
+			if (tm_flight__unkept(r->fl, &g))
+				err = tm_writer_gap(r->w, &g);
+		}
 		if (!r->w) {
 			/* flight mode never triggered: no file */
 		} else if (err)
@@ -1305,16 +1318,17 @@ static uint64_t mono_ns(void)
  * `info probe` shows the pairs). */
 static int flight_meta(tm_recorder *r, tm_writer *w, const char *reason)
 {
-	char vals[5][200];
+	char vals[6][200], over[64] = "";
 	struct tm_run_meta m;
 	struct tm_record rec;
 	tm_decoder *d;
 	size_t used;
 	int err = TM_OK;
-	static const char *const keys[5] = {
+	static const char *const keys[6] = {
 		"flight.steps", "flight.steps_held", "flight.budget",
-		"flight.trigger", "flight.not_kept"
+		"flight.trigger", "flight.not_kept", "flight.window_end"
 	};
+	uint32_t nkeys = r->fl_win.have_last ? 6 : 5;
 	uint32_t i;
 
 	if (!r->meta_enc.len)
@@ -1329,16 +1343,24 @@ static int flight_meta(tm_recorder *r, tm_writer *w, const char *reason)
 	}
 	m = rec.u.meta;
 	snprintf(vals[0], sizeof(vals[0]), "%u", r->fl_steps);
-	snprintf(vals[1], sizeof(vals[1]), "%u complete steps from step %llu, %llu bytes%s",
-		 r->fl_win.steps_held, (unsigned long long)r->fl_win.first_step,
-		 (unsigned long long)r->fl_win.bytes,
-		 r->fl_win.steps_over_held ? "; steps over the budget are gaps" : "");
-	snprintf(vals[2], sizeof(vals[2]), "%llu bytes; %llu steps did not fit",
-		 (unsigned long long)r->fl_budget, (unsigned long long)r->fl_win.steps_over);
+	/* what the ring really held: the steps over the budget among the
+	 * window's are named, each being a gap in the file */
+	if (r->fl_win.steps_over_held)
+		snprintf(over, sizeof(over), " and %u over the budget (gaps)",
+			 r->fl_win.steps_over_held);
+	snprintf(vals[1], sizeof(vals[1]), "%u complete steps%s from step %llu, %llu bytes",
+		 r->fl_win.steps_held, over, (unsigned long long)r->fl_win.first_step,
+		 (unsigned long long)r->fl_win.bytes);
+	snprintf(vals[2], sizeof(vals[2]), "%llu bytes; %llu step%s did not fit",
+		 (unsigned long long)r->fl_budget, (unsigned long long)r->fl_win.steps_over,
+		 r->fl_win.steps_over == 1 ? "" : "s");
 	snprintf(vals[3], sizeof(vals[3]), "%s", reason);
 	snprintf(vals[4], sizeof(vals[4]), "%llu events before the window",
 		 (unsigned long long)r->fl_win.not_kept.count);
-	for (i = 0; i < 5 && m.npairs < TM_META_MAX_PAIRS; i++) {
+	/* where tmdb puts the playhead when it attaches to the waiting
+	 * program (the triggering event of a TQL trigger) */
+	snprintf(vals[5], sizeof(vals[5]), "%llu", (unsigned long long)r->fl_win.last_seq);
+	for (i = 0; i < nkeys && m.npairs < TM_META_MAX_PAIRS; i++) {
 		m.keys[m.npairs] = keys[i];
 		m.values[m.npairs] = vals[i];
 		m.npairs++;
@@ -1373,19 +1395,35 @@ static void flight_mark(tm_recorder *r, const char *reason)
  */
 static int flight_dump_locked(tm_recorder *r, const char *reason)
 {
-	tm_writer *w;
+	tm_writer *w = r->w;
 	uint32_t i, n, id;
 	int err;
 
-	if (!r->fl || r->w)
+	if (!r->fl_on)
 		return TM_OK;
+	tm_flight__window(r->fl, &r->fl_win);
+	if (w) {
+		/* flight mode turned on in a recording: the file goes on
+		 * after a NOT_KEPT gap, its metadata updated */
+		snprintf(r->fl_reason, sizeof(r->fl_reason), "%s", reason);
+		err = flight_meta(r, w, reason);
+		if (!err)
+			err = tm_flight__write(r->fl, w);
+		if (!err && !r->crashing)
+			err = tm_writer_flush(w);
+		if (err) {
+			set_detail(r, "flight dump", err);
+			r->st.writer_err = err;
+			return err;
+		}
+		goto written;
+	}
 	err = tm_writer_open(r->fl_path, NULL, &w);
 	if (err) {
 		snprintf(r->detail, sizeof(r->detail), "flight dump to %s: %s",
 			 r->fl_path, tm_strerror(err));
 		return err;
 	}
-	tm_flight__window(r->fl, &r->fl_win);
 	snprintf(r->fl_reason, sizeof(r->fl_reason), "%s", reason);
 	err = flight_meta(r, w, reason);
 	n = tm_nodetab_count(r->nodes);
@@ -1405,9 +1443,11 @@ static int flight_dump_locked(tm_recorder *r, const char *reason)
 		return err;
 	}
 	r->w = w;
-	tm_flight__clear(r->fl);
 	if (r->crash_on && !r->crashing)
 		tm_crash__install(w, r);
+written:
+	r->fl_on = 0;
+	tm_flight__clear(r->fl);
 	__atomic_add_fetch(&r->fl_word, 1, __ATOMIC_RELEASE);
 	flight_mark(r, reason);
 	return TM_OK;
@@ -1448,7 +1488,7 @@ static void flight_poll(tm_recorder *r)
 	ssize_t got;
 	int fd;
 
-	if (!r->fl || r->w || !r->fl_mark)
+	if (!r->fl_on || !r->fl_mark)
 		return;
 	now = mono_ns();
 	if (now < r->fl_poll_at)
@@ -1482,6 +1522,7 @@ int tm_recorder_open_flight(const struct tm_recorder_opts *opts,
 	err = recorder_new(NULL, opts, fl, &r);
 	if (err)
 		return err;
+	r->fl_on = 1;
 	r->fl_steps = f->steps;
 	r->fl_budget = f->budget_bytes ? f->budget_bytes : UINT64_C(64) << 20;
 	r->fl_path = strdup(f->path);
@@ -1523,7 +1564,7 @@ int tm_recorder_flight_dump(tm_recorder *r, const char *reason, uint64_t step)
 	/* what was submitted before the call belongs to the window */
 	wait_empty(r);
 	pthread_mutex_lock(&r->wlock);
-	if (!r->w && step != UINT64_MAX)
+	if (r->fl_on && step != UINT64_MAX)
 		tm_flight__at_step(r->fl, step);
 	err = flight_dump_locked(r, reason && *reason ? reason : "dump");
 	pthread_mutex_unlock(&r->wlock);
@@ -1543,7 +1584,7 @@ int tm_recorder_flight_info(tm_recorder *r, struct tm_flight_info *out)
 	out->steps = r->fl_steps;
 	out->budget = r->fl_budget;
 	out->dumps = __atomic_load_n(&r->fl_word, __ATOMIC_ACQUIRE);
-	if (r->w)
+	if (!r->fl_on)
 		win = r->fl_win;
 	else
 		tm_flight__window(r->fl, &win);
@@ -1564,15 +1605,21 @@ static int flight_request(void *user, int op, uint32_t steps, const char *reason
 			  char *detail, size_t len)
 {
 	tm_recorder *r = user;
-	uint32_t before = __atomic_load_n(&r->fl_word, __ATOMIC_ACQUIRE);
-	int err;
+	int on, err;
 
+	pthread_mutex_lock(&r->wlock);
+	on = r->fl_on;
+	pthread_mutex_unlock(&r->wlock);
 	if (op == TM_FLIGHT_DUMP) {
+		if (!r->fl) {
+			snprintf(detail, len, "it records everything: no flight window to write");
+			return TM_ERR_UNSUPPORTED;
+		}
 		err = tm_recorder_flight_dump(r, reason && *reason ? reason : "dump from tmdb",
 					      UINT64_MAX);
 		if (err)
 			snprintf(detail, len, "%s", r->detail);
-		else if (before)
+		else if (!on)
 			snprintf(detail, len, "found its window already written to %s (%s)",
 				 r->fl_path, r->fl_reason);
 		else
@@ -1582,16 +1629,86 @@ static int flight_request(void *user, int op, uint32_t steps, const char *reason
 		return err;
 	}
 	pthread_mutex_lock(&r->wlock);
-	err = r->w ? TM_OK : tm_flight__set_steps(r->fl, steps);
-	if (!err && !r->w)
+	if (r->fl_on) {
+		err = tm_flight__set_steps(r->fl, steps);
+	} else if (!r->fl && !(r->fl = tm_flight__new(steps, r->fl_budget))) {
+		err = TM_ERR_NOMEM;
+	} else {
+		/* a recording goes into flight mode from its next record:
+		 * what it wrote stays, what follows waits for a trigger */
+		err = tm_flight__set_steps(r->fl, steps);
+		if (!err) {
+			tm_flight__restart(r->fl);
+			if (!r->fl_budget)
+				r->fl_budget = UINT64_C(64) << 20;
+			r->fl_on = 1;
+		}
+	}
+	if (!err)
 		r->fl_steps = steps;
 	pthread_mutex_unlock(&r->wlock);
-	if (!err && before)
-		snprintf(detail, len, "recording normally: its window was written to %s",
-			 r->fl_path);
+	if (!err && !on)
+		snprintf(detail, len, "keeping the last %u steps from now on; %s gets them "
+			 "at a trigger", steps, r->fl_path ? r->fl_path : "its trace");
 	else if (!err)
 		snprintf(detail, len, "keeping the last %u steps", steps);
 	return err;
+}
+
+#ifdef __GLIBC__
+/* One recorder per process waits for the exit (the probe's). */
+static tm_recorder *exit_rec;
+static uint64_t exit_step;
+static int exit_registered;
+
+static void close_at_exit(int status, void *arg)
+{
+	tm_recorder *r = exit_rec;
+	char reason[64];
+
+	(void)arg;
+	exit_rec = NULL;
+	if (!r)
+		return;
+	if (status != 0 && r->fl_on) {
+		snprintf(reason, sizeof(reason), "exit status %d", status);
+		if (tm_recorder_flight_dump(r, reason, exit_step) == TM_OK)
+			fprintf(stderr, "tensormorph-probe: %s: wrote the last %u steps to %s\n",
+				reason, r->fl_win.steps_held, r->fl_path);
+		else
+			fprintf(stderr, "tensormorph-probe: %s\n", r->detail);
+	}
+	tm_recorder_close(r);
+}
+#endif
+
+int tm_recorder_close_at_exit(tm_recorder *r, uint64_t step)
+{
+#ifdef __GLIBC__
+	int on;
+#endif
+
+	if (!r)
+		return TM_ERR_INVALID_ARG;
+#ifdef __GLIBC__
+	/* wlock: set probe-flight may be turning it on or off */
+	pthread_mutex_lock(&r->wlock);
+	on = r->fl_on;
+	pthread_mutex_unlock(&r->wlock);
+	if (!on || exit_rec)
+		return TM_ERR_UNSUPPORTED;
+	if (!exit_registered) {
+		if (on_exit(close_at_exit, NULL))
+			return TM_ERR_UNSUPPORTED;
+		exit_registered = 1;
+	}
+	exit_step = step;
+	exit_rec = r;
+	return TM_OK;
+#else
+	(void)step;
+	return TM_ERR_UNSUPPORTED;
+#endif
 }
 
 const uint32_t *tm_recorder_flight_word(tm_recorder *r)
@@ -1672,7 +1789,7 @@ tm_server *tm_recorder__crash(tm_recorder *r, struct tm_crash *c, int pos_set,
 				write_annots(r, r->head);   /* made after the last event */
 			/* flight mode: the window goes out before the rest; the
 			 * batch's events say which step the model is in */
-			if (!r->w && r->fl) {
+			if (r->fl_on) {
 				if (b && b->events && b->nev)
 					tm_flight__at_step(r->fl, ((const struct tm_rec_event *)
 								   (uintptr_t)b->events)->step);

@@ -152,6 +152,7 @@ struct tm_server {
 	 * the lock; flight_busy while it runs (removal waits on cond) */
 	tm_server_flight_fn flight_fn;
 	void *flight_user;
+	const uint32_t *flight_dumps;   /* non-zero: a window was written */
 	int flight_busy;
 	int subscribed;
 	uint64_t from_seq;
@@ -183,6 +184,14 @@ struct tm_server {
 	int step_depth;         /* next: the stop event's depth */
 	uint32_t fin_node, fin_call;
 	struct tm_event last;   /* the stop event's header (tensors not kept) */
+	struct tm_event seen;   /* the last event sent (a hold stops after it) */
+	int have_seen;
+	/* INTERRUPT between events: pause_fn asks the program to call
+	 * tm_server_hold now (tm_server_pause_handler); hold_wanted until it
+	 * does, or a stop at an event makes it moot */
+	tm_server_pause_fn pause_fn;
+	void *pause_user;
+	int hold_wanted;
 	struct open_call *stack;
 	size_t nstack;
 
@@ -758,6 +767,22 @@ static void do_capture(tm_server *srv, const struct tm_msg *m)
 	send_result(srv, TM_MSG_RESULT, m->type, 0, TM_OK, NULL);
 }
 
+int tm_server_rerun(tm_server *srv)
+{
+	int ret = 0;
+
+	if (!srv)
+		return 0;
+	pthread_mutex_lock(&srv->lock);
+	if (srv->step_mode == TM_RESUME_RERUN) {
+		srv->step_mode = TM_RESUME_STEP;
+		srv->step_left = 1;
+		ret = 1;
+	}
+	pthread_mutex_unlock(&srv->lock);
+	return ret;
+}
+
 int tm_server_wants_capture(tm_server *srv, uint32_t node)
 {
 	size_t i;
@@ -892,6 +917,9 @@ static void do_hello(tm_server *srv, const struct tm_msg *m)
 	d->u.hello.minor = TM_WIRE_VERSION_MINOR;
 	d->u.hello.pid = (uint32_t)getpid();
 	d->u.hello.caps = srv->o.caps | (srv->flight_fn ? (uint32_t)TM_CAP_FLIGHT : 0u);
+	if (srv->flight_fn && srv->flight_dumps &&
+	    __atomic_load_n(srv->flight_dumps, __ATOMIC_ACQUIRE))
+		d->u.hello.caps |= TM_CAP_WINDOW;
 	d->u.hello.max_level = srv->o.max_level;
 	snprintf(d->u.hello.name, sizeof(d->u.hello.name), "%s", srv->probe_kind);
 	snprintf(d->u.hello.trace, sizeof(d->u.hello.trace), "%s",
@@ -990,7 +1018,7 @@ static void do_resume(tm_server *srv, const struct tm_msg *m)
 		if (e->kind == TM_EV_ENTER) {
 			srv->fin_node = e->node;
 			srv->fin_call = e->call;
-		} else if (e->kind == TM_EV_EXIT && srv->nstack) {
+		} else if ((e->kind == TM_EV_EXIT || e->kind == TM_EV_RAISE) && srv->nstack) {
 			/* The stack no longer holds the call that just returned. */
 			srv->fin_node = srv->stack[srv->nstack - 1].node;
 			srv->fin_call = srv->stack[srv->nstack - 1].call;
@@ -1002,6 +1030,10 @@ static void do_resume(tm_server *srv, const struct tm_msg *m)
 			return;
 		}
 		srv->step_mode = TM_RESUME_FINISH;
+		break;
+	case TM_RESUME_RERUN:
+		/* no stop until the probe begins the re-run (tm_server_rerun) */
+		srv->step_mode = TM_RESUME_RERUN;
 		break;
 	default:
 		break;
@@ -1024,7 +1056,7 @@ static void do_flight(tm_server *srv, const struct tm_msg *m)
 
 	if (!fn) {
 		send_result(srv, TM_MSG_RESULT, m->type, 0, TM_ERR_UNSUPPORTED,
-			    "this probe keeps no flight window");
+			    "this probe writes no trace to keep a flight window for");
 		return;
 	}
 	detail[0] = 0;
@@ -1035,10 +1067,15 @@ static void do_flight(tm_server *srv, const struct tm_msg *m)
 	pthread_mutex_lock(&srv->lock);
 	srv->flight_busy = 0;
 	pthread_cond_broadcast(&srv->cond);
+	/* flight mode may have come on: the probe installs its own triggers
+	 * when it next looks at its requests */
+	if (!err)
+		requests_changed(srv);
 	send_result(srv, TM_MSG_RESULT, m->type, 0, (uint32_t)err, detail);
 }
 
-void tm_server_flight_handler(tm_server *srv, tm_server_flight_fn fn, void *user)
+void tm_server_flight_handler(tm_server *srv, tm_server_flight_fn fn, void *user,
+			      const uint32_t *dumps)
 {
 	if (!srv)
 		return;
@@ -1047,6 +1084,7 @@ void tm_server_flight_handler(tm_server *srv, tm_server_flight_fn fn, void *user
 		pthread_cond_wait(&srv->cond, &srv->lock);
 	srv->flight_fn = fn;
 	srv->flight_user = user;
+	srv->flight_dumps = fn ? dumps : NULL;
 	pthread_mutex_unlock(&srv->lock);
 }
 
@@ -1100,10 +1138,17 @@ static void handle(tm_server *srv, const struct tm_frame *f)
 		pthread_cond_broadcast(&srv->cond);
 		break;
 	case TM_MSG_INTERRUPT:
-		/* A step from wherever the model is; nothing to do if paused. */
+		/* A step from wherever the model is; nothing to do if paused.
+		 * Between events the program is asked to hold where it is
+		 * (tm_server_hold), so that nothing of it runs on while the
+		 * debugger shows its stop; whichever comes first stops it. */
 		if (!srv->stopped) {
 			srv->step_mode = TM_RESUME_STEP;
 			srv->step_left = 1;
+			if (srv->pause_fn && !srv->inside && srv->have_seen && !srv->o.no_pause) {
+				srv->hold_wanted = 1;
+				srv->pause_fn(srv->pause_user);
+			}
 		}
 		send_result(srv, TM_MSG_RESULT, m->type, 0, TM_OK, NULL);
 		break;
@@ -2052,8 +2097,9 @@ static void track_call(tm_server *srv, const struct tm_event *ev)
 			ns[srv->nstack].call = ev->call;
 			srv->nstack++;
 		}
-	} else if (ev->kind == TM_EV_EXIT) {
-		/* Pop through the matching call (an exit may have been lost). */
+	} else if (ev->kind == TM_EV_EXIT || ev->kind == TM_EV_RAISE) {
+		/* Pop through the matching call (an exit may have been lost;
+		 * a raise ends its call as an exit does). */
 		size_t i = srv->nstack;
 
 		while (i > 0) {
@@ -2077,7 +2123,8 @@ static int step_done(tm_server *srv, const struct tm_event *ev)
 			return 0;
 		break;
 	case TM_RESUME_FINISH:
-		if (ev->kind != TM_EV_EXIT || ev->node != srv->fin_node ||
+		if ((ev->kind != TM_EV_EXIT && ev->kind != TM_EV_RAISE) ||
+		    ev->node != srv->fin_node ||
 		    ev->call != srv->fin_call)
 			return 0;
 		if (srv->step_left > 1 && srv->nstack) {
@@ -2104,6 +2151,7 @@ static void stop_at(tm_server *srv, const struct tm_event *ev, int reason,
 	srv->last.tensors = NULL;
 	srv->last.ntensors = 0;
 	srv->step_mode = -1;
+	srv->hold_wanted = 0;
 	/* record and notify: the debugger is told, the model goes on */
 	srv->stopped = !srv->o.no_pause;
 	srv->stop_ns = mono_ns();
@@ -2164,6 +2212,10 @@ int tm_server_event(tm_server *srv, const struct tm_event *ev)
 			    (!srv->annots_pending || (flush_annots(srv), !srv->annots_pending)) &&
 			    queue_record(srv, TM_REC_EVENT, 1) == TM_OK) {
 				sent = 1;
+				srv->seen = *ev;
+				srv->seen.tensors = NULL;
+				srv->seen.ntensors = 0;
+				srv->have_seen = 1;
 				srv->st.events_sent++;
 				flush_some(srv);
 			} else {
@@ -2176,7 +2228,9 @@ int tm_server_event(tm_server *srv, const struct tm_event *ev)
 		captures_satisfy(srv, ev);
 	/* Stops only at events the debugger has seen: it must show them. */
 	if (sent && srv->cfd >= 0) {
-		if (srv->step_mode >= 0 && step_done(srv, ev)) {
+		if (srv->step_mode == TM_RESUME_RERUN) {
+			/* the rest of the compiled region: the re-run stops */
+		} else if (srv->step_mode >= 0 && step_done(srv, ev)) {
 			stop_at(srv, ev, TM_STOP_STEP, 0, UINT32_MAX);
 		} else {
 			for (b = srv->bps; b; b = b->next) {
@@ -2191,6 +2245,41 @@ int tm_server_event(tm_server *srv, const struct tm_event *ev)
 		pthread_cond_broadcast(&srv->cond);
 	pthread_mutex_unlock(&srv->lock);
 	return TM_OK;
+}
+
+void tm_server_pause_handler(tm_server *srv, tm_server_pause_fn fn, void *user)
+{
+	if (!srv)
+		return;
+	pthread_mutex_lock(&srv->lock);
+	srv->pause_fn = fn;
+	srv->pause_user = user;
+	srv->hold_wanted = 0;
+	pthread_mutex_unlock(&srv->lock);
+}
+
+int tm_server_hold(tm_server *srv)
+{
+	int held = 0;
+
+	if (!srv)
+		return TM_ERR_INVALID_ARG;
+	if (!atomic_load_explicit(&srv->active, memory_order_relaxed))
+		return TM_OK;
+	pthread_mutex_lock(&srv->lock);
+	if (srv->hold_wanted && !srv->stopped && srv->cfd >= 0 && srv->have_seen &&
+	    !atomic_load(&srv->killed) && !srv->stopping) {
+		/* stopped after the last event the debugger was sent, as if
+		 * at it: its next/finish start from there */
+		srv->inside++;
+		stop_at(srv, &srv->seen, TM_STOP_STEP, 0, UINT32_MAX);
+		if (--srv->inside == 0 && srv->stopping)
+			pthread_cond_broadcast(&srv->cond);
+		held = 1;
+	}
+	srv->hold_wanted = 0;
+	pthread_mutex_unlock(&srv->lock);
+	return held ? TM_OK : TM_ERR_NOT_FOUND;
 }
 
 int tm_server_killed(tm_server *srv)

@@ -699,3 +699,34 @@ int tm_stats_compute(struct tm_tensor *t, const void *data, uint64_t numel,
 	}
 	return TM_OK;
 }
+
+/* Element i (row-major) of t's captured contents as a double; NaN when
+ * there is none or the dtype has no number. */
+double tm_tensor_element(const struct tm_tensor *t, uint64_t i)
+{
+	size_t k, sz = tm_dtype_size(t->dtype);
+	const uint8_t *p;
+	uint64_t u = 0;
+	union { uint32_t u; float f; } f32;
+	union { uint64_t u; double d; } f64;
+
+	if (!t->payload || !sz || sz > 8 || (i + 1) * sz > t->payload_len)
+		return NAN;
+	p = (const uint8_t *)t->payload + i * sz;
+	for (k = 0; k < sz; k++)
+		u |= (uint64_t)p[k] << (8 * k);
+	switch (t->dtype) {
+	case TM_DT_F32: f32.u = (uint32_t)u; return f32.f;
+	case TM_DT_F64: f64.u = u; return f64.d;
+	case TM_DT_F16: return tm_f16_to_double((uint16_t)u);
+	case TM_DT_BF16: return tm_bf16_to_double((uint16_t)u);
+	case TM_DT_I8: return (int8_t)u;
+	case TM_DT_I16: return (int16_t)u;
+	case TM_DT_I32: return (int32_t)u;
+	case TM_DT_I64: return (double)(int64_t)u;
+	case TM_DT_U8: case TM_DT_U16: case TM_DT_U32: case TM_DT_U64:
+	case TM_DT_BOOL:
+		return (double)u;
+	default: return NAN;
+	}
+}

@@ -63,7 +63,8 @@ struct tm_breakpoint {
 };
 
 /*
- * Parses where into b (zeroed first).  TM_ERR_ADDRESS on a malformed
+ * Parses where into b (zeroed first); "" is every node of every kind, as
+ * tm_breakpoint_init_every (catchpoints: their condition selects).  TM_ERR_ADDRESS on a malformed
  * address, with *col (0-based) and *msg (static text) as tm_address_parse
  * sets them (either may be NULL); TM_ERR_NOMEM.  b binds to no node until
  * tm_breakpoint_bind.

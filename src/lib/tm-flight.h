@@ -33,6 +33,13 @@ int tm_flight__add_trigger(struct tm_flight *f, const char *text,
 size_t tm_flight__events(struct tm_flight *f, const struct tm_event *e,
 			 size_t n, const tm_nodetab *nodes, const char **why);
 void tm_flight__gap(struct tm_flight *f, const struct tm_gap *g);
+/* Empties the ring and its counters for a new window: what it sees first
+ * is where the window's NOT_KEPT gap will begin (flight mode turned on in
+ * a recording that has a file already). */
+void tm_flight__restart(struct tm_flight *f);
+/* The seqs the ring saw since it (re)started, as one NOT_KEPT gap: for a
+ * recording that ends in flight mode without a trigger.  0: none. */
+int tm_flight__unkept(const struct tm_flight *f, struct tm_gap *g);
 /* Keeps n complete steps from now on (the oldest go if more are held). */
 int tm_flight__set_steps(struct tm_flight *f, uint32_t n);
 /* The producer is at step: the step in progress here, if earlier, is complete. */
@@ -49,6 +56,9 @@ struct tm_flight_window {
 	uint64_t steps_dropped;         /* complete steps dropped (age or budget) */
 	uint64_t steps_over;            /* steps that did not fit the budget */
 	uint64_t bytes;
+	uint64_t last_seq;              /* of the window's last record (the
+					 * triggering event of a TQL trigger) */
+	int have_last;
 };
 void tm_flight__window(const struct tm_flight *f, struct tm_flight_window *out);
 int tm_flight__write(struct tm_flight *f, tm_writer *w);

@@ -262,7 +262,12 @@ int tm_recorder_crash_install(tm_recorder *r);
  * installed (the window, then the crash record); and rendezvous: a file
  * that the recorder creates at its dump (holding the reason) and polls
  * for every 20 ms, so that every process of a job given the same path
- * dumps when one does.
+ * dumps when one does.  A recorder opened with tm_recorder_open and
+ * served to a debugger goes into flight mode at the debugger's FLIGHT
+ * request (set probe-flight N): nothing more is written until a trigger,
+ * and the window then follows a NOT_KEPT gap in the same file, with the
+ * flight.* pairs in a second META record; a dump (set probe-flight off)
+ * ends it again.
  */
 struct tm_flight_opts {
 	uint32_t steps;                 /* complete steps kept, >= 1 */
@@ -296,6 +301,18 @@ struct tm_flight_info {
 	char reason[200];               /* what triggered the dump */
 };
 int tm_recorder_flight_info(tm_recorder *r, struct tm_flight_info *out);
+/*
+ * Closes r when the process exits, not now: a recorder in flight mode
+ * (its window not written since it last came on) then learns the exit
+ * status (on_exit), and a status other than 0 triggers ("exit status N", step as for
+ * tm_recorder_flight_dump) before the close, as sys.exit(N) does.  That
+ * catches what no hook of the program sees: a bare `raise SystemExit(N)`
+ * reaching the interpreter's top level.  The caller must not use r again.
+ * TM_ERR_UNSUPPORTED (r untouched: close it) where the C library has no
+ * on_exit, for a recorder not in flight mode, or when another recorder
+ * waits already.
+ */
+int tm_recorder_close_at_exit(tm_recorder *r, uint64_t step);
 /* A word that counts dumps (0 until one), for a probe to poll cheaply;
  * NULL if not in flight mode. */
 const uint32_t *tm_recorder_flight_word(tm_recorder *r);

@@ -109,16 +109,41 @@ const char *tm_server_path(const tm_server *srv);
  */
 void tm_server_drop(tm_server *srv);
 /*
- * FLIGHT requests (doc/wire.md) go to fn, set by a flight-mode recorder
- * that serves this server (tm_recorder_serve): called on the server's
+ * FLIGHT requests (doc/wire.md) go to fn, set by a recorder with a ring
+ * or a file that serves this server (tm_recorder_serve): called on the server's
  * thread without its lock with op (enum tm_flight_op), steps and reason;
  * it returns a tm_err and may write a text for the RESULT into detail.
- * DESCRIBE offers TM_CAP_FLIGHT while one is set.  fn NULL removes it,
+ * DESCRIBE offers TM_CAP_FLIGHT while one is set; a request that
+ * succeeds bumps the state word's counter (the probe may have to install
+ * its own triggers).  *dumps (NULL: none), read at each DESCRIBE, counts
+ * the windows written: while it is not 0 DESCRIBE offers TM_CAP_WINDOW
+ * too, and a debugger reads the trace's window as history.  fn NULL removes it,
  * waiting for a call in progress.
  */
 typedef int (*tm_server_flight_fn)(void *user, int op, uint32_t steps,
 				   const char *reason, char *detail, size_t len);
-void tm_server_flight_handler(tm_server *srv, tm_server_flight_fn fn, void *user);
+void tm_server_flight_handler(tm_server *srv, tm_server_flight_fn fn, void *user,
+			      const uint32_t *dumps);
+/*
+ * A stop is a stop: an INTERRUPT that finds the model between events (in
+ * the loss, the backward's untracked part, the optimizer, logging) calls
+ * fn(user) on the server's thread, with the server's lock held: fn must
+ * only ask the program to call tm_server_hold soon, on the thread that
+ * runs the model (the PyTorch probe's C path: Py_AddPendingCall, which
+ * Python runs at its next bytecode).  The model also stops at its next
+ * event, whichever comes first.  fn NULL removes it.
+ */
+typedef void (*tm_server_pause_fn)(void *user);
+void tm_server_pause_handler(tm_server *srv, tm_server_pause_fn fn, void *user);
+/*
+ * Holds the calling thread where it is, as a stop right after the last
+ * event sent (STOP reason STEP with that event's seq), until RESUME or
+ * the debugger leaves -- if an INTERRUPT asked for it and no stop at an
+ * event came first.  TM_OK when it held, TM_ERR_NOT_FOUND when nothing
+ * was asked (a late call after the model stopped at an event anyway).
+ * Call it without locks of the probe's own held.
+ */
+int tm_server_hold(tm_server *srv);
 /* Last error text (for a failed start, use the code). */
 const char *tm_server_detail(const tm_server *srv);
 
@@ -195,6 +220,11 @@ int tm_server_level(tm_server *srv, uint32_t node);
 int tm_server_ops(tm_server *srv, char *buf, size_t len);
 /* 1 if the client asked for a full capture of a tensor of this node. */
 int tm_server_wants_capture(tm_server *srv, uint32_t node);
+/* 1 if the client asked to re-run the compiled region the model is in
+ * (RESUME rerun): the events until this call do not stop, the next one does
+ * (the re-run's first, or the next event when the probe cannot re-run).
+ * 0 otherwise.  The probe calls it where a compiled region ends. */
+int tm_server_rerun(tm_server *srv);
 
 /* Counters, for tests and the probe's report. */
 struct tm_server_stats {

@@ -34,6 +34,8 @@ int tm_stats_compute(struct tm_tensor *t, const void *data, uint64_t numel,
 /* Half-precision helpers, exposed for tests and the views. */
 double tm_f16_to_double(uint16_t h);
 double tm_bf16_to_double(uint16_t h);
+/* Element i (row-major) of t's captured payload; NaN without one. */
+double tm_tensor_element(const struct tm_tensor *t, uint64_t i);
 
 #ifdef __cplusplus
 }

@@ -63,6 +63,13 @@ struct tm_tql_value {
  * reference), and TM_TQL_SHAPES: the run's and the reference's contents
  * differ in size ("shapes differ"). */
 #define TM_TQL_SHAPES (1u << 23)
+/* Beside them too: an index past a shape's rank or a tensor's size ("index
+ * out of range"), an element of a tensor whose contents were not captured
+ * ("contents not captured"), and a convenience variable never set, which
+ * GDB prints "void" (tm_tql_value_format prints just that). */
+#define TM_TQL_RANGE (1u << 24)
+#define TM_TQL_NO_PAYLOAD (1u << 25)
+#define TM_TQL_VOID (1u << 26)
 /* Why stat (enum tm_stat) is absent from a tensor of ev (NULL: unknown). */
 uint32_t tm_tql_absent_reason(const struct tm_event *ev, int stat);
 

@@ -75,7 +75,11 @@ enum tm_event_kind {
 	TM_EV_EXIT = 1,
 	TM_EV_BWD = 2,
 	TM_EV_PARAM = 3,
-	/* 4 is issue 27's TM_EV_RAISE */
+	/* An exception left a module's forward (instead of its EXIT): no
+	 * tensors; what was raised is the step's "exception" annotation at
+	 * the event (values: the type's name, the message), TQL
+	 * exception.type / exception.message. */
+	TM_EV_RAISE = 4,
 	TM_EV_OP = 5,           /* one tensor operation inside a module call */
 	TM_EV__COUNT
 };

@@ -92,7 +92,8 @@ enum tm_wire_caps {
 	TM_CAP_LEVEL = 1u << 2,     /* SET_LEVEL is honoured */
 	TM_CAP_GRADIENTS = 1u << 3, /* backward events are observed */
 	TM_CAP_OPS = 1u << 4,       /* SET_OPS is honoured (op events) */
-	TM_CAP_FLIGHT = 1u << 5     /* FLIGHT is honoured (a flight-mode recorder) */
+	TM_CAP_FLIGHT = 1u << 5,    /* FLIGHT is honoured (a recorder with a trace) */
+	TM_CAP_WINDOW = 1u << 6     /* its trace holds a written flight window */
 };
 
 enum tm_resume_mode {
@@ -100,6 +101,8 @@ enum tm_resume_mode {
 	TM_RESUME_STEP = 1,       /* the next event */
 	TM_RESUME_NEXT = 2,       /* next event at the same or a shallower depth */
 	TM_RESUME_FINISH = 3,     /* the exit of the current call */
+	TM_RESUME_RERUN = 4,      /* re-run the compiled region eagerly, stop at
+				   * its first event (tm_server_rerun) */
 	TM_RESUME__COUNT
 };
 

@@ -35,7 +35,8 @@ static const char *const field_names[] = {
 	"tensor.zero_count", "tensor.shape", "tensor.dtype", "tensor.rank",
 	"node.path", "node.type", "node.depth",
 	"step", "phase", "seq", "time", "rank", "request", "request.count",
-	"call", "scaler.scale", "scaler.skipped",
+	"call", "scaler.scale", "scaler.skipped", "event", "exception.type",
+	"exception.message",
 	NULL
 };
 
@@ -56,7 +57,8 @@ static const char *const efield_names[EF__COUNT] = {
 	[EF_OP_MADE_NONFINITE] = "op.made_nonfinite",
 	[EF_CALL] = "call",
 	[EF_SCALER_SCALE] = "scaler.scale", [EF_SCALER_SKIPPED] = "scaler.skipped",
-	[EF_ANNOT] = "annot",
+	[EF_ANNOT] = "annot", [EF_EVENT] = "event",
+	[EF_EXC_TYPE] = "exception.type", [EF_EXC_MESSAGE] = "exception.message",
 };
 
 enum {
@@ -364,8 +366,12 @@ static int cmp_type(int a, int b)
 /* The type of + - * %: integer when both are, else number. */
 static int arith_type(int op, int a, int b)
 {
-	if (op == TK_SLASH || op == TK_POW)
+	if (op == TK_POW)
 		return TM_TQL_NUM;
+	/* C's division: integer when both are; a variable decides at run time */
+	if (op == TK_SLASH && ((a == T_DYN && (b == T_DYN || b == TM_TQL_INT)) ||
+			       (b == T_DYN && a == TM_TQL_INT)))
+		return T_DYN;
 	return a == TM_TQL_INT && b == TM_TQL_INT ? TM_TQL_INT : TM_TQL_NUM;
 }
 
@@ -407,7 +413,8 @@ static void gen_binary(struct tql_gen *g, const struct tql_node *n)
 	case TK_PERCENT: case TK_POW: {
 		static const uint8_t iop[] = {
 			[TK_PLUS] = OP_ADD_I, [TK_MINUS] = OP_SUB_I,
-			[TK_STAR] = OP_MUL_I, [TK_PERCENT] = OP_MOD_I,
+			[TK_STAR] = OP_MUL_I, [TK_SLASH] = OP_DIV_I,
+			[TK_PERCENT] = OP_MOD_I,
 		};
 		static const uint8_t nop[] = {
 			[TK_PLUS] = OP_ADD_N, [TK_MINUS] = OP_SUB_N,
@@ -416,6 +423,12 @@ static void gen_binary(struct tql_gen *g, const struct tql_node *n)
 		};
 
 		t = arith_type(n->op, ta, tb);
+		if (t == T_DYN) {
+			gen(g, n->a);
+			gen(g, n->b);
+			emit(g, OP_DIV_DYN, 0, 0);
+			return;
+		}
 		gen_conv(g, n->a, t);
 		gen_conv(g, n->b, t);
 		emit(g, t == TM_TQL_INT ? iop[n->op] : nop[n->op], 0, 0);
@@ -608,6 +621,26 @@ static void gen(struct tql_gen *g, const struct tql_node *n)
 	case N_CALL:
 		gen_call(g, n);
 		return;
+	case N_COND:
+		gen_conv(g, n->a, TM_TQL_BOOL);
+		gen_conv(g, n->b, n->type);
+		gen_conv(g, n->args, n->type);
+		emit(g, OP_SELECT, 0, 0);
+		return;
+	case N_INDEX: {
+		const struct tql_node *x;
+
+		if (n->res == R_TENSOR) {
+			for (x = n->args; x; x = x->next)
+				gen_conv(g, x, TM_TQL_INT);
+			emit(g, OP_ELEM, (uint16_t)n->nargs, 0);
+		} else {
+			gen_conv(g, n->a, TM_TQL_SHAPE);
+			gen_conv(g, n->args, TM_TQL_INT);
+			emit(g, OP_SHAPE_AT, 0, 0);
+		}
+		return;
+	}
 	default:
 		/* N_ERROR and N_LIST never reach here: errors stop compilation
 		 * and lists fold to shape constants. */
@@ -1214,7 +1247,8 @@ static int check_addressed(struct tql_cc *cc, struct tql_node *n)
 /*
  * field := "tensor." ( stat | "shape" | "dtype" | "rank" | "numel" )
  *        | "node." ( "path" | "type" | "depth" )
- *        | "step" | "phase" | "seq" | "time" | "rank"
+ *        | "step" | "phase" | "seq" | "time" | "rank" | "event"
+ *        | "exception." ( "type" | "message" )
  *        | addressed
  * ("rank" is the process's rank in a distributed run; "tensor.rank" the
  * number of dimensions.)
@@ -1228,7 +1262,8 @@ static int check_word(struct tql_cc *cc, struct tql_node *n)
 			n->res = R_EVENT;
 			n->aux = (uint32_t)i;
 			return i == EF_PHASE || i == EF_NODE_PATH || i == EF_NODE_TYPE ||
-			       i == EF_OP_NAME || i == EF_OP_FILE ? TM_TQL_STR :
+			       i == EF_OP_NAME || i == EF_OP_FILE || i == EF_EVENT ||
+			       i == EF_EXC_TYPE || i == EF_EXC_MESSAGE ? TM_TQL_STR :
 			       i == EF_OP_INPUTS_FINITE || i == EF_OP_MADE_NONFINITE ||
 			       i == EF_SCALER_SKIPPED ? TM_TQL_BOOL : i == EF_REQUEST ? TM_TQL_LIST :
 			       i == EF_SCALER_SCALE ? TM_TQL_NUM : TM_TQL_INT;
@@ -1615,6 +1650,80 @@ static int check_call(struct tql_cc *cc, struct tql_node *n)
 	}
 }
 
+/* c ? x : y: c is a condition; x and y of one type (numbers meet as a
+ * number, a variable takes the other's type). */
+static int check_cond(struct tql_cc *cc, struct tql_node *n)
+{
+	int tc = check(cc, n->a), tx = check(cc, n->b), ty = check(cc, n->args);
+
+	if (tc == T_ERR || tx == T_ERR || ty == T_ERR)
+		return T_ERR;
+	if (tc != TM_TQL_BOOL && tc != T_DYN) {
+		tql_error(cc, n->pos, n->a->lo, n->a->hi, 0, 0,
+			  "'?' needs true or false before it, but this is %s%s",
+			  type_name(tc), is_numeric(tc) ? " (compare it: 'x > 0 ? a : b')" : "");
+		return T_ERR;
+	}
+	if (tx == ty)
+		return tx;
+	if (tx == T_DYN)
+		return ty;
+	if (ty == T_DYN)
+		return tx;
+	if (is_numeric(tx) && is_numeric(ty))
+		return TM_TQL_NUM;
+	tql_error(cc, n->pos, n->b->lo, n->b->hi, n->args->lo, n->args->hi,
+		  "the two results of '?:' differ: %s and %s", type_name(tx), type_name(ty));
+	return T_ERR;
+}
+
+/* a[i]: a dimension of a shape; tensor[i, j, ...]: an element of the
+ * captured contents of the tensor in focus. */
+static int check_index(struct tql_cc *cc, struct tql_node *n)
+{
+	struct tql_node *x;
+	int ta, bad = 0;
+
+	for (x = n->args; x; x = x->next) {
+		int t = check(cc, x);
+
+		if (t == T_ERR) {
+			bad = 1;
+		} else if (t != TM_TQL_INT && t != T_DYN) {
+			tql_error(cc, x->lo, x->lo, x->hi, 0, 0,
+				  "an index is an integer, not %s", type_name(t));
+			bad = 1;
+		}
+	}
+	if (n->a->kind == N_WORD && word_eq(n->a, 0, "tensor")) {
+		if (bad)
+			return T_ERR;
+		if (n->nargs > TM_MAX_RANK) {
+			tql_error(cc, n->pos, n->lo, n->hi, 0, 0,
+				  "%u indices: a tensor has at most %d dimensions",
+				  n->nargs, TM_MAX_RANK);
+			return T_ERR;
+		}
+		n->res = R_TENSOR;
+		return TM_TQL_NUM;
+	}
+	ta = check(cc, n->a);
+	if (ta == T_ERR || bad)
+		return T_ERR;
+	if (ta != TM_TQL_SHAPE && ta != T_DYN) {
+		tql_error(cc, n->pos, n->a->lo, n->a->hi, 0, 0,
+			  "only a shape (tensor.shape[0]) or the tensor in focus "
+			  "(tensor[0, 1]) can be indexed, not %s", type_name(ta));
+		return T_ERR;
+	}
+	if (n->nargs != 1) {
+		tql_error(cc, n->pos, n->lo, n->hi, 0, 0,
+			  "a shape takes one index, not %u", n->nargs);
+		return T_ERR;
+	}
+	return TM_TQL_INT;
+}
+
 /* Type-checks n and its subtree; folds constants; returns n->type. */
 static int check(struct tql_cc *cc, struct tql_node *n)
 {
@@ -1667,12 +1776,20 @@ static int check(struct tql_cc *cc, struct tql_node *n)
 	case N_CALL:
 		t = check_call(cc, n);
 		break;
+	case N_COND:
+		t = check_cond(cc, n);
+		break;
+	case N_INDEX:
+		t = check_index(cc, n);
+		break;
 	default:
 		t = T_ERR;
 		break;
 	}
 	n->type = (uint8_t)t;
 	if (t != T_ERR && (n->kind == N_UNARY || n->kind == N_BINARY ||
+			   n->kind == N_COND ||
+			   (n->kind == N_INDEX && n->res != R_TENSOR) ||
 			   (n->kind == N_CALL && n->res == R_BUILTIN &&
 			    !(n->aux >= B_MAXABSDIFF && n->aux <= B_COSINE))) && all_const(n))
 		fold(cc, n);

@@ -36,6 +36,7 @@ enum tql_tok {
 	TK_PLUS, TK_MINUS, TK_STAR, TK_SLASH, TK_PERCENT, TK_POW,
 	TK_EQ, TK_NE, TK_LT, TK_LE, TK_GT, TK_GE, TK_MATCH,
 	TK_LPAREN, TK_RPAREN, TK_LBRACK, TK_RBRACK, TK_COMMA,
+	TK_QUEST, TK_COLON,
 	TK__COUNT
 };
 
@@ -67,7 +68,9 @@ enum tql_node_kind {
 	N_UNARY,        /* op: TK_MINUS, TK_PLUS, TK_NOT */
 	N_BINARY,       /* op: the operator token */
 	N_CALL,         /* name in word; arguments in args */
-	N_LIST          /* [a, b]: elements in args */
+	N_LIST,         /* [a, b]: elements in args */
+	N_COND,         /* a ? b : args (one node) */
+	N_INDEX         /* a[args]: a shape's dimension, a captured element */
 };
 
 /* Tensor fields beyond the stats (which are 0..TM_STAT__COUNT-1). */
@@ -93,6 +96,10 @@ enum tql_efield {
 	EF_SCALER_SKIPPED,      /* annotation "scaler.skipped": absent is false */
 	EF_ANNOT,       /* annot.KEY: any key's values, a list; insn b = the key
 			 * (NUL-ended, in the pool) */
+	EF_EVENT,       /* the event's kind: "enter", "exit", "raise", ... */
+	/* a raise event's (TM_EV_RAISE): its "exception" annotation; unknown
+	 * at other events */
+	EF_EXC_TYPE, EF_EXC_MESSAGE,
 	EF__COUNT
 };
 

@@ -33,6 +33,7 @@ static const char *const tok_names[TK__COUNT] = {
 	[TK_GT] = "'>'", [TK_GE] = "'>='", [TK_MATCH] = "'=~'",
 	[TK_LPAREN] = "'('", [TK_RPAREN] = "')'", [TK_LBRACK] = "'['",
 	[TK_RBRACK] = "']'", [TK_COMMA] = "','",
+	[TK_QUEST] = "'?'", [TK_COLON] = "':'",
 };
 
 const char *tql_tok_name(int kind)
@@ -83,10 +84,59 @@ static const struct {
 	{ "ns", 1 }, { "us", 1e3 }, { "ms", 1e6 }, { "s", 1e9 },
 };
 
+static int digit_value(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return 99;
+}
+
+/* 0x... (base 16) or 0... (base 8), digits from i on; no unit suffix. */
+static void lex_c_int(struct tql_cc *cc, struct tql_token *t, int base, uint32_t i)
+{
+	uint32_t first = i;
+	uint64_t v = 0;
+	int over = 0, bad = 0;
+
+	while (is_name_char(at(cc, i))) {
+		int d = digit_value(at(cc, i));
+
+		if (d >= base)
+			bad = 1;
+		else if (v > (uint64_t)INT64_MAX / (uint64_t)base ||
+			 v * (uint64_t)base + (uint64_t)d > (uint64_t)INT64_MAX)
+			over = 1;
+		else
+			v = v * (uint64_t)base + (uint64_t)d;
+		i++;
+	}
+	t->hi = cc->pos = i;
+	if (bad || i == first) {
+		tql_error(cc, t->lo, t->lo, t->hi, 0, 0, "invalid number \"%.*s\"",
+			  (int)(t->hi - t->lo > 40 ? 40 : t->hi - t->lo), cc->src + t->lo);
+		t->kind = TK_ERROR;
+		return;
+	}
+	if (over) {
+		tql_error(cc, t->lo, t->lo, t->hi, 0, 0,
+			  "integer literal too large (the limit is %lld)",
+			  (long long)INT64_MAX);
+		t->kind = TK_ERROR;
+		return;
+	}
+	t->kind = TK_INT;
+	t->v.i = (int64_t)v;
+}
+
 /*
  * number := digits [ "." digits ] [ ("e"|"E") ["+"|"-"] digits ] [ unit ]
  * An integer without '.' or exponent is TK_INT (int64); a unit makes the
- * value an integer number of nanoseconds.
+ * value an integer number of nanoseconds.  As in C, 0x1F is hexadecimal
+ * and 017 octal (integers only, no unit).
  */
 static void lex_number(struct tql_cc *cc, struct tql_token *t)
 {
@@ -95,6 +145,21 @@ static void lex_number(struct tql_cc *cc, struct tql_token *t)
 	char buf[64];
 	size_t n, u;
 
+	/* C integer literals, as GDB reads them: 0x1f is hex, 017 octal */
+	if (at(cc, i) == '0' && (at(cc, i + 1) == 'x' || at(cc, i + 1) == 'X')) {
+		lex_c_int(cc, t, 16, i + 2);
+		return;
+	}
+	if (at(cc, i) == '0' && is_digit(at(cc, i + 1))) {
+		uint32_t j = i;
+
+		while (is_digit(at(cc, j)))
+			j++;
+		if (at(cc, j) != '.' && at(cc, j) != 'e' && at(cc, j) != 'E') {
+			lex_c_int(cc, t, 8, i + 1);
+			return;
+		}
+	}
 	while (is_digit(at(cc, i)))
 		i++;
 	if (at(cc, i) == '.' && is_digit(at(cc, i + 1))) {
@@ -212,7 +277,7 @@ static void lex_string(struct tql_cc *cc, struct tql_token *t)
 	cc->pos = t->hi = i;
 }
 
-/* var := "$" ( name | digits | "$" [ digits ] | nothing ) */
+/* var := "$" ( name | digits | "$" [ digits ] | nothing ) { "." name } */
 static void lex_var(struct tql_cc *cc, struct tql_token *t)
 {
 	uint32_t i = cc->pos + 1;
@@ -227,6 +292,13 @@ static void lex_var(struct tql_cc *cc, struct tql_token *t)
 			i++;
 	} else {
 		while (is_digit(at(cc, i)))
+			i++;
+	}
+	/* $z.numel, $3.shape: a field of a variable that holds a tensor; the
+	 * environment answers the dotted name */
+	while (at(cc, i) == '.' && is_name_start(at(cc, i + 1)) && i > cc->pos + 1) {
+		i++;
+		while (is_name_char(at(cc, i)))
 			i++;
 	}
 	s = tql_pool_add(cc, cc->src + cc->pos + 1, i - cc->pos - 1);
@@ -326,7 +398,8 @@ static const struct {
 	{ "+", TK_PLUS }, { "-", TK_MINUS }, { "*", TK_STAR }, { "/", TK_SLASH },
 	{ "%", TK_PERCENT }, { "<", TK_LT }, { ">", TK_GT }, { "!", TK_NOT },
 	{ "(", TK_LPAREN }, { ")", TK_RPAREN }, { "[", TK_LBRACK },
-	{ "]", TK_RBRACK }, { ",", TK_COMMA },
+	{ "]", TK_RBRACK }, { ",", TK_COMMA }, { "?", TK_QUEST },
+	{ ":", TK_COLON },
 };
 
 /* Advances cc->tok to the next token. */

@@ -3,6 +3,7 @@
  * climbing (doc/tql.md has the whole grammar).
  *
  * Precedence, loosest first:
+ *   0  ?:             right (C's conditional; a ? b : c ? d : e)
  *   1  || or          left
  *   2  && and         left
  *   3  ! not          prefix (looser than comparison: `not x > 0` negates
@@ -12,6 +13,7 @@
  *   6  * / %          left
  *   7  - +            prefix
  *   8  **             right; binds tighter than a prefix minus on its left
+ *   9  a[i, j]        postfix indexing
  *
  * The parser recovers where it can so that one compile reports several
  * errors: a missing operand becomes an error node, a missing ')' is
@@ -115,6 +117,7 @@ static int binop_prec(int tok)
 
 static struct tql_node *parse_expr(struct tql_cc *cc, int minprec);
 static struct tql_node *parse_prefix(struct tql_cc *cc);
+static struct tql_node *parse_cond(struct tql_cc *cc);
 
 static int starts_operand(int tok)
 {
@@ -162,7 +165,7 @@ static struct tql_node *parse_list(struct tql_cc *cc, int close, uint32_t open,
 	*end = open + 1;
 	if (cc->tok.kind != close) {
 		for (;;) {
-			struct tql_node *e = parse_expr(cc, PREC_OR);
+			struct tql_node *e = parse_cond(cc);
 
 			if (!e)
 				return NULL;
@@ -258,7 +261,7 @@ static struct tql_node *parse_primary(struct tql_cc *cc)
 		return n;
 	case TK_LPAREN:
 		tql_lex_next(cc);
-		n = parse_expr(cc, PREC_OR);
+		n = parse_cond(cc);
 		if (!n)
 			return NULL;
 		if (cc->tok.kind == TK_RPAREN) {
@@ -310,6 +313,31 @@ static struct tql_node *parse_primary(struct tql_cc *cc)
 	}
 }
 
+/* postfix := primary { "[" args "]" } */
+static struct tql_node *parse_postfix(struct tql_cc *cc)
+{
+	struct tql_node *n = parse_primary(cc);
+
+	while (n && !cc->fatal && cc->tok.kind == TK_LBRACK) {
+		struct tql_node *x;
+		uint32_t open = cc->tok.lo, count;
+
+		tql_lex_next(cc);
+		x = tql_node_new(cc, N_INDEX, n->lo, open + 1);
+		if (!x)
+			return NULL;
+		x->pos = open;
+		x->a = n;
+		x->args = parse_list(cc, TK_RBRACK, open, &count, &x->hi);
+		x->nargs = count;
+		if (!count && !cc->fatal)
+			tql_error(cc, open, open, x->hi, 0, 0, "an index is missing between '[' and ']'");
+		set_height(cc, x);
+		n = x;
+	}
+	return n;
+}
+
 /*
  * prefix := ( "!" | "not" ) expr(PREC_NOT)
  *         | ( "-" | "+" ) expr(PREC_NEG)
@@ -321,7 +349,7 @@ static struct tql_node *parse_prefix(struct tql_cc *cc)
 	struct tql_node *n, *e;
 
 	if (t.kind != TK_NOT && t.kind != TK_MINUS && t.kind != TK_PLUS)
-		return parse_primary(cc);
+		return parse_postfix(cc);
 	tql_lex_next(cc);
 	e = parse_expr(cc, t.kind == TK_NOT ? PREC_NOT : PREC_NEG);
 	if (!e)
@@ -394,7 +422,57 @@ static struct tql_node *parse_expr(struct tql_cc *cc, int minprec)
 	return lhs;
 }
 
-/* program := expr EOF */
+/* cond := expr(PREC_OR) [ "?" cond ":" cond ] */
+static struct tql_node *parse_cond(struct tql_cc *cc)
+{
+	struct tql_node *c, *a, *b, *n;
+	uint32_t q;
+
+	c = parse_expr(cc, PREC_OR);
+	if (!c || cc->fatal || cc->tok.kind != TK_QUEST)
+		return c;
+	q = cc->tok.lo;
+	if (++cc->depth > TQL_MAX_DEPTH) {
+		tql_error(cc, q, q, q + 1, 0, 0,
+			  "expression nested too deeply (over %d levels)", TQL_MAX_DEPTH);
+		cc->fatal = 1;
+		cc->depth--;
+		return error_node(cc, q, q + 1);
+	}
+	tql_lex_next(cc);
+	a = parse_cond(cc);
+	if (!a) {
+		cc->depth--;
+		return NULL;
+	}
+	if (cc->tok.kind != TK_COLON) {
+		if (!cc->fatal) {
+			char found[64];
+
+			found_text(cc, found, sizeof(found));
+			tql_error(cc, cc->tok.lo, cc->tok.lo, cc->tok.hi, q, q + 1,
+				  "expected ':' for this '?', found %s", found);
+		}
+		cc->depth--;
+		return error_node(cc, c->lo, a->hi);
+	}
+	tql_lex_next(cc);
+	b = parse_cond(cc);
+	cc->depth--;
+	if (!b)
+		return NULL;
+	n = tql_node_new(cc, N_COND, c->lo, b->hi);
+	if (!n)
+		return NULL;
+	n->pos = q;
+	n->a = c;
+	n->b = a;
+	n->args = b;
+	set_height(cc, n);
+	return n;
+}
+
+/* program := cond EOF */
 struct tql_node *tql_parse(struct tql_cc *cc)
 {
 	struct tql_node *n;
@@ -404,7 +482,7 @@ struct tql_node *tql_parse(struct tql_cc *cc)
 		tql_error(cc, 0, 0, 0, 0, 0, "empty expression");
 		return NULL;
 	}
-	n = parse_expr(cc, PREC_OR);
+	n = parse_cond(cc);
 	if (n && !cc->fatal && cc->tok.kind != TK_EOF) {
 		char found[64];
 

@@ -18,13 +18,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tm-stats.h"
 #include "tm-address.h"
 #include "tm-compare.h"
 #include "tql-int.h"
 
 enum {
 	OPND_NONE, OPND_K, OPND_STAT, OPND_SK, OPND_EK, OPND_TF, OPND_EF, OPND_ADDR, OPND_VAR,
-	OPND_SITE, OPND_JUMP, OPND_FUNC, OPND_RSET
+	OPND_SITE, OPND_JUMP, OPND_FUNC, OPND_RSET, OPND_COUNT
 };
 
 static const struct {
@@ -72,6 +73,16 @@ static inline void set_num(struct tm_tql_value *v, double d)
 	v->type = TM_TQL_NUM;
 	v->unknown_reason = 0;
 	v->v.d = d;
+}
+
+static inline int dyn_number(const struct tm_tql_value *v)
+{
+	return v->type == TM_TQL_INT || v->type == TM_TQL_NUM;
+}
+
+static inline double dyn_to_double(const struct tm_tql_value *v)
+{
+	return v->type == TM_TQL_INT ? (double)v->v.i : v->v.d;
 }
 
 static inline void set_bool(struct tm_tql_value *v, int b)
@@ -298,6 +309,22 @@ static void event_field(const struct tm_tql_ctx *ctx, uint32_t f, const char *ke
 	case EF_CALL:
 		set_int(v, e->call);
 		return;
+	case EF_EVENT:
+		set_str(v, tm_event_kind_name(e->kind));
+		return;
+	case EF_EXC_TYPE:
+	case EF_EXC_MESSAGE: {
+		/* what a raise raised (tm-types.h TM_EV_RAISE) */
+		const struct tm_annot *a = e->kind == TM_EV_RAISE ?
+			annot_of(ctx, e, "exception") : NULL;
+		unsigned k = f == EF_EXC_TYPE ? 0 : 1;
+
+		if (a && a->nvalues > k)
+			set_str(v, a->values[k]);
+		else
+			set_unknown(v, 0);
+		return;
+	}
 	case EF_OP_NAME:
 	case EF_OP_INDEX:
 	case EF_OP_LINE:
@@ -813,7 +840,90 @@ void tql_run(tm_tql_prog *p, const struct tql_insn *code,
 	L_ADD_N: BINARY(); a->v.d += b->v.d; DISPATCH();
 	L_SUB_N: BINARY(); a->v.d -= b->v.d; DISPATCH();
 	L_MUL_N: BINARY(); a->v.d *= b->v.d; DISPATCH();
+	L_DIV_I:
+		BINARY();
+		if (b->v.i == 0)
+			set_unknown(a, TM_TQL_DIV_ZERO);
+		else if (b->v.i == -1 && a->v.i == INT64_MIN)
+			set_unknown(a, TM_TQL_OVERFLOW);
+		else
+			a->v.i /= b->v.i;
+		DISPATCH();
 	L_DIV_N: BINARY(); a->v.d /= b->v.d; DISPATCH();
+	L_DIV_DYN:
+		BINARY();
+		if (a->type == TM_TQL_INT && b->type == TM_TQL_INT) {
+			if (b->v.i == 0)
+				set_unknown(a, TM_TQL_DIV_ZERO);
+			else if (b->v.i == -1 && a->v.i == INT64_MIN)
+				set_unknown(a, TM_TQL_OVERFLOW);
+			else
+				a->v.i /= b->v.i;
+		} else if (dyn_number(a) && dyn_number(b)) {
+			set_num(a, dyn_to_double(a) / dyn_to_double(b));
+		} else {
+			set_unknown(a, 0);
+		}
+		DISPATCH();
+	L_SELECT: {
+		struct tm_tql_value *c = sp - 3;
+
+		sp -= 2;
+		if (c->type != TM_TQL_BOOL)
+			set_unknown(c, c->type == TM_TQL_UNKNOWN ? c->unknown_reason : 0);
+		else
+			*c = c->v.b ? c[1] : c[2];
+		DISPATCH();
+	}
+	L_SHAPE_AT:
+		BINARY();
+		if (a->type != TM_TQL_SHAPE || b->type != TM_TQL_INT)
+			set_unknown(a, 0);
+		else if (b->v.i < 0 || b->v.i >= a->v.shape.rank)
+			set_unknown(a, TM_TQL_RANGE);
+		else
+			set_int(a, a->v.shape.dims[b->v.i]);
+		DISPATCH();
+	L_ELEM: {
+		struct tm_tql_value *x = sp - in.a;
+		const struct tm_tensor *t = ctx ? ctx->tensor : NULL;
+		uint64_t off = 0;
+		uint32_t k, why = 0;
+		int bad = 0;
+
+		for (k = 0; k < in.a; k++) {
+			if (x[k].type == TM_TQL_UNKNOWN) {
+				why |= x[k].unknown_reason;
+				bad = 1;
+			} else if (x[k].type != TM_TQL_INT) {
+				why |= TM_TQL_RANGE;
+				bad = 1;
+			}
+		}
+		if (bad) {
+			sp = x + 1;
+			set_unknown(x, why);
+			DISPATCH();
+		}
+		if (!t || !t->payload)
+			why = TM_TQL_NO_PAYLOAD;
+		if (!why && in.a != t->rank)
+			why = TM_TQL_RANGE;
+		for (k = 0; !why && k < in.a; k++) {
+			if (x[k].v.i < 0 || x[k].v.i >= t->shape[k])
+				why = TM_TQL_RANGE;
+			else
+				off = off * (uint64_t)t->shape[k] + (uint64_t)x[k].v.i;
+		}
+		if (!why && (off + 1) * tm_dtype_size(t->dtype) > t->payload_len)
+			why = TM_TQL_NO_PAYLOAD;
+		sp = x + 1;
+		if (why)
+			set_unknown(x, why);
+		else
+			set_num(x, tm_tensor_element(t, off));
+		DISPATCH();
+	}
 	L_MOD_N: BINARY(); a->v.d = fmod_py(a->v.d, b->v.d); DISPATCH();
 	L_POW_N: BINARY(); a->v.d = pow(a->v.d, b->v.d); DISPATCH();
 	L_NEG_I:
@@ -1063,6 +1173,9 @@ int tm_tql_reason_format(uint32_t reason, char *buf, size_t len)
 		{ TM_REF_NO_EVENT, "no reference event" },
 		{ TM_REF_UNMAPPED, "unmapped" },
 		{ TM_TQL_SHAPES, "shapes differ" },
+		{ TM_TQL_RANGE, "index out of range" },
+		{ TM_TQL_NO_PAYLOAD, "contents not captured" },
+		{ TM_TQL_VOID, "void" },
 	};
 	uint32_t gap = reason & (uint32_t)TM_GAP__ALL;
 	size_t i, off;
@@ -1072,7 +1185,8 @@ int tm_tql_reason_format(uint32_t reason, char *buf, size_t len)
 		return TM_ERR_INVALID_ARG;
 	buf[0] = 0;
 	if (!(reason & ((uint32_t)TM_GAP__ALL | TM_TQL_NO_FINITE | TM_TQL_OVERFLOW |
-			TM_TQL_DIV_ZERO | TM_REF__ALL | TM_TQL_SHAPES))) {
+			TM_TQL_DIV_ZERO | TM_REF__ALL | TM_TQL_SHAPES | TM_TQL_RANGE |
+			TM_TQL_NO_PAYLOAD | TM_TQL_VOID))) {
 		n = snprintf(buf, len, "not recorded");
 		return n < 0 || (size_t)n >= len ? TM_ERR_INVALID_ARG : TM_OK;
 	}
@@ -1100,7 +1214,9 @@ int tm_tql_value_format(const struct tm_tql_value *v, char *buf, size_t len)
 	case TM_TQL_UNKNOWN: {
 		char why[96];
 
-		if (v->unknown_reason &&
+		if (v->unknown_reason == TM_TQL_VOID)
+			n = snprintf(buf, len, "void");
+		else if (v->unknown_reason &&
 		    tm_tql_reason_format(v->unknown_reason, why, sizeof(why)) == TM_OK)
 			n = snprintf(buf, len, "<unknown: %s>", why);
 		else
@@ -1181,6 +1297,8 @@ static const char *const ef_names[EF__COUNT] = {
 	[EF_OP_MADE_NONFINITE] = "op.made_nonfinite",
 	[EF_CALL] = "call", [EF_SCALER_SCALE] = "scaler.scale",
 	[EF_SCALER_SKIPPED] = "scaler.skipped", [EF_ANNOT] = "annot",
+	[EF_EVENT] = "event", [EF_EXC_TYPE] = "exception.type",
+	[EF_EXC_MESSAGE] = "exception.message",
 };
 
 /*
@@ -1246,6 +1364,9 @@ int tm_tql_disassemble(const tm_tql_prog *p, FILE *out)
 			break;
 		case OPND_FUNC:
 			snprintf(opnd, sizeof(opnd), "%s/%u", tql_ext_name(p->ext[in->b]), in->a);
+			break;
+		case OPND_COUNT:
+			snprintf(opnd, sizeof(opnd), "%u", in->a);
 			break;
 		case OPND_RSET:
 			/* the first and last rank's terms: a world of 4096 ranks

@@ -23,7 +23,8 @@ const char *tm_event_kind_name(int kind)
 {
 	static const char *const names[TM_EV__COUNT] = {
 		[TM_EV_ENTER] = "enter", [TM_EV_EXIT] = "exit",
-		[TM_EV_BWD] = "bwd", [TM_EV_PARAM] = "param", [TM_EV_OP] = "op"
+		[TM_EV_BWD] = "bwd", [TM_EV_PARAM] = "param", [TM_EV_RAISE] = "raise",
+		[TM_EV_OP] = "op"
 	};
 	return kind >= 0 && kind < TM_EV__COUNT && names[kind] ? names[kind] : "?";
 }

@@ -47,7 +47,9 @@ int tm_bp_bind(struct tm_session *s, struct bp *b, const char *where, int quiet)
 		return -1;
 	}
 	free(b->where);
-	b->where = strdup(c->where);
+	b->where = strdup(c->where ? c->where : "");
+	if (c->every_node)
+		return 0;       /* a catchpoint: every node, now and later */
 	if (tm_breakpoint_bind(c, s->nodes) != TM_OK)
 		return -1;
 	if (c->nmatch == 0) {
@@ -77,6 +79,100 @@ static int bp_rebind(struct tm_session *s, struct bp *b)
 	b->src_seen = s->nodes ? tm_nodetab_count(s->nodes) : 0;
 	return tm_source_resolve(s, b->src_file, b->src_line, loc, sizeof(loc), 1) ||
 	       tm_bp_bind(s, b, loc, 1);
+}
+
+const char *tm_catch_kind_name(int kind)
+{
+	static const char *const names[] = {
+		[TM_CATCH_EXCEPTION] = "exception", [TM_CATCH_NAN] = "nan",
+		[TM_CATCH_INF] = "inf", [TM_CATCH_GAP] = "gap", [TM_CATCH_SIGNAL] = "signal",
+	};
+
+	return kind > 0 && kind < (int)(sizeof(names) / sizeof(names[0])) ? names[kind] : "?";
+}
+
+/*
+ * The source of the condition b's matcher runs: a catchpoint's own test
+ * and then user's (NULL or "": none).  malloc'd; NULL with *none set when
+ * there is nothing to test.
+ */
+static char *bp_core_cond(const struct bp *b, const char *user, int *none)
+{
+	char guard[160];
+	size_t l;
+	char *out;
+
+	*none = 0;
+	guard[0] = 0;
+	switch (b->catch_kind) {
+	case TM_CATCH_EXCEPTION:
+		if (b->catch_arg)
+			snprintf(guard, sizeof(guard),
+				 "event == \"raise\" && exception.type == \"%s\"", b->catch_arg);
+		else
+			snprintf(guard, sizeof(guard), "event == \"raise\"");
+		break;
+	case TM_CATCH_NAN:
+		snprintf(guard, sizeof(guard), "tensor.nan_count > 0");
+		break;
+	case TM_CATCH_INF:
+		snprintf(guard, sizeof(guard), "tensor.inf_count > 0");
+		break;
+	default:
+		break;
+	}
+	if (user && !*user)
+		user = NULL;
+	if (!guard[0] && !user) {
+		*none = 1;
+		return NULL;
+	}
+	if (!guard[0])
+		return strdup(user);
+	if (!user)
+		return strdup(guard);
+	l = strlen(guard) + strlen(user) + 16;
+	out = malloc(l);
+	if (out)
+		snprintf(out, l, "(%s) && (%s)", guard, user);
+	return out;
+}
+
+/* Compiles what b's matcher runs for condition user (bp_core_cond) into
+ * *prog (NULL: unconditional), keeping its source in *src when src is
+ * not NULL (a catchpoint's, for the live probe).  0, or -1 after an error
+ * message (a catchpoint's own test always compiles, so it is the user's). */
+static int bp_compile(struct tm_session *s, const struct bp *b, const char *user,
+		      tm_tql_prog **prog, char **src)
+{
+	int none;
+	char *text = bp_core_cond(b, user, &none);
+
+	*prog = NULL;
+	if (src)
+		*src = NULL;
+	if (none)
+		return 0;
+	if (!text)
+		return -1;
+	if (b->catch_kind && user && *user) {
+		/* errors name the user's text, not the combination */
+		if (tm_compile(s, user, 1, prog)) {
+			free(text);
+			return -1;
+		}
+		tm_tql_free(*prog);
+		*prog = NULL;
+	}
+	if (tm_compile(s, text, 1, prog)) {
+		free(text);
+		return -1;
+	}
+	if (src && b->catch_kind)
+		*src = text;
+	else
+		free(text);
+	return 0;
 }
 
 /*
@@ -119,6 +215,9 @@ int tm_bp_match(struct tm_session *s, struct bp *b, const struct tm_event *ev,
 	struct tm_tql_ctx ctx;
 
 	*focus = UINT32_MAX;
+	/* catch gap / catch signal stop at records, never at an event */
+	if (b->catch_kind == TM_CATCH_GAP || b->catch_kind == TM_CATCH_SIGNAL)
+		return 0;
 	if (b->pending && ev->node >= b->core.nkinds &&
 	    tm_nodetab_count(s->nodes) > b->core.nkinds && !bp_resolve(s, b))
 		return 0;
@@ -162,13 +261,16 @@ int tm_bp_rebind_all(struct tm_session *s)
 		} else {
 			b->pending = 0;
 		}
-		if (b->cond_src) {
+		if (b->cond_src || b->catch_kind) {
 			tm_tql_prog *cond = NULL;
+			char *src = NULL;
 
 			tm_breakpoint_set_cond(&b->core, NULL);
-			if (tm_compile(s, b->cond_src, 1, &cond))
+			if (bp_compile(s, b, b->cond_src, &cond, &src))
 				b->enabled = 0;
 			tm_breakpoint_set_cond(&b->core, cond);
+			free(b->core_src);
+			b->core_src = src;
 		}
 	}
 	return 0;
@@ -215,6 +317,13 @@ static void bp_what(struct tm_session *s, const struct bp *b, char *buf, size_t 
 	const struct tm_node *n = NULL;
 	uint32_t i;
 
+	if (b->catch_kind) {
+		/* GDB's What of a catchpoint: "exception throw" */
+		snprintf(buf, len, "%s%s%s%s", tm_catch_kind_name(b->catch_kind),
+			 b->catch_kind == TM_CATCH_EXCEPTION ? " raise" : "",
+			 b->catch_arg ? " " : "", b->catch_arg ? b->catch_arg : "");
+		return;
+	}
 	if (b->pending) {
 		snprintf(buf, len, "<PENDING>  %s", b->where);
 		return;
@@ -341,7 +450,8 @@ int tm_bp_create(struct tm_session *s, const struct tm_bp_spec *spec,
 		return tm_need_trace(s);
 	/* FILE:LINE, as IDEs send a click in the margin: the modules whose
 	 * forward() holds that line; pending until they come, live */
-	if (spec->location && tm_source_split(spec->location, file, sizeof(file), &line)) {
+	if (!spec->catch_kind && spec->location &&
+	    tm_source_split(spec->location, file, sizeof(file), &line)) {
 		src = 1;
 		if (tm_source_resolve(s, file, line, loc, sizeof(loc),
 				      tm_session_can_pend(s)) == 0)
@@ -354,7 +464,7 @@ int tm_bp_create(struct tm_session *s, const struct tm_bp_spec *spec,
 	if (src && !sp.location) {
 		addr = NULL;
 	} else {
-		addr = spec_location(s, &sp);
+		addr = spec->catch_kind ? strdup("") : spec_location(s, &sp);
 		if (!addr)
 			return -1;
 	}
@@ -385,7 +495,10 @@ int tm_bp_create(struct tm_session *s, const struct tm_bp_spec *spec,
 		return 0;
 	}
 	b->where = strdup(addr);
-	pend = tm_session_can_pend(s) && address_ok(addr);
+	b->catch_kind = spec->catch_kind;
+	if (spec->catch_arg)
+		b->catch_arg = strdup(spec->catch_arg);
+	pend = !spec->catch_kind && tm_session_can_pend(s) && address_ok(addr);
 	if (tm_bp_bind(s, b, addr, pend)) {
 		if (!pend) {
 			tm_bp_free(b);
@@ -396,13 +509,14 @@ int tm_bp_create(struct tm_session *s, const struct tm_bp_spec *spec,
 		b->pending = 1;
 	}
 	free(addr);
-	if (spec->cond && *spec->cond) {
+	if ((spec->cond && *spec->cond) || b->catch_kind) {
 		/* A pending breakpoint's condition compiles when it binds. */
-		if (!b->pending && tm_compile(s, spec->cond, 1, &b->core.cond)) {
+		if (!b->pending && bp_compile(s, b, spec->cond, &b->core.cond, &b->core_src)) {
 			tm_bp_free(b);
 			return -1;
 		}
-		b->cond_src = strdup(spec->cond);
+		if (spec->cond && *spec->cond)
+			b->cond_src = strdup(spec->cond);
 	}
 	b->num = s->next_bpnum++;
 	bp_append(s, b);
@@ -415,7 +529,7 @@ int tm_bp_change(struct tm_session *s, struct bp *b, const struct tm_bp_spec *sp
 		 unsigned what)
 {
 	tm_tql_prog *prog = NULL;
-	char *src = NULL, *addr = NULL;
+	char *src = NULL, *addr = NULL, *csrc = NULL;
 	struct bp tmp;
 
 	memset(&tmp, 0, sizeof(tmp));
@@ -429,13 +543,18 @@ int tm_bp_change(struct tm_session *s, struct bp *b, const struct tm_bp_spec *sp
 		}
 		free(addr);
 	}
-	if ((what & TM_BP_SET_COND) && spec->cond && *spec->cond) {
-		if (tm_compile(s, spec->cond, 1, &prog)) {
+	if ((what & TM_BP_SET_LOCATION) && b->catch_kind) {
+		tm_error(s, "Catchpoint %d has no location to change.", b->num);
+		return -1;
+	}
+	if ((what & TM_BP_SET_COND) && ((spec->cond && *spec->cond) || b->catch_kind)) {
+		if (bp_compile(s, b, spec->cond, &prog, &csrc)) {
 			tm_breakpoint_clear(&tmp.core);
 			free(tmp.where);
 			return -1;
 		}
-		src = strdup(spec->cond);
+		if (spec->cond && *spec->cond)
+			src = strdup(spec->cond);
 	}
 	if ((what & TM_BP_SET_LOCATION) && b->type == BP_BREAK) {
 		/* the new location keeps the condition and its counts */
@@ -454,6 +573,8 @@ int tm_bp_change(struct tm_session *s, struct bp *b, const struct tm_bp_spec *sp
 		tm_breakpoint_set_cond(&b->core, prog);
 		free(b->cond_src);
 		b->cond_src = src;
+		free(b->core_src);
+		b->core_src = csrc;
 	}
 	if (what & TM_BP_SET_IGNORE)
 		b->ignore = spec->ignore;
@@ -471,6 +592,12 @@ static void bp_announce(struct tm_session *s, const struct bp *b)
 	const char *kind = b->disp == BP_DEL ? "Temporary breakpoint" : "Breakpoint";
 	char what[TM_ADDRESS_MAX + 64];
 
+	if (b->catch_kind) {
+		bp_what(s, b, what, sizeof(what));
+		tm_out(s, "%s %d (%s)\n", b->disp == BP_DEL ? "Temporary catchpoint" :
+		       "Catchpoint", b->num, what);
+		return;
+	}
 	if (b->pending) {
 		tm_out(s, "%s %d (%s) pending.\n", kind, b->num, b->where);
 		return;
@@ -560,6 +687,154 @@ const struct cmd_entry cmd_tbreak_entry = {
 	.help = "Set a temporary breakpoint: deleted when it is hit.",
 	.exec = cmd_tbreak_exec, .flags = CMD_NEEDS_TRACE | CMD_PROGRAM,
 	.klass = "breakpoints",
+};
+
+/* ------------------------------------------------------------- catch */
+
+/*
+ * catch KIND [ARG] [if COND]: a catchpoint (GDB's catch), made by
+ * tm_bp_create as a breakpoint on every node whose matcher tests the
+ * event kind first (bp_core_cond).  Announces it; *out (may be NULL) gets
+ * it.  0, or -1 after an error message.
+ */
+int tm_catch(struct tm_session *s, const char *args, int disp, int announce,
+	     struct bp **out)
+{
+	static const struct {
+		const char *word;
+		int kind;
+	} kinds[] = {
+		{ "exception", TM_CATCH_EXCEPTION }, { "throw", TM_CATCH_EXCEPTION },
+		{ "raise", TM_CATCH_EXCEPTION }, { "nan", TM_CATCH_NAN },
+		{ "inf", TM_CATCH_INF }, { "gap", TM_CATCH_GAP },
+		{ "signal", TM_CATCH_SIGNAL },
+	};
+	struct tm_bp_spec spec;
+	const char *p = tm_skip_ws(args), *q;
+	char word[32], arg[64];
+	size_t l, i;
+	struct bp *b;
+
+	if (out)
+		*out = NULL;
+	l = strcspn(p, " \t");
+	if (!l) {
+		tm_error(s, "Catch requires an event name: exception [TYPE], nan, inf, "
+			 "gap or signal [SIGNAL].");
+		return -1;
+	}
+	snprintf(word, sizeof(word), "%.*s", (int)(l < sizeof(word) ? l : sizeof(word) - 1), p);
+	tm_bp_spec_init(&spec);
+	spec.disp = disp;
+	for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+		if (!strcmp(word, kinds[i].word))
+			spec.catch_kind = kinds[i].kind;
+	if (!spec.catch_kind) {
+		tm_error(s, "Undefined catch command: \"%s\".  Try \"help catch\".", word);
+		return -1;
+	}
+	p = tm_skip_ws(p + l);
+	l = strcspn(p, " \t");
+	if (l && !(l == 2 && !strncmp(p, "if", 2))) {
+		/* an exception type or a signal: a name, never an expression */
+		if (spec.catch_kind != TM_CATCH_EXCEPTION && spec.catch_kind != TM_CATCH_SIGNAL) {
+			tm_error(s, "Junk at end of arguments: \"%s\".", p);
+			return -1;
+		}
+		if (l >= sizeof(arg)) {
+			tm_error(s, "Name too long: \"%.*s\".", (int)l, p);
+			return -1;
+		}
+		snprintf(arg, sizeof(arg), "%.*s", (int)l, p);
+		for (q = arg; *q; q++)
+			if (!isalnum((unsigned char)*q) && *q != '_' && *q != '.')
+				break;
+		if (*q || isdigit((unsigned char)arg[0]) != (spec.catch_kind == TM_CATCH_SIGNAL &&
+							     isdigit((unsigned char)arg[0]))) {
+			tm_error(s, "Bad %s name: \"%s\".",
+				 spec.catch_kind == TM_CATCH_SIGNAL ? "signal" : "exception type", arg);
+			return -1;
+		}
+		if (spec.catch_kind == TM_CATCH_SIGNAL) {
+			/* SIGSEGV, SEGV or 11, kept as GDB names it */
+			char canon[80];
+			const char *name = NULL;
+
+			if (isdigit((unsigned char)arg[0])) {
+				name = tm_signal_name(atoi(arg), NULL);
+			} else {
+				snprintf(canon, sizeof(canon), "%s%s",
+					 strncmp(arg, "SIG", 3) ? "SIG" : "", arg);
+				for (i = 1; i < 65 && !name; i++) {
+					const char *n = tm_signal_name((int)i, NULL);
+
+					if (n && !strcmp(n, canon))
+						name = n;
+				}
+			}
+			if (!name) {
+				tm_error(s, "Only signals 1-15 are valid as numeric signals.\n"
+					 "Unknown signal \"%s\".", arg);
+				return -1;
+			}
+			snprintf(arg, sizeof(arg), "%s", name);
+		}
+		spec.catch_arg = arg;
+		p = tm_skip_ws(p + l);
+	}
+	if (!strncmp(p, "if", 2) && (!p[2] || isspace((unsigned char)p[2]))) {
+		spec.cond = tm_skip_ws(p + 2);
+		if (!*spec.cond) {
+			tm_error(s, "Argument required (boolean expression).");
+			return -1;
+		}
+	} else if (*p) {
+		tm_error(s, "Junk at end of arguments: \"%s\".", p);
+		return -1;
+	}
+	if (tm_bp_create(s, &spec, &b))
+		return -1;
+	if (announce)
+		bp_announce(s, b);
+	if (out)
+		*out = b;
+	return 0;
+}
+
+static int cmd_catch_exec(struct tm_session *s, const char *args, int from_tty)
+{
+	(void)from_tty;
+	return tm_catch(s, args, BP_KEEP, 1, NULL);
+}
+
+#define CATCH_HELP \
+	"  exception [TYPE]  an exception leaving a module's forward (a (raise)\n" \
+	"                    event), of Python type TYPE if given (also: throw)\n" \
+	"  nan               the first tensor holding a NaN, anywhere\n" \
+	"  inf               the first tensor holding an Inf, anywhere\n" \
+	"  gap               events were lost (a gap in the recording)\n" \
+	"  signal [SIGNAL]   the program got a fatal signal (a crash record)\n" \
+	"Conditions, ignore counts, commands, disable and delete work as for\n" \
+	"breakpoints:  catch nan if !scaler.skipped"
+
+const struct cmd_entry cmd_catch_entry = {
+	.name = "catch", .usage = "catch EVENT [ARG] [if CONDITION]",
+	.help = "Set a catchpoint: stop when an event of this kind happens.\n" CATCH_HELP,
+	.exec = cmd_catch_exec, .flags = CMD_NEEDS_TRACE | CMD_PROGRAM,
+	.klass = "breakpoints", .arg_required = "event name",
+};
+
+static int cmd_tcatch_exec(struct tm_session *s, const char *args, int from_tty)
+{
+	(void)from_tty;
+	return tm_catch(s, args, BP_DEL, 1, NULL);
+}
+
+const struct cmd_entry cmd_tcatch_entry = {
+	.name = "tcatch", .usage = "tcatch EVENT [ARG] [if CONDITION]",
+	.help = "Set a temporary catchpoint: deleted when it is hit.\n" CATCH_HELP,
+	.exec = cmd_tcatch_exec, .flags = CMD_NEEDS_TRACE | CMD_PROGRAM,
+	.klass = "breakpoints", .arg_required = "event name",
 };
 
 /* ------------------------------------------------------------- watch */
@@ -1073,7 +1348,8 @@ int tm_bp_info(struct tm_session *s, const char *args, int watch_only)
 			tm_out(s, "Num     Type           Disp Enb What\n");
 		any = 1;
 		bp_what(s, b, what, sizeof(what));
-		if (b->type == BP_BREAK && b->core.nmatch != 1 && !b->pending) {
+		if (b->type == BP_BREAK && b->core.nmatch != 1 && !b->pending &&
+		    !b->catch_kind) {
 			if (b->core.has_slot) {
 				size_t l = strlen(what);
 
@@ -1087,15 +1363,19 @@ int tm_bp_info(struct tm_session *s, const char *args, int watch_only)
 			}
 		}
 		tm_out(s, "%-7d %-14s %-4s %-3s %s\n", b->num,
-		       b->type == BP_WATCH ? "watchpoint" : "breakpoint",
+		       b->type == BP_WATCH ? "watchpoint" : b->catch_kind ? "catchpoint" :
+		       "breakpoint",
 		       b->disp == BP_DEL ? "del" : b->disp == BP_DIS ? "dis" : "keep",
 		       b->enabled ? "y" : "n", what);
 		if (b->cond_src)
 			tm_out(s, "\tstop only if %s\n", b->cond_src);
 		if (b->hits)
-			tm_out(s, "\tbreakpoint already hit %" PRIu64 " time%s\n",
+			tm_out(s, "\t%s already hit %" PRIu64 " time%s\n",
+			       b->catch_kind ? "catchpoint" : "breakpoint",
 			       b->hits, b->hits == 1 ? "" : "s");
-		if (b->core.unknown)
+		/* a catchpoint's own test is unknown wherever there is no
+		 * tensor: that says nothing about the user's condition */
+		if (b->core.unknown && !b->catch_kind)
 			tm_out(s, "\tcondition was unknown at %" PRIu64 " event%s\n",
 			       b->core.unknown, b->core.unknown == 1 ? "" : "s");
 		if (b->ignore)

@@ -27,13 +27,16 @@ struct info_sub {
 
 /* ------------------------------------------------------------- probe */
 
-/* The compiled region of the playhead's step (torch.compile, annotated by
- * the probe: "compiled" its outermost module, "compiled-levels" the levels
- * its calls are observed at). */
+/* The compiled regions of the playhead's step so far (torch.compile,
+ * annotated by the probe: "compiled" their outermost modules,
+ * "compiled-levels" the levels each one's calls are observed at).  A region
+ * the probe does not observe makes no events and is not listed; a level
+ * changed by the debugger shows as a region listed again, recompiled. */
 static void info_probe_compiled(struct tm_session *s)
 {
 	const struct tm_annot *a;
-	char *addr;
+	char *addrs[TM_ANNOT_MAX_VALUES];
+	uint32_t i, n;
 
 	if (!s->have_cur || !s->probe->ops->annotation)
 		return;
@@ -41,13 +44,25 @@ static void info_probe_compiled(struct tm_session *s)
 	if (!a || !a->nvalues)
 		return;
 	/* valid until the next call */
-	if (!(addr = strdup(a->values[0])))
-		return;
+	for (n = 0; n < a->nvalues && n < TM_ANNOT_MAX_VALUES; n++)
+		if (!(addrs[n] = strdup(a->values[n])))
+			break;
 	a = s->probe->ops->annotation(s->probe, &s->cur, "compiled-levels");
-	tm_out(s, "Compiled: step %" PRIu64 " ran region %s compiled (torch.compile), observed "
-	       "at level %s; its forward events come when the region ends\n", s->cur.step, addr,
-	       a && a->nvalues ? a->values[0] : "?");
-	free(addr);
+	if (n > 1)
+		tm_out(s, "Compiled: step %" PRIu64 " ran %u regions compiled (torch.compile); "
+		       "their forward events come when each region ends:\n", s->cur.step, n);
+	for (i = 0; i < n; i++) {
+		const char *lv = a && i < a->nvalues ? a->values[i] : "?";
+
+		if (n == 1)
+			tm_out(s, "Compiled: step %" PRIu64 " ran region %s compiled "
+			       "(torch.compile), observed at level %s; its forward events come "
+			       "when the region ends\n", s->cur.step, addrs[i], lv);
+		else
+			tm_out(s, "  region %s observed at level %s\n", addrs[i], lv);
+	}
+	for (i = 0; i < n; i++)
+		free(addrs[i]);
 }
 
 static int info_probe(struct tm_session *s, const char *args)
@@ -345,11 +360,18 @@ static int info_event(struct tm_session *s, const char *args)
 	tm_out(s, " at step %" PRIu64 ", %s, level %u\n", s->cur.step,
 	       tm_phase_name(s->cur.phase), s->cur.level);
 	tm_out(s, "Time: %" PRIu64 " ns", s->cur.time_ns);
-	if (s->cur.kind == TM_EV_EXIT)
+	if (s->cur.kind == TM_EV_EXIT || s->cur.kind == TM_EV_RAISE)
 		tm_out(s, " (call %" PRIu64 "..%" PRIu64 " ns, %" PRIu64 " ns)",
 		       s->cur.start_ns, s->cur.end_ns,
 		       s->cur.end_ns - s->cur.start_ns);
 	tm_out(s, "\n");
+	if (s->cur.kind == TM_EV_RAISE) {
+		const struct tm_annot *x = tm_exception_of(s, &s->cur);
+
+		tm_out(s, "Exception: %s%s%s\n", x && x->nvalues ? x->values[0] : "(not recorded)",
+		       x && x->nvalues > 1 && *x->values[1] ? ": " : "",
+		       x && x->nvalues > 1 ? x->values[1] : "");
+	}
 	for (i = 0; i < s->cur.ntensors; i++) {
 		tm_slot_format(s->cur.tensors[i].slot, sb, sizeof(sb));
 		tm_tensor_format(&s->cur.tensors[i], buf, sizeof(buf));
@@ -371,6 +393,14 @@ static void info_frame_compiled(struct tm_session *s, const struct tm_node *n)
 	/* parameter events are made at the optimizer, outside compiled code */
 	if (!n || !s->probe || !s->probe->ops->annotation || s->cur.kind == TM_EV_PARAM)
 		return;
+	/* an eager re-run (rerun): "rerun" is [count, region] while it runs,
+	 * [count] after it */
+	a = s->probe->ops->annotation(s->probe, &s->cur, "rerun");
+	if (a && a->nvalues >= 2 && *a->values[1] && s->cur.kind != TM_EV_BWD) {
+		tm_out(s, " eager re-run of compiled region %s: the model is paused inside it\n",
+		       a->values[1]);
+		return;
+	}
 	a = s->probe->ops->annotation(s->probe, &s->cur, "compiled");
 	for (i = 0; a && i < a->nvalues; i++) {
 		size_t len = strlen(a->values[i]);
@@ -383,6 +413,11 @@ static void info_frame_compiled(struct tm_session *s, const struct tm_node *n)
 			else
 				tm_out(s, " compiled region %s: the model is paused at the region's "
 				       "end\n", a->values[i]);
+			/* the same line over the recording: a command file's
+			 * output is the same live and replayed */
+			if (s->cur.kind != TM_EV_BWD)
+				tm_out(s, " live, \"rerun\" runs the region again eagerly from "
+				       "its entry and stops inside it\n");
 			return;
 		}
 	}
@@ -490,8 +525,12 @@ static int info_display(struct tm_session *s, const char *args)
 	}
 	tm_out(s, "Auto-display expressions now in effect:\nNum Enb Expression\n");
 	while (n > 0) {
+		char ft[16];
+
 		d = order[--n];
-		tm_out(s, "%d:   %s  %s\n", d->num, d->enabled ? "y" : "n", d->expr);
+		tm_fmt_text(&d->fmt, ft, sizeof(ft));
+		tm_out(s, "%d:   %s  %s%s%s\n", d->num, d->enabled ? "y" : "n", ft,
+		       *ft ? " " : "", d->expr);
 	}
 	return 0;
 }
@@ -502,14 +541,17 @@ static int info_stack(struct tm_session *s, const char *args)
 }
 
 static const struct info_sub subs[] = {
+	{ "args", tm_info_args, 1, "The selected call's inputs (frame N selects one)." },
 	{ "breakpoints", info_breakpoints, 0, "Status of breakpoints and watchpoints." },
 	{ "compare", tm_info_compare, 1, "The run against the reference: what aligns, where it first diverges." },
 	{ "display", info_display, 0, "Expressions to display at each stop." },
 	{ "event", info_event, 1, "The event at the playhead and all its tensors." },
 	{ "frame", info_frame, 1, "The selected frame of the module call stack." },
+	{ "functions", tm_info_functions, 1, "Module calls (where break stops) matching a regex." },
 	{ "gaps", info_gaps, 1, "Every gap (lost range of events) in the trace." },
 	{ "graph", tm_view_info_graph, 1, "The module tree with each node's values at the playhead." },
 	{ "inferiors", tm_info_inferiors, 0, "The processes (ranks of a distributed job) debugged." },
+	{ "locals", tm_info_locals, 1, "The selected call's outputs, parameters and ops." },
 	{ "nodes", info_nodes, 1, "Graph nodes matching a pattern (all by default)." },
 	{ "op", tm_info_op, 1, "The op at the playhead: made or passed on non-finite values." },
 	{ "probe", info_probe, 1, "The probe: trace file, recording, capabilities." },
@@ -517,6 +559,7 @@ static const struct info_sub subs[] = {
 	{ "stack", info_stack, 1, "The module call stack (same as backtrace)." },
 	{ "stats", tm_view_info_stats, 1, "Every stat of one tensor at the playhead, with its level." },
 	{ "steps", info_steps, 1, "Steps of the trace and where each starts." },
+	{ "types", tm_info_types, 1, "Module classes matching a regex, with their source." },
 	{ "watchpoints", info_watchpoints, 0, "Status of watchpoints." },
 	{ NULL, NULL, 0, NULL }
 };
@@ -556,9 +599,11 @@ static int cmd_info_exec(struct tm_session *s, const char *args, int from_tty)
 						off ? ", " : "", subs[i].name);
 		}
 	}
-	/* GDB's abbreviation "info b" is breakpoints */
-	if (nhit > 1 && wl == 1 && p[0] == 'b') {
-		hit = &subs[0];
+	/* GDB's abbreviations: "info b" is breakpoints, "info f" frame */
+	if (nhit > 1 && wl == 1 && (p[0] == 'b' || p[0] == 'f')) {
+		for (i = 0; subs[i].name; i++)
+			if (!strcmp(subs[i].name, p[0] == 'b' ? "breakpoints" : "frame"))
+				hit = &subs[i];
 		nhit = 1;
 	}
 	if (nhit == 0) {

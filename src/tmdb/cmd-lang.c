@@ -54,8 +54,8 @@ static const struct setting settings[] = {
 	  " 0 unlimited " },
 	{ "width", SET_IGNORE, 0, "Number of characters tmdb thinks are in a line is unlimited.",
 	  " 0 unlimited " },
-	{ "print pretty", SET_IGNORE, 0, "Pretty formatting of structures is off.",
-	  " off 0 no disable " },
+	{ "print pretty", SET_BOOL, OFF(print_pretty),
+	  "Pretty formatting of structures is %s.", NULL },
 	{ NULL, 0, 0, NULL, NULL }
 };
 #undef OFF
@@ -709,10 +709,11 @@ static int cmd_dump_exec(struct tm_session *s, const char *args, int from_tty)
 
 const struct cmd_entry cmd_dump_entry = {
 	.name = "dump", .usage = "dump [REASON]",
-	.help = "Have a live process in flight mode (tensormorph-probe record --flight N)\n"
-		"write its window -- the last N steps it kept in memory -- to its trace\n"
-		"file now, as a trigger would; it records normally from then on.  REASON\n"
-		"goes into the trace's metadata (info probe: flight.trigger).",
+	.help = "Have a live process in flight mode (tensormorph-probe record --flight N,\n"
+		"or set probe-flight N) write its window -- the last N steps it kept in\n"
+		"memory -- to its trace file now, as a trigger would; it records normally\n"
+		"from then on.  REASON goes into the trace's metadata (info probe:\n"
+		"flight.trigger).",
 	.exec = cmd_dump_exec, .flags = CMD_NEEDS_TRACE, .klass = "running",
 };
 

@@ -44,8 +44,11 @@ static int attach_target(struct tm_session *s, const char *args, int tcp_only)
 	struct tm_probe_info pi;
 	struct tm_probe *p = NULL;
 	char *detail = NULL, *target, *word, *save = NULL, *token = NULL, *tfile = NULL;
-	char tokbuf[TM_MSG_MAX_TOKEN + 2], host[256];
+	char tokbuf[TM_MSG_MAX_TOKEN + 2], host[256], buf[48];
+	const char *why, *wtrace;
 	unsigned port;
+	uint64_t wend;
+	size_t nwin;
 	int err;
 
 	/* an empty argument never gets here: the entries' arg_required */
@@ -129,6 +132,15 @@ static int attach_target(struct tm_session *s, const char *args, int tcp_only)
 		       "time is dropped as gaps.\n");
 	notify(s, TM_INF_STARTED, (long)tm_probe_pid(p));
 	tm_bp_rebind_all(s);
+	nwin = tm_probe_remote_window(p, &wend, &why, &wtrace);
+	if (nwin) {
+		/* just-in-time debugging: the window is the history, and the
+		 * playhead starts where it ends (the trigger) */
+		tm_out(s, "The probe wrote its flight window (%s) to %s: its %zu records "
+		       "are the history.\n", why, wtrace, nwin);
+		snprintf(buf, sizeof(buf), "seq %" PRIu64, wend);
+		cmd_goto_entry.exec(s, buf, 0);
+	}
 	return 0;
 }
 
@@ -341,11 +353,23 @@ int tm_live_setting(struct tm_session *s, const char *args, int show, int *rc)
 			tm_out(s, "Use \"info probe\" on the written window for what the "
 			       "flight ring held.\n");
 		} else if (!s->probe || !s->probe->ops->flight) {
-			tm_error(s, "No live process: set probe-flight N changes the window of "
-				 "a live process recording with --flight.");
+			tm_error(s, "No live process: set probe-flight N|off turns flight mode "
+				 "on or off in a live process that records.");
 			*rc = -1;
+		} else if (!strcmp(rest, "off")) {
+			/* off: the window goes to the trace, which records
+			 * everything from then on, as after a trigger */
+			if ((err = s->probe->ops->flight(s->probe, TM_FLIGHT_DUMP, 0,
+							 "set probe-flight off", &text))) {
+				tm_error(s, "Cannot turn flight mode off: %s.",
+					 s->probe->ops->detail(s->probe));
+				*rc = -1;
+			} else {
+				tm_out(s, "Flight mode is off: the probe %s, and records "
+				       "everything.\n", text);
+			}
 		} else if (tm_parse_uint(rest, &n) || n < 1 || n > UINT32_MAX) {
-			tm_error(s, "A number of steps (1 or more) expected.");
+			tm_error(s, "A number of steps (1 or more) or \"off\" expected.");
 			*rc = -1;
 		} else if ((err = s->probe->ops->flight(s->probe, TM_FLIGHT_STEPS, (uint32_t)n,
 							NULL, &text))) {
@@ -432,8 +456,9 @@ void tm_live_flow(struct tm_session *s, int ahead)
 	if (ahead && s->live && s->live->lockstep)
 		ahead = 0;
 	for (b = s->bps; ahead && b; b = b->next) {
-		if (!b->enabled)
-			continue;
+		if (!b->enabled || b->catch_kind == TM_CATCH_GAP ||
+		    b->catch_kind == TM_CATCH_SIGNAL)
+			continue;       /* tmdb stops at those records itself */
 		if (b->type != BP_BREAK || !b->where) {
 			ahead = 0;      /* watchpoints need every event's value */
 			break;
@@ -459,6 +484,11 @@ void tm_live_flow(struct tm_session *s, int ahead)
 		bps[n].cond = b->cond_src && (!b->core.cond ||
 			      tm_breakpoint_cond_portable(b->core.cond, NULL)) ?
 			      b->cond_src : NULL;
+		/* a catchpoint's own test goes too: its location is every node */
+		if (b->catch_kind)
+			bps[n].cond = !b->core.cond ||
+				      tm_breakpoint_cond_portable(b->core.cond, NULL) ?
+				      b->core_src : NULL;
 		n++;
 	}
 	tm_probe_multi_set_non_stop(s->probe, s->live && s->live->non_stop);

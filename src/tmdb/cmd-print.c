@@ -86,9 +86,13 @@ static int simple_term(struct tm_session *s, const char *src, struct tm_expr *e)
 			tm_error(s, "History has not yet reached %s.", src);
 		return -1;
 	}
-	if (src[0] == '$' && s->nhist) {
+	if (src[0] == '$') {
 		const struct tm_val *v = tm_history_ref(s, src + 1);
+		struct conv *c;
 
+		/* $z = tensor: a variable that holds a whole tensor */
+		if (!v && (c = tm_conv_find(s, src + 1)))
+			v = &c->val;
 		if (v && v->kind == VAL_TENSOR) {
 			e->history = 1;
 			e->field = TF_WHOLE;
@@ -220,10 +224,19 @@ static void tensor_field(const struct tm_event *ev, const struct tm_tensor *t,
 	tm_val_set_scalar(out, &v);
 }
 
+/* "  (from step 5)" when an addressed term read a step older than the
+ * focus's: a value is never silently stale. */
+static void note_oldest(struct tm_session *s, const struct tm_event *now)
+{
+	if (!s->scan_ev && now && s->eval_oldest_step != UINT64_MAX &&
+	    s->eval_oldest_step < now->step)
+		snprintf(s->from_note, sizeof(s->from_note), "  (from step %" PRIu64 ")",
+			 s->eval_oldest_step);
+}
+
 int tm_expr_eval(struct tm_session *s, struct tm_expr *e, struct tm_val *out)
 {
-	const struct tm_event *now = s->scan_ev ? s->scan_ev :
-				     s->have_cur ? &s->cur : NULL;
+	const struct tm_event *now = s->scan_ev ? s->scan_ev : tm_focus_event(s);
 	struct tm_tql_value v;
 	struct tm_tql_ctx ctx;
 	const struct tm_tensor *t;
@@ -232,9 +245,14 @@ int tm_expr_eval(struct tm_session *s, struct tm_expr *e, struct tm_val *out)
 	int err;
 
 	memset(&v, 0, sizeof(v));
+	s->from_note[0] = 0;
+	s->eval_oldest_step = UINT64_MAX;
 	if (e->simple && e->history) {
 		const struct tm_val *h = tm_history_ref(s, e->src + 1);
+		struct conv *c;
 
+		if (!h && (c = tm_conv_find(s, e->src + 1)) && c->val.kind == VAL_TENSOR)
+			h = &c->val;
 		if (!h) {
 			tm_error(s, "History has not yet reached %s.", e->src);
 			return -1;
@@ -242,6 +260,11 @@ int tm_expr_eval(struct tm_session *s, struct tm_expr *e, struct tm_val *out)
 		return tm_val_copy(out, h);
 	}
 	if (e->simple) {
+		if (!now && s->have_cur && e->is_focus) {
+			tm_error(s, "No tensor in focus at this frame (its call was not "
+				 "recorded entering).");
+			return -1;
+		}
 		if (!now) {
 			tm_error(s, "No current event.  Use \"run\", \"step\" "
 				 "or \"goto\" first.");
@@ -250,7 +273,8 @@ int tm_expr_eval(struct tm_session *s, struct tm_expr *e, struct tm_val *out)
 		if (e->is_focus) {
 			t = s->scan_ev ? NULL : tm_focus_tensor(s);
 			if (!t) {
-				tm_error(s, "No tensor in focus at this event.");
+				tm_error(s, "No tensor in focus at this %s.",
+					 s->sel_frame ? "frame" : "event");
 				return -1;
 			}
 			tev = now;
@@ -264,6 +288,7 @@ int tm_expr_eval(struct tm_session *s, struct tm_expr *e, struct tm_val *out)
 			return tm_val_set_scalar(out, &v);
 		}
 		tensor_field(tev, t, e->field, out);
+		note_oldest(s, now);
 		return 0;
 	}
 	tm_tql_ctx_init(s, &ctx, now, s->scan_ev ? NULL : tm_focus_tensor(s));
@@ -273,6 +298,7 @@ int tm_expr_eval(struct tm_session *s, struct tm_expr *e, struct tm_val *out)
 			 tm_strerror(err));
 		return -1;
 	}
+	note_oldest(s, now);
 	return tm_val_set_scalar(out, &v);
 }
 
@@ -285,6 +311,13 @@ int tm_evaluate(struct tm_session *s, const char *expr, struct tm_val *out)
 		return -1;
 	rc = tm_expr_eval(s, &e, out);
 	tm_expr_free(&e);
+	/* GDB: an integer division by zero is an error, not a value */
+	if (!rc && out->kind == VAL_SCALAR && out->v.type == TM_TQL_UNKNOWN &&
+	    (out->v.unknown_reason & TM_TQL_DIV_ZERO)) {
+		tm_val_clear(out);
+		tm_error(s, "Division by zero");
+		return -1;
+	}
 	return rc;
 }
 
@@ -293,10 +326,13 @@ int tm_evaluate(struct tm_session *s, const char *expr, struct tm_val *out)
 static int cmd_print_exec(struct tm_session *s, const char *args, int from_tty)
 {
 	struct tm_val v;
-	char buf[2048];
+	struct tm_fmt f;
+	char buf[4096];
 	int n;
 
 	memset(&v, 0, sizeof(v));
+	if (tm_fmt_parse(s, &args, &f, "print", 0))
+		return -1;
 	if (!*args) {
 		if (!s->nhist) {
 			tm_error(s, "Argument required (expression to compute).");
@@ -306,9 +342,9 @@ static int cmd_print_exec(struct tm_session *s, const char *args, int from_tty)
 	} else if (tm_evaluate(s, args, &v)) {
 		return -1;
 	}
-	tm_val_format(&v, buf, sizeof(buf));
+	tm_val_format_as(&v, &f, s->set.print_pretty, buf, sizeof(buf));
 	n = tm_history_add(s, &v);
-	tm_out(s, "$%d = %s\n", n, buf);
+	tm_out(s, "$%d = %s%s\n", n, buf, s->from_note);
 	tm_val_clear(&v);
 	if (*args)
 		tm_compare_print_beside(s, args);
@@ -317,33 +353,39 @@ static int cmd_print_exec(struct tm_session *s, const char *args, int from_tty)
 
 const struct cmd_entry cmd_print_entry = {
 	.name = "print", .alias = "p inspect call",
-	.usage = "print [EXPR]",
+	.usage = "print[/FMT] [EXPR]",
 	.help = "Print the value of a TQL expression and record it as $N.\n"
 		"EXPR may be a whole tensor (tensor, NODE:SLOT), a field of one\n"
 		"(model.layers.2.mlp.fc2:out.nan_count), or any TQL expression.\n"
 		"Addressed terms read the latest value at the playhead; a value\n"
-		"lost in a gap prints <unknown: REASON>.",
-	.exec = cmd_print_exec, .klass = "data",
+		"lost in a gap prints <unknown: REASON>, one from an earlier step\n"
+		"than the selected frame's says \"(from step N)\".\n"
+		"print/FMT shows numbers in GDB's formats: x d u o t c f a s z,\n"
+		"with a size b h w g (p/x tensor.numel, p/t 5, p/c 65).",
+	.exec = cmd_print_exec, .flags = CMD_FORMAT, .klass = "data",
 };
 
 static int cmd_output_exec(struct tm_session *s, const char *args, int from_tty)
 {
 	struct tm_val v;
-	char buf[2048];
+	struct tm_fmt f;
+	char buf[4096];
 
 	memset(&v, 0, sizeof(v));
+	if (tm_fmt_parse(s, &args, &f, "output", 0))
+		return -1;
 	if (tm_evaluate(s, args, &v))
 		return -1;
-	tm_val_format(&v, buf, sizeof(buf));
+	tm_val_format_as(&v, &f, s->set.print_pretty, buf, sizeof(buf));
 	tm_out(s, "%s", buf);
 	tm_val_clear(&v);
 	return 0;
 }
 
 const struct cmd_entry cmd_output_entry = {
-	.name = "output", .usage = "output EXPR",
+	.name = "output", .usage = "output[/FMT] EXPR",
 	.help = "Print the value of EXPR with no newline and no history entry.",
-	.exec = cmd_output_exec, .klass = "data",
+	.exec = cmd_output_exec, .flags = CMD_FORMAT, .klass = "data",
 };
 
 /* ------------------------------------------------------------- echo, printf */
@@ -629,7 +671,7 @@ const struct cmd_entry cmd_printf_entry = {
 static void display_one(struct tm_session *s, struct display *d)
 {
 	struct tm_val v;
-	char buf[2048];
+	char buf[4096], ftext[16];
 
 	memset(&v, 0, sizeof(v));
 	if (tm_view_is_display(d->expr)) {
@@ -639,8 +681,10 @@ static void display_one(struct tm_session *s, struct display *d)
 	}
 	if (tm_evaluate(s, d->expr, &v))
 		return;
-	tm_val_format(&v, buf, sizeof(buf));
-	tm_out(s, "%d: %s = %s\n", d->num, d->expr, buf);
+	tm_val_format_as(&v, &d->fmt, s->set.print_pretty, buf, sizeof(buf));
+	tm_fmt_text(&d->fmt, ftext, sizeof(ftext));
+	tm_out(s, "%d: %s%s%s = %s%s\n", d->num, ftext, *ftext ? " " : "", d->expr,
+	       buf, s->from_note);
 	tm_val_clear(&v);
 }
 
@@ -665,11 +709,14 @@ static int cmd_display_exec(struct tm_session *s, const char *args, int from_tty
 {
 	struct display *d;
 	struct tm_expr e;
+	struct tm_fmt fmt;
 	char ibuf[64];
+
+	memset(&fmt, 0, sizeof(fmt));
 
 	if (*args == '/') {
 		/* display/i: the current op at every stop, as x/i (cmd-ops.c);
-		 * any other format is accepted and ignored, as for print */
+		 * any other format is kept and applied at every stop */
 		size_t fl = strcspn(args, " \t");
 
 		if (memchr(args, 'i', fl)) {
@@ -677,8 +724,8 @@ static int cmd_display_exec(struct tm_session *s, const char *args, int from_tty
 
 			snprintf(ibuf, sizeof(ibuf), "x/%lui $pc", n ? n : 1);
 			args = ibuf;
-		} else {
-			args = tm_skip_ws(args + fl);
+		} else if (tm_fmt_parse(s, &args, &fmt, "display", 0)) {
+			return -1;
 		}
 	}
 	if (!*args) {
@@ -694,6 +741,7 @@ static int cmd_display_exec(struct tm_session *s, const char *args, int from_tty
 	if (!d)
 		return -1;
 	d->expr = strdup(args);
+	d->fmt = fmt;
 	d->num = s->next_display++;
 	d->enabled = 1;
 	d->next = s->displays;

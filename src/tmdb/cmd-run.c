@@ -34,6 +34,7 @@ struct stop {
 	struct tm_crash crash;     /* STOP_CRASH: the record (MI), its */
 	char frames[16][160];      /* first frames copied: seeking reuses them */
 	int finish;                /* finish reached the call's EXIT */
+	int gap;                   /* STOP_BREAK: a catch gap at a gap record */
 };
 
 /* ------------------------------------------------------------- moving one record */
@@ -148,8 +149,9 @@ static int bps_check(struct tm_session *s, const struct tm_event *ev,
 	uint32_t focus;
 
 	for (b = s->bps; b; b = b->next) {
-		if (!b->enabled)
-			continue;
+		if (!b->enabled || b->catch_kind == TM_CATCH_GAP ||
+		    b->catch_kind == TM_CATCH_SIGNAL)
+			continue;       /* those stop at records (catch_record) */
 		if (b->type == BP_WATCH) {
 			if (watch_check(s, b, ev, st))
 				return 1;
@@ -168,6 +170,53 @@ static int bps_check(struct tm_session *s, const struct tm_event *ev,
 		return 1;
 	}
 	return 0;
+}
+
+/*
+ * catch gap / catch signal at a gap or crash record: the first enabled
+ * one of kind whose signal (catch_arg) and condition agree fires.  The
+ * condition sees the record's seq, step and time (and the crash's node
+ * and phase) as an event's, without a tensor.
+ */
+static struct bp *catch_record(struct tm_session *s, int kind, const struct tm_record *rec)
+{
+	struct tm_event ev;
+	struct tm_tql_ctx ctx;
+	struct bp *b;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.node = TM_NODE_NONE;
+	if (rec->type == TM_REC_GAP) {
+		ev.seq = rec->u.gap.first_seq;
+		ev.step = rec->u.gap.step;
+		ev.time_ns = rec->u.gap.time_ns;
+	} else {
+		ev.seq = rec->u.crash.seq;
+		ev.step = rec->u.crash.step;
+		ev.time_ns = rec->u.crash.time_ns;
+		ev.node = rec->u.crash.node;
+		ev.phase = rec->u.crash.phase;
+	}
+	for (b = s->bps; b; b = b->next) {
+		if (!b->enabled || b->catch_kind != kind)
+			continue;
+		if (kind == TM_CATCH_SIGNAL && b->catch_arg &&
+		    (!tm_signal_name(rec->u.crash.signo, NULL) ||
+		     strcmp(b->catch_arg, tm_signal_name(rec->u.crash.signo, NULL))))
+			continue;
+		if (b->core.cond) {
+			tm_tql_ctx_init(s, &ctx, &ev, NULL);
+			if (tm_tql_test(b->core.cond, &ctx) <= 0)
+				continue;
+		}
+		b->hits++;
+		if (b->ignore) {
+			b->ignore--;
+			continue;
+		}
+		return b;
+	}
+	return NULL;
 }
 
 /* The signal's name, or "signal N" for one without a name. */
@@ -193,7 +242,9 @@ static int scan(struct tm_session *s, int dir, stop_fn fn, void *arg,
 {
 	struct tm_record rec;
 	unsigned gaps = 0, tick = 0;
-	int err, first_intr = 0, rank = -1;
+	int err, first_intr = 0, rank = -1, have_last = 0;
+	struct bp *cb, *gap_bp = NULL;  /* a catch gap stops at the next event */
+	uint64_t last_seq = 0;          /* the last event read */
 
 	memset(st, 0, sizeof(*st));
 	/* step, next, finish move within the playhead's rank, as GDB steps
@@ -213,12 +264,19 @@ static int scan(struct tm_session *s, int dir, stop_fn fn, void *arg,
 			st->why = dir == TM_DIR_FWD ? STOP_END : STOP_START;
 			s->scan_ev = NULL;
 			settle_at_end(s, dir);
+			if (gap_bp) {
+				st->why = STOP_BREAK;
+				st->bp = gap_bp;
+				st->gap = 1;
+			}
 			break;
 		}
 		if (err == TM_ERR_AGAIN && s->have_cur) {
-			/* Ctrl-C while a live model computed: stay put. */
+			/* Ctrl-C while a live model computed: the model is
+			 * held right after the last event it made (a stop is a
+			 * stop), and the playhead goes there. */
 			s->scan_ev = NULL;
-			seek_playhead(s, s->cur.seq);
+			seek_playhead(s, have_last ? last_seq : s->cur.seq);
 			st->why = STOP_INTERRUPT;
 			break;
 		}
@@ -254,10 +312,15 @@ static int scan(struct tm_session *s, int dir, stop_fn fn, void *arg,
 			tm_lookup_invalidate(s);
 		}
 		if (rec.type == TM_REC_GAP) {
-			if (!s->scan_quiet && gaps++ < (unsigned)s->set.max_gap_lines) {
+			cb = use_bps && s->bps ? catch_record(s, TM_CATCH_GAP, &rec) : NULL;
+			if ((cb || !s->scan_quiet) && gaps++ < (unsigned)s->set.max_gap_lines) {
 				tm_progress(s, 0, 1);
 				tm_print_gap(s, &rec.u.gap, dir);
 			}
+			/* the stop is at the first event past the hole, so
+			 * that continuing does not cross it again */
+			if (cb && !gap_bp)
+				gap_bp = cb;
 			continue;
 		}
 		if (rec.type == TM_REC_CRASH) {
@@ -286,11 +349,23 @@ static int scan(struct tm_session *s, int dir, stop_fn fn, void *arg,
 				}
 			}
 			st->crash.nframes = c.nframes < 16 ? c.nframes : 16;
+			if (use_bps && s->bps)
+				st->bp = catch_record(s, TM_CATCH_SIGNAL, &rec);
 			seek_playhead(s, c.seq);
 			break;
 		}
 		if (rec.type != TM_REC_EVENT)
 			continue;
+		have_last = 1;
+		last_seq = rec.u.event.seq;
+		if (gap_bp) {
+			s->scan_ev = NULL;
+			st->why = STOP_BREAK;
+			st->bp = gap_bp;
+			st->gap = 1;
+			tm_playhead_set(s, &rec.u.event);
+			break;
+		}
 		s->scan_ev = &rec.u.event;
 		if ((++tick & 0xffff) == 0)
 			tm_progress(s, rec.u.event.seq, 0);
@@ -405,7 +480,16 @@ static void report(struct tm_session *s, struct stop *st)
 	switch (st->why) {
 	case STOP_BREAK:
 		s->stopped_bp = b->num;
-		if (!silent) {
+		if (!silent && b->catch_kind) {
+			/* GDB: "Catchpoint 1 (exception thrown), ..." */
+			snprintf(buf, sizeof(buf), "%s %d (%s), ",
+				 b->disp == BP_DEL ? "Temporary catchpoint" : "Catchpoint",
+				 b->num, b->catch_kind == TM_CATCH_EXCEPTION ? "exception raised" :
+				 st->gap ? "gap" : tm_catch_kind_name(b->catch_kind));
+			tm_out(s, "\n");
+			tm_print_location(s, buf);
+			tm_print_source_line(s);
+		} else if (!silent) {
 			snprintf(buf, sizeof(buf), "%s %d, ",
 				 b->disp == BP_DEL ? "Temporary breakpoint" :
 				 "Breakpoint", b->num);
@@ -464,8 +548,27 @@ static void report(struct tm_session *s, struct stop *st)
 		tm_print_source_line(s);
 		break;
 	case STOP_CRASH:
-		tm_print_location(s, NULL);
-		tm_print_source_line(s);
+		if (b) {
+			/* catch signal: counted, its commands run */
+			s->stopped_bp = b->num;
+			snprintf(buf, sizeof(buf), "%s %d (signal %s), ",
+				 b->disp == BP_DEL ? "Temporary catchpoint" : "Catchpoint",
+				 b->num, tm_signal_name(st->signo, NULL) ?
+				 tm_signal_name(st->signo, NULL) : "?");
+			if (!silent)
+				tm_print_location(s, buf);
+		} else {
+			tm_print_location(s, NULL);
+		}
+		if (!silent || !b)
+			tm_print_source_line(s);
+		if (b && b->disp == BP_DEL) {
+			char num[16];
+
+			snprintf(num, sizeof(num), "%d", b->num);
+			cmd_delete_entry.exec(s, num, 0);
+			b = NULL;
+		}
 		tm_live_ended(s, 1);
 		break;
 	case STOP_STEP:
@@ -645,11 +748,12 @@ static int pred_next(struct tm_session *s, const struct tm_event *ev, void *arg)
 			return 0;
 		return --a->left == 0;
 	}
+	/* a raise ends its call as an exit does */
 	if (ev->kind == TM_EV_ENTER && a->dir == TM_DIR_FWD)
 		level = ++a->sz;
-	else if (ev->kind == TM_EV_EXIT && a->dir == TM_DIR_BWD)
+	else if ((ev->kind == TM_EV_EXIT || ev->kind == TM_EV_RAISE) && a->dir == TM_DIR_BWD)
 		level = ++a->sz;
-	else if (ev->kind == TM_EV_ENTER || ev->kind == TM_EV_EXIT)
+	else if (ev->kind == TM_EV_ENTER || ev->kind == TM_EV_EXIT || ev->kind == TM_EV_RAISE)
 		level = a->sz--;
 	else if (ev->kind == TM_EV_OP && ev->phase == TM_PHASE_FWD)
 		level = a->sz;          /* inside its module's call */
@@ -677,6 +781,7 @@ static int do_step(struct tm_session *s, const char *args, int dir, int over, in
 	na.dir = dir;
 	na.instr = instr;
 	na.by_calls = s->cur.kind == TM_EV_ENTER || s->cur.kind == TM_EV_EXIT ||
+		      s->cur.kind == TM_EV_RAISE ||
 		      (s->cur.kind == TM_EV_OP && s->cur.phase == TM_PHASE_FWD);
 	if (!na.by_calls) {
 		na.level = node_depth(s, s->cur.node);
@@ -686,7 +791,8 @@ static int do_step(struct tm_session *s, const char *args, int dir, int over, in
 		na.level = (long)s->nframes;
 		/* the stack size on the far side of the playhead's own event */
 		if (dir == TM_DIR_FWD)
-			na.sz = s->cur.kind == TM_EV_EXIT ? na.level - 1 : na.level;
+			na.sz = s->cur.kind == TM_EV_EXIT || s->cur.kind == TM_EV_RAISE ?
+				na.level - 1 : na.level;
 		else
 			na.sz = s->cur.kind == TM_EV_ENTER ? na.level - 1 : na.level;
 	}
@@ -839,7 +945,9 @@ static int pred_call(struct tm_session *s, const struct tm_event *ev, void *arg)
 		a->lost = 1;
 		return 1;
 	}
-	return ev->node == a->node && ev->call == a->call && ev->kind == a->kind;
+	/* finish ends where the call returns or raises */
+	return ev->node == a->node && ev->call == a->call && (ev->kind == a->kind ||
+		(a->kind == TM_EV_EXIT && ev->kind == TM_EV_RAISE));
 }
 
 /*
@@ -869,7 +977,8 @@ static int finish_target(struct tm_session *s, int dir, struct call_arg *a)
 	idx = s->nframes - 1 - (s->sel_frame < s->nframes ? s->sel_frame : 0);
 	f = &s->frames[idx];
 	if (idx == s->nframes - 1 && f->node == s->cur.node && f->call == s->cur.call &&
-	    s->cur.kind == (dir == TM_DIR_FWD ? TM_EV_EXIT : TM_EV_ENTER)) {
+	    (s->cur.kind == (dir == TM_DIR_FWD ? TM_EV_EXIT : TM_EV_ENTER) ||
+	     (dir == TM_DIR_FWD && s->cur.kind == TM_EV_RAISE))) {
 		if (idx == 0) {
 			tm_error(s, "\"%s\" not meaningful in the outermost frame.",
 				 dir == TM_DIR_FWD ? "finish" : "reverse-finish");
@@ -922,6 +1031,103 @@ const struct cmd_entry cmd_finish_entry = {
 	.help = "Run until the selected module call returns (its EXIT event), and\n"
 		"print its output tensor.",
 	.exec = cmd_finish_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
+	.klass = "running",
+};
+
+/* ------------------------------------------------------------- rerun */
+
+/*
+ * A stop in a compiled region (torch.compile) is at the region's end; rerun
+ * has the probe run that region again, eagerly, from the snapshot it took
+ * at the region's entry, and stops at the re-run's first event.  The probe
+ * annotates "rerun" ([count, region], or [count, "", why not]) before it;
+ * the scan stops at the first event after a new one.
+ */
+struct rerun_arg {
+	uint64_t from;          /* the model's position */
+	char count[32];         /* the latest "rerun" annotation's count, "" */
+};
+
+static const struct tm_annot *annot(struct tm_session *s, const struct tm_event *ev,
+				    const char *key)
+{
+	return s->probe->ops->annotation ? s->probe->ops->annotation(s->probe, ev, key) : NULL;
+}
+
+static int pred_rerun(struct tm_session *s, const struct tm_event *ev, void *arg)
+{
+	struct rerun_arg *a = arg;
+	const struct tm_annot *an;
+
+	if (ev->seq <= a->from)
+		return 0;
+	an = annot(s, ev, "rerun");
+	return an && an->nvalues && strcmp(an->values[0], a->count) != 0;
+}
+
+static int cmd_rerun_exec(struct tm_session *s, const char *args, int from_tty)
+{
+	struct rerun_arg a;
+	const struct tm_annot *an;
+	struct stop st;
+
+	(void)from_tty;
+	if (*args) {
+		tm_error(s, "rerun takes no argument.");
+		return -1;
+	}
+	if (!s->probe->ops->rerun) {
+		tm_error(s, "rerun needs a live model: a recording cannot run the step again.");
+		return -1;
+	}
+	if (!s->have_cur) {
+		tm_error(s, "The model is not paused.");
+		return -1;
+	}
+	an = annot(s, &s->cur, "compiled");
+	if (!an || !an->nvalues) {
+		tm_error(s, "Step %" PRIu64 " did not run compiled: step, next and finish "
+			 "already stop inside it.", s->cur.step);
+		return -1;
+	}
+	if (s->cur.phase != TM_PHASE_FWD ||
+	    (s->cur.kind != TM_EV_ENTER && s->cur.kind != TM_EV_EXIT)) {
+		tm_error(s, "rerun re-runs a compiled region's forward; the playhead is at a %s "
+			 "event.", s->cur.kind == TM_EV_PARAM ? "parameter" : "gradient");
+		return -1;
+	}
+	memset(&a, 0, sizeof(a));
+	a.from = s->cur.seq;
+	an = annot(s, &s->cur, "rerun");
+	if (an && an->nvalues)
+		snprintf(a.count, sizeof(a.count), "%s", an->values[0]);
+	if (s->probe->ops->rerun(s->probe)) {
+		tm_error(s, "Cannot re-run: %s.", s->probe->ops->detail(s->probe));
+		return -1;
+	}
+	tm_out(s, "Re-running the compiled region of step %" PRIu64 " eagerly from its entry.\n",
+	       s->cur.step);
+	if (scan(s, TM_DIR_FWD, pred_rerun, &a, 0, &st))
+		return -1;
+	if (st.why == STOP_STEP && (an = annot(s, &s->cur, "rerun")) && an->nvalues >= 3 &&
+	    !*an->values[1]) {
+		tm_out(s, "The probe did not re-run it: %s.\n", an->values[2]);
+	} else if (st.why == STOP_STEP && an && an->nvalues >= 2) {
+		tm_out(s, "Eager re-run of %s; its events follow the region's, in step %" PRIu64
+		       ".\n", an->values[1], s->cur.step);
+	}
+	report(s, &st);
+	return 0;
+}
+
+const struct cmd_entry cmd_rerun_entry = {
+	.name = "rerun",
+	.usage = "rerun",
+	.help = "Live, stopped in a compiled region (torch.compile): run the region\n"
+		"again, eagerly, from the snapshot the probe took at its entry (inputs,\n"
+		"buffers, RNG state), and stop at the re-run's first event; step, next,\n"
+		"finish, bt and print then work inside it.",
+	.exec = cmd_rerun_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES,
 	.klass = "running",
 };
 
@@ -1200,6 +1406,15 @@ static int pred_find(struct tm_session *s, const struct tm_event *ev, void *arg)
 		call[0] = '\0';
 		if (ev->call > 1)
 			snprintf(call, sizeof(call), "#%u", ev->call);
+		if (ev->kind == TM_EV_RAISE) {
+			const struct tm_annot *x = tm_exception_of(s, ev);
+
+			tm_out(s, "seq %" PRIu64 ", step %" PRIu64 ", %s: %s%s (raise) %s\n",
+			       ev->seq, ev->step, tm_phase_name(ev->phase),
+			       tm_node_name(s, ev->node), call,
+			       x && x->nvalues && *x->values[0] ? x->values[0] : "exception");
+			return 0;
+		}
 		tm_out(s, "seq %" PRIu64 ", step %" PRIu64 ", %s: %s%s (%s)\n",
 		       ev->seq, ev->step, tm_phase_name(ev->phase),
 		       tm_node_name(s, ev->node), call, sb);

@@ -16,23 +16,163 @@
 
 static const struct frame *frame_at(struct tm_session *s, size_t k)
 {
-	return k < s->nframes ? &s->frames[s->nframes - 1 - k] : NULL;
+	return tm_frame_at(s, k);
+}
+
+/* "f32[4,32,64] nan=12": a tensor as bt's argument list shows it. */
+void tm_tensor_brief(const struct tm_tensor *t, char *buf, size_t len)
+{
+	size_t off;
+	unsigned i;
+
+#define APP(...) do { if (off < len) off += (size_t)snprintf(buf + off, len - off, __VA_ARGS__); } while (0)
+	off = 0;
+	APP("%s[", tm_dtype_name(t->dtype));
+	for (i = 0; i < t->rank && i < TM_MAX_RANK; i++)
+		APP("%s%" PRId64, i ? "," : "", t->shape[i]);
+	APP("]");
+	if ((t->have & TM_STAT_BIT(TM_STAT_NAN_COUNT)) && t->stat[TM_STAT_NAN_COUNT] > 0)
+		APP(" nan=%.0f", t->stat[TM_STAT_NAN_COUNT]);
+	if ((t->have & TM_STAT_BIT(TM_STAT_INF_COUNT)) && t->stat[TM_STAT_INF_COUNT] > 0)
+		APP(" inf=%.0f", t->stat[TM_STAT_INF_COUNT]);
+#undef APP
+}
+
+/* "in=f32[4,32,64] nan=12, in.1=i64[4,32]": a call's inputs, at most a few. */
+static void frame_args(const struct frame *f, char *buf, size_t len)
+{
+	char slot[32], brief[160];
+	size_t off = 0;
+	uint32_t i;
+
+	buf[0] = 0;
+	for (i = 0; i < f->enter.ntensors && off < len; i++) {
+		if (i == 4) {
+			snprintf(buf + off, len - off, ", ...");
+			return;
+		}
+		tm_slot_format(f->enter.tensors[i].slot, slot, sizeof(slot));
+		tm_tensor_brief(&f->enter.tensors[i], brief, sizeof(brief));
+		off += (size_t)snprintf(buf + off, len - off, "%s%s=%s", i ? ", " : "",
+					slot, brief);
+	}
 }
 
 static void print_frame(struct tm_session *s, size_t k)
 {
 	const struct frame *f = frame_at(s, k);
 	const struct tm_node *n = f ? tm_nodetab_get(s->nodes, f->node) : NULL;
-	char call[16] = "";
+	char call[16] = "", args[512];
 
 	if (!n)
 		return;
 	if (f->call > 1)
 		snprintf(call, sizeof(call), "#%u", f->call);
 	tm_out(s, "#%-2zu %s%s (%s)", k, n->address, call, n->type ? n->type : "?");
+	/* GDB's argument list: the call's inputs as it entered */
+	if (f->have_enter) {
+		frame_args(f, args, sizeof(args));
+		tm_out(s, " (%s)", args);
+	}
 	if (n->file && n->line)
 		tm_out(s, " at %s:%u", n->file, n->line);
 	tm_out(s, "\n");
+}
+
+/* One tensor as "NAME = {summary}" under indent (info args, bt full). */
+static void print_named(struct tm_session *s, const char *indent, const char *name,
+			const struct tm_tensor *t)
+{
+	char buf[4096];
+
+	tm_tensor_format_as(t, NULL, s->set.print_pretty, buf, sizeof(buf));
+	tm_out(s, "%s%s = %s\n", indent, name, buf);
+}
+
+/* The call's inputs; 0 when it has none recorded. */
+static int show_args(struct tm_session *s, const struct frame *f, const char *indent)
+{
+	char slot[32];
+	uint32_t i;
+
+	if (!f->have_enter)
+		return 0;
+	for (i = 0; i < f->enter.ntensors; i++) {
+		tm_slot_format(f->enter.tensors[i].slot, slot, sizeof(slot));
+		print_named(s, indent, slot, &f->enter.tensors[i]);
+	}
+	return (int)f->enter.ntensors;
+}
+
+/* The call's outputs (at its EXIT), its parameters' latest values and the
+ * ops it has run so far (with op events); returns how many were shown. */
+static int show_locals(struct tm_session *s, const struct frame *f, const char *indent)
+{
+	const struct tm_node *n;
+	struct tm_record rec;
+	char slot[32], brief[160];
+	uint32_t i, id, count;
+	int shown = 0, err;
+
+	if (f->returning && s->have_cur) {
+		for (i = 0; i < s->cur.ntensors; i++) {
+			tm_slot_format(s->cur.tensors[i].slot, slot, sizeof(slot));
+			print_named(s, indent, slot, &s->cur.tensors[i]);
+			shown++;
+		}
+	}
+	count = s->nodes ? tm_nodetab_count(s->nodes) : 0;
+	for (id = 0; id < count; id++) {
+		const struct tm_tensor *t;
+		const struct tm_event *ev = NULL;
+		struct tm_slot data = { TM_SLOT_DATA, 0 };
+		uint32_t reason = 0;
+		const char *base;
+
+		n = tm_nodetab_get(s->nodes, id);
+		if (!n || n->parent != f->node || n->kind != TM_NODE_PARAM)
+			continue;
+		base = strrchr(n->address, '.');
+		base = base ? base + 1 : n->address;
+		t = s->env.lookup(s, id, data, 0, &ev, &reason);
+		if (t) {
+			print_named(s, indent, base, t);
+		} else {
+			struct tm_tql_value v;
+			char why[96];
+
+			memset(&v, 0, sizeof(v));
+			v.unknown_reason = reason;
+			tm_tql_format(&v, why, sizeof(why));
+			tm_out(s, "%s%s = %s\n", indent, base, why);
+		}
+		shown++;
+	}
+	/* the ops of this call up to the playhead */
+	if (f->enter_seq == UINT64_MAX || !s->probe || !s->have_cur)
+		return shown;
+	err = s->probe->ops->seek(s->probe, TM_SEEK_SEQ, f->enter_seq);
+	while (err == TM_OK) {
+		const struct tm_node *site;
+
+		err = s->probe->ops->next_event(s->probe, TM_DIR_FWD, &rec);
+		if (err != TM_OK || (rec.type == TM_REC_EVENT && rec.u.event.seq > s->cur.seq))
+			break;
+		if (rec.type != TM_REC_EVENT || rec.u.event.kind != TM_EV_OP ||
+		    rec.u.event.call != f->call || rec.u.event.step != s->cur.step)
+			continue;
+		site = tm_op_site(s, &rec.u.event);
+		if (!site || site->parent != f->node)
+			continue;
+		brief[0] = 0;
+		if (rec.u.event.ntensors)
+			tm_tensor_brief(&rec.u.event.tensors[0], brief, sizeof(brief));
+		tm_out(s, "%s!%u %s = %s\n", indent, rec.u.event.op_index,
+		       site->type ? site->type : "?", *brief ? brief : "<no tensor>");
+		shown++;
+	}
+	tm_cursor_restore(s);
+	return shown;
 }
 
 static int need_frames(struct tm_session *s)
@@ -51,16 +191,35 @@ static int need_frames(struct tm_session *s)
 static int cmd_backtrace_exec(struct tm_session *s, const char *args, int from_tty)
 {
 	uint64_t limit = UINT64_MAX;
+	const char *a = args;
+	int full = 0;
 	size_t k;
 
-	if (*args && strcmp(args, "full") && tm_parse_uint(args, &limit)) {
+	/* bt full [N], bt -full [N]: each frame with its tensors */
+	if (!strncmp(a, "full", 4) && (!a[4] || a[4] == ' ')) {
+		full = 1;
+		a = tm_skip_ws(a + 4);
+	} else if (!strncmp(a, "-full", 5) && (!a[5] || a[5] == ' ')) {
+		full = 1;
+		a = tm_skip_ws(a + 5);
+	}
+	if (*a && tm_parse_uint(a, &limit)) {
 		tm_error(s, "Invalid backtrace limit \"%s\".", args);
 		return -1;
 	}
 	if (need_frames(s))
 		return -1;
-	for (k = 0; k < s->nframes && k < limit; k++)
+	for (k = 0; k < s->nframes && k < limit; k++) {
 		print_frame(s, k);
+		if (full) {
+			const struct frame *f = frame_at(s, k);
+			int n = show_args(s, f, "        ");
+
+			n += show_locals(s, f, "        ");
+			if (!n)
+				tm_out(s, "        No locals.\n");
+		}
+	}
 	if (k < s->nframes)
 		tm_out(s, "(More stack frames follow...)\n");
 	if (s->frames_gap)
@@ -70,8 +229,11 @@ static int cmd_backtrace_exec(struct tm_session *s, const char *args, int from_t
 
 const struct cmd_entry cmd_backtrace_entry = {
 	.name = "backtrace", .alias = "bt where",
-	.usage = "backtrace [N]",
-	.help = "Print the module call stack at the playhead, innermost call first.",
+	.usage = "backtrace [full] [N]",
+	.help = "Print the module call stack at the playhead, innermost call first.\n"
+		"Each call shows its inputs as GDB shows arguments: slot=dtype[shape],\n"
+		"with nan=N and inf=N where it holds non-finite values.\n"
+		"\"bt full\": each frame with its tensors (info args and info locals).",
 	.exec = cmd_backtrace_exec, .flags = CMD_NEEDS_TRACE, .klass = "stack",
 };
 
@@ -190,6 +352,38 @@ const struct cmd_entry cmd_down_entry = {
 	.help = "Select the frame N levels down (towards the innermost call).",
 	.exec = cmd_down_exec, .flags = CMD_NEEDS_TRACE, .klass = "stack",
 };
+
+/* info args: the selected call's inputs. */
+int tm_info_args(struct tm_session *s, const char *args)
+{
+	const struct frame *f;
+
+	(void)args;
+	if (need_frames(s))
+		return -1;
+	f = frame_at(s, s->sel_frame);
+	if (!f->have_enter) {
+		tm_out(s, f->enter_seq == UINT64_MAX && !f->returning ?
+		       "No arguments: %s's call was not recorded entering (a backward "
+		       "or parameter event has no call).\n" :
+		       "No arguments recorded for %s.\n", tm_node_name(s, f->node));
+		return 0;
+	}
+	if (!show_args(s, f, ""))
+		tm_out(s, "No arguments.\n");
+	return 0;
+}
+
+/* info locals: the selected call's outputs, parameters and ops. */
+int tm_info_locals(struct tm_session *s, const char *args)
+{
+	(void)args;
+	if (need_frames(s))
+		return -1;
+	if (!show_locals(s, frame_at(s, s->sel_frame), ""))
+		tm_out(s, "No locals.\n");
+	return 0;
+}
 
 /* ------------------------------------------------------------- list */
 

@@ -19,36 +19,54 @@
 /* ------------------------------------------------------------- x */
 
 /*
- * x [/NF] ADDR:SLOT[index]
- * Examines N elements from index on (row-major, across rows), printed as F:
- * f (default, %g), e (%e), d (integer), x (the element's raw bits in hex).
+ * x [/NFU] ADDR:SLOT[index]
+ * Examines N units from index on (row-major, across rows), printed as F.
+ * As GDB's x reads memory: the unit is the element unless U (b h w g)
+ * says otherwise, and the integer letters (x d u o t c a z) show a unit's
+ * bits as an integer of its size, so x/d of f32 1.0 is 1065353216; f and e
+ * show the element's value (a unit of 4 or 8 bytes as a float or double).
  */
+static uint64_t unit_bits(const struct tm_tensor *t, uint64_t off, int unit)
+{
+	const uint8_t *q = (const uint8_t *)t->payload + off;
+	uint64_t u = 0;
+	int k;
+
+	for (k = 0; k < unit; k++)
+		u |= (uint64_t)q[k] << (8 * k);
+	return u;
+}
+
 static int cmd_x_exec(struct tm_session *s, const char *args, int from_tty)
 {
 	const struct tm_tensor *t;
 	const struct tm_event *ev;
-	uint64_t count = 1, numel, start = 0, i, stride[TM_MAX_RANK];
+	uint64_t count = 1, numel, start = 0, i, stride[TM_MAX_RANK], nunits, byte0;
 	const char *p = tm_skip_ws(args);
+	struct tm_fmt f;
 	char fmt = 'f';
 	struct tref r;
 	struct rbuf b;
-	int d, per_line;
+	int d, per_line, esize, unit;
 
 	(void)from_tty;
+	memset(&f, 0, sizeof(f));
 	if (*p == '/') {
-		char *end;
+		const char *q = p + 1;
 
-		p++;
-		if (isdigit((unsigned char)*p)) {
-			count = strtoull(p, &end, 10);
-			p = end;
-		}
-		if (*p && *p != ' ' && *p != '\t')
-			fmt = *p++;
-		if (fmt == 'i' && (!*p || *p == ' ' || *p == '\t'))
-			return tm_op_examine(s, count, p);      /* cmd-ops.c */
-		if (!strchr("fedx", fmt) || (*p && *p != ' ' && *p != '\t')) {
-			tm_error(s, "Invalid format: use x/NF with F one of f, e, d, x.");
+		while (isdigit((unsigned char)*q))
+			q++;
+		if (*q == 'i' && (!q[1] || q[1] == ' ' || q[1] == '\t'))
+			return tm_op_examine(s, strtoull(p + 1, NULL, 10) ?
+						strtoull(p + 1, NULL, 10) : 1, q + 1);      /* cmd-ops.c */
+		if (tm_fmt_parse(s, &p, &f, "x", 1))
+			return -1;
+		count = f.count;
+		if (f.letter)
+			fmt = f.letter;
+		if (fmt == 's' || fmt == 'i') {
+			tm_error(s, "Format \"%c\" does not apply to tensor elements "
+				 "(use x, d, u, o, t, c, a, z, f or e).", fmt);
 			return -1;
 		}
 		if (!count || count > 100000) {
@@ -83,13 +101,23 @@ static int cmd_x_exec(struct tm_session *s, const char *args, int from_tty)
 		tm_error(s, "No elements there.");
 		return -1;
 	}
-	if (count > numel - start)
-		count = numel - start;
-	per_line = fmt == 'x' || fmt == 'd' ? 8 : 4;
+	esize = (int)tm_dtype_size(t->dtype);
+	unit = f.size ? f.size : esize;
+	byte0 = start * (uint64_t)esize;
+	/* view_payload_ok: the payload holds numel elements */
+	nunits = t->payload_len > byte0 ? (t->payload_len - byte0) / (uint64_t)unit : 0;
+	if (!nunits) {
+		tm_error(s, "No elements there.");
+		return -1;
+	}
+	if (count > nunits)
+		count = nunits;
+	per_line = fmt == 'f' || fmt == 'e' ? 4 : 8;
 	rb_init(&b);
 	for (i = 0; i < count; i++) {
-		uint64_t e = start + i;
-		double v = view_elem(t, e);
+		uint64_t off = byte0 + i * (uint64_t)unit;
+		uint64_t e = off / (uint64_t)esize, bits = unit_bits(t, off, unit);
+		double v;
 
 		if (i % (uint64_t)per_line == 0) {
 			uint64_t rem = e;
@@ -101,24 +129,42 @@ static int cmd_x_exec(struct tm_session *s, const char *args, int from_tty)
 				rb_printf(&b, "%s%" PRIu64, d ? "," : "", rem / stride[d]);
 				rem %= stride[d];
 			}
-			rb_puts(&b, "]:");
+			rb_puts(&b, "]");
+			if (off % (uint64_t)esize)
+				rb_printf(&b, "+%" PRIu64, off % (uint64_t)esize);
+			rb_puts(&b, ":");
 		}
-		if (fmt == 'x') {
-			const uint8_t *q = (const uint8_t *)t->payload +
-					   e * tm_dtype_size(t->dtype);
-			size_t k, sz = tm_dtype_size(t->dtype);
+		if (fmt == 'f' || fmt == 'e') {
+			union { uint32_t u; float f; } f32;
+			union { uint64_t u; double d; } f64;
 
-			rb_puts(&b, "\t0x");
-			for (k = sz; k > 0; k--)
-				rb_printf(&b, "%02x", q[k - 1]);
-		} else if (isnan(v) || isinf(v)) {
-			rb_printf(&b, "\t%s", isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
-		} else if (fmt == 'd') {
-			rb_printf(&b, "\t%.0f", trunc(v));
-		} else if (fmt == 'e') {
-			rb_printf(&b, "\t%e", v);
+			if (unit == esize) {
+				v = view_elem(t, e);
+			} else if (unit == 4) {
+				f32.u = (uint32_t)bits;
+				v = f32.f;
+			} else if (unit == 8) {
+				f64.u = bits;
+				v = f64.d;
+			} else {
+				char num[80];
+
+				tm_fmt_int((int64_t)bits, 'd', unit, num, sizeof(num));
+				rb_printf(&b, "\t%s", num);
+				continue;
+			}
+			if (isnan(v) || isinf(v))
+				rb_printf(&b, "\t%s", isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
+			else if (fmt == 'e')
+				rb_printf(&b, "\t%e", v);
+			else
+				rb_printf(&b, "\t%g", v);
 		} else {
-			rb_printf(&b, "\t%g", v);
+			char num[80];
+
+			/* GDB's x pads hex to the unit's width */
+			tm_fmt_int((int64_t)bits, fmt == 'x' ? 'z' : fmt, unit, num, sizeof(num));
+			rb_printf(&b, "\t%s", num);
 		}
 	}
 	rb_puts(&b, "\n");
@@ -128,10 +174,12 @@ static int cmd_x_exec(struct tm_session *s, const char *args, int from_tty)
 
 const struct cmd_entry cmd_x_entry = {
 	.name = "x",
-	.usage = "x/NF ADDR:SLOT[index]",
+	.usage = "x/NFU ADDR:SLOT[index]",
 	.help = "Examine elements of a captured tensor.\n"
-		"N elements from index on, row-major, in format F: f (default), e,\n"
-		"d or x (raw bits).  E.g. \"x/8f model.layers.2:out[0,3,0]\".\n"
+		"N units from index on, row-major, in format F: f (default) or e\n"
+		"(values), or x d u o t c a z (each unit's bits as an integer, as\n"
+		"GDB reads memory); U is the unit, b h w g (default: the element).\n"
+		"E.g. \"x/8f model.layers.2:out[0,3,0]\", \"x/4xb tensor\".\n"
 		"x/Ni lists N ops of the module call at the playhead around it (\"=>\"\n"
 		"marks the current one) with their source lines.",
 	.exec = cmd_x_exec, .flags = CMD_NEEDS_TRACE | CMD_FORMAT, .klass = "data",

@@ -28,6 +28,7 @@ const struct cmd_entry *const tm_cmd_table[] = {
 	&cmd_step_entry,
 	&cmd_next_entry,
 	&cmd_finish_entry,
+	&cmd_rerun_entry,
 	&cmd_until_entry,
 	&cmd_reverse_continue_entry,
 	&cmd_reverse_step_entry,
@@ -41,6 +42,8 @@ const struct cmd_entry *const tm_cmd_table[] = {
 	&cmd_find_entry,
 	&cmd_break_entry,
 	&cmd_tbreak_entry,
+	&cmd_catch_entry,
+	&cmd_tcatch_entry,
 	&cmd_watch_entry,
 	&cmd_condition_entry,
 	&cmd_ignore_entry,
@@ -89,6 +92,9 @@ const struct cmd_entry *const tm_cmd_table[] = {
 	&cmd_tty_entry,
 	&cmd_new_ui_entry,
 	&cmd_compare_entry,
+	&cmd_whatis_entry,
+	&cmd_ptype_entry,
+	&cmd_rbreak_entry,
 };
 const size_t tm_cmd_count = sizeof(tm_cmd_table) / sizeof(tm_cmd_table[0]);
 

@@ -28,6 +28,16 @@ int tm_probe_remote_open_token(const char *target, const char *token,
 const char *tm_probe_remote_note(struct tm_probe *p);
 int tm_probe_remote_open(const char *target, struct tm_probe **out,
 			 char **detail);
+/*
+ * A flight-mode probe that had written its window when tmdb attached
+ * (doc/manual.md, "Unattended runs"): the window, read from the trace the
+ * probe named in DESCRIBE, is the start of the history.  Returns the
+ * number of records taken from it (0: none), with the seq of the window's
+ * last record (the triggering event of a TQL trigger), the trigger's
+ * reason and the trace's path (valid while p is).
+ */
+size_t tm_probe_remote_window(struct tm_probe *p, uint64_t *end_seq, const char **reason,
+			      const char **trace);
 
 /*
  * A live process or job's own questions (struct tm_probe_process_ops),

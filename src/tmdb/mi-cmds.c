@@ -618,6 +618,39 @@ static int mi_break_insert(struct mi *m, struct mi_parse *c)
 	return 0;
 }
 
+/* -catch-throw [-t] [-r TYPE]: GDB's C++ throw catchpoint is catch
+ * exception (a forward that raised); the other catchpoints go through
+ * -interpreter-exec console. */
+static int mi_catch_throw(struct mi *m, struct mi_parse *c)
+{
+	char args[96];
+	const char *type = NULL;
+	int temp = 0, rc;
+	size_t i;
+	struct bp *b = NULL;
+
+	for (i = 0; i < c->argc; i++) {
+		if (!strcmp(c->argv[i], "-t"))
+			temp = 1;
+		else if (!strcmp(c->argv[i], "-r") && i + 1 < c->argc)
+			type = c->argv[++i];
+		else
+			return mi_error(m, "-catch-throw: Unknown option \"%s\".", c->argv[i]);
+	}
+	if (type && strlen(type) > 63)
+		return mi_error(m, "-catch-throw: type name too long");
+	snprintf(args, sizeof(args), "exception%s%s", type ? " " : "", type ? type : "");
+	m->quiet_bp = 1;
+	rc = tm_catch(m->s, args, temp ? BP_DEL : BP_KEEP, 0, &b);
+	m->quiet_bp = 0;
+	if (rc)
+		return -1;
+	if (!b)
+		return mi_error(m, "No catchpoint was created.");
+	mi_bkpt(m, &m->res, "bkpt", b);
+	return 0;
+}
+
 /* -break-watch [-a|-r] EXPR */
 static int mi_break_watch(struct mi *m, struct mi_parse *c)
 {
@@ -1006,19 +1039,43 @@ static int mi_stack_select_frame(struct mi *m, struct mi_parse *c)
 	return 0;
 }
 
+/*
+ * -stack-list-arguments PRINT-VALUES [LOW HIGH]: each call's inputs as it
+ * entered (the CLI's bt and info args), {name="in",value="f32[4,32,64]"};
+ * the value is the summary bt shows ("f32[4,32,64] nan=12").
+ */
 static int mi_stack_list_arguments(struct mi *m, struct mi_parse *c)
 {
 	size_t lo, hi, k, n;
+	int pv = c->argc ? print_values(c->argv[0]) : 0;
 
 	if (need_playhead(m))
 		return -1;
+	if (pv < 0)
+		pv = 0;
 	frame_range(c, 1, &lo, &hi);
 	n = tm_frames_compute(m->s) || !m->s->nframes ? 1 : m->s->nframes;
 	mi_open(&m->res, "stack-args", '[');
 	for (k = lo; k <= hi && k < n; k++) {
+		const struct frame *f = tm_frame_at(m->s, k);
+		uint32_t i;
+
 		mi_open(&m->res, "frame", '{');
 		mi_kvf(&m->res, "level", "%zu", k);
 		mi_open(&m->res, "args", '[');
+		for (i = 0; f && f->have_enter && i < f->enter.ntensors; i++) {
+			char name[32], brief[160];
+
+			tm_slot_format(f->enter.tensors[i].slot, name, sizeof(name));
+			tm_tensor_brief(&f->enter.tensors[i], brief, sizeof(brief));
+			mi_open(&m->res, NULL, '{');
+			mi_kv(&m->res, "name", name);
+			if (pv == 2)
+				mi_kv(&m->res, "type", "tensor");
+			if (pv)
+				mi_kv(&m->res, "value", brief);
+			mi_close(&m->res, '}');
+		}
 		mi_close(&m->res, ']');
 		mi_close(&m->res, '}');
 	}
@@ -1603,6 +1660,7 @@ static const struct mi_cmd mi_cmds[] = {
 	{ "break-enable", mi_break_enable },
 	{ "break-info", mi_break_info },
 	{ "break-insert", mi_break_insert },
+	{ "catch-throw", mi_catch_throw },
 	{ "break-list", mi_break_list },
 	{ "break-watch", mi_break_watch },
 	{ "data-evaluate-expression", mi_data_evaluate_expression },

@@ -627,10 +627,20 @@ void mi_bkpt(struct mi *m, struct mi_buf *b, const char *key, struct bp *bp)
 
 	mi_open(b, key, '{');
 	mi_kvf(b, "number", "%d", bp->num);
-	mi_kv(b, "type", bp->type == BP_WATCH ? "watchpoint" : "breakpoint");
+	mi_kv(b, "type", bp->type == BP_WATCH ? "watchpoint" :
+	      bp->catch_kind ? "catchpoint" : "breakpoint");
 	mi_kv(b, "disp", disp_name(bp->disp));
 	mi_kv(b, "enabled", bp->enabled ? "y" : "n");
-	if (bp->type == BP_WATCH) {
+	if (bp->catch_kind) {
+		/* GDB: what="exception throw",catch-type="throw" */
+		char what[128];
+
+		snprintf(what, sizeof(what), "%s%s%s%s", tm_catch_kind_name(bp->catch_kind),
+			 bp->catch_kind == TM_CATCH_EXCEPTION ? " raise" : "",
+			 bp->catch_arg ? " " : "", bp->catch_arg ? bp->catch_arg : "");
+		mi_kv(b, "what", what);
+		mi_kv(b, "catch-type", tm_catch_kind_name(bp->catch_kind));
+	} else if (bp->type == BP_WATCH) {
 		mi_kv(b, "what", bp->where);
 	} else if (bp->pending) {
 		/* GDB's pending breakpoint: no location until nodes come */

@@ -57,6 +57,7 @@ struct hrec {
 struct remote {
 	struct tm_probe base;   /* first: the vtable pointer */
 	char *path;
+	char *trace;            /* the .tmrun the probe writes (DESCRIBE) */
 	int fd;
 	tm_frame_decoder *dec;
 	tm_decoder *rd;
@@ -88,6 +89,7 @@ struct remote {
 
 	/* running ahead (flow()) */
 	int ahead;              /* resume with RESUME continue */
+	int rerun;              /* the next resume is RESUME rerun */
 	int running;            /* resumed with continue, no STOP since */
 	int int_pending;        /* Ctrl-C: INTERRUPT sent, waiting for an event */
 	int end_noted;          /* remote_end_note said why */
@@ -101,6 +103,13 @@ struct remote {
 	tm_decoder *adec;       /* decodes the one asked for last */
 	size_t ann_cur;         /* its index, SIZE_MAX: none */
 	struct tm_annot ann_out;
+
+	/* a flight window read from the probe's trace (preload_window): the
+	 * first live record joins it at join_seq */
+	size_t win_recs;
+	uint64_t win_end, join_seq;
+	int joining;
+	char win_reason[200];
 
 	/* record FILE: the history so far, then each record as it comes */
 	tm_writer *rec;
@@ -256,6 +265,8 @@ static int take_annot(struct remote *rp, const struct tm_annot *a)
 	return TM_OK;
 }
 
+static int join(struct remote *rp, struct tm_record *rec);
+
 static int take_record(struct remote *rp, const struct tm_frame *f)
 {
 	struct tm_record rec;
@@ -300,6 +311,8 @@ static int take_record(struct remote *rp, const struct tm_frame *f)
 	default:
 		return TM_OK;   /* a newer record type: skip */
 	}
+	if (join(rp, &rec))
+		return TM_OK;
 	h = hrec_new(rp);
 	if (!h)
 		return TM_ERR_NOMEM;
@@ -326,6 +339,123 @@ static int take_record(struct remote *rp, const struct tm_frame *f)
 	return TM_OK;
 }
 
+/*
+ * The first live record after a preloaded window: what the trace held
+ * already is dropped, and seqs neither in the trace nor sent (the writer
+ * had not written them yet) are a NOT_KEPT gap, so the history still
+ * covers every seq.  1: drop the record.
+ */
+static int join(struct remote *rp, struct tm_record *rec)
+{
+	uint64_t first, last, step;
+	struct hrec *h;
+
+	if (!rp->joining)
+		return 0;
+	if (rec->type == TM_REC_EVENT) {
+		first = last = rec->u.event.seq;
+		step = rec->u.event.step;
+	} else if (rec->type == TM_REC_GAP) {
+		first = rec->u.gap.first_seq;
+		last = rec->u.gap.last_seq;
+		step = rec->u.gap.step;
+	} else {
+		first = last = rec->u.crash.seq;
+		step = rec->u.crash.step;
+	}
+	if (last < rp->join_seq)
+		return rec->type != TM_REC_CRASH;
+	rp->joining = 0;
+	if (rec->type == TM_REC_GAP && first < rp->join_seq) {
+		uint64_t cut = rp->join_seq - first;
+
+		rec->u.gap.count = rec->u.gap.count > cut ? rec->u.gap.count - cut : 1;
+		rec->u.gap.first_seq = rp->join_seq;
+	} else if (first > rp->join_seq && (h = hrec_new(rp)) != NULL) {
+		h->type = TM_REC_GAP;
+		h->u.gap.first_seq = rp->join_seq;
+		h->u.gap.last_seq = first - 1;
+		h->u.gap.count = first - rp->join_seq;
+		h->u.gap.reason = TM_GAP_NOT_KEPT;
+		h->u.gap.step = step;
+		rp->n++;
+	}
+	return 0;
+}
+
+/*
+ * Before SUBSCRIBE: a flight-mode probe whose window is written (its trace
+ * names the trigger) gives tmdb the history before it attached, read from
+ * that trace when this host can read it (an absolute path: the probe's
+ * working directory is not ours).  Anything else keeps the history empty.
+ */
+#define MAX_WINDOW_RECORDS (1u << 20)
+static void preload_window(struct remote *rp, const char *trace)
+{
+	const struct tm_run_meta *meta;
+	const char *reason = NULL, *end = NULL;
+	struct tm_record rec;
+	tm_reader *r;
+	struct hrec *h;
+	uint32_t i;
+
+	if (!(rp->caps & TM_CAP_WINDOW) || trace[0] != '/' ||
+	    tm_reader_open(trace, 0, &r, NULL) != TM_OK)
+		return;
+	meta = tm_reader_meta(r);
+	for (i = 0; meta && i < meta->npairs; i++) {
+		if (!strcmp(meta->keys[i], "flight.trigger"))
+			reason = meta->values[i];
+		else if (!strcmp(meta->keys[i], "flight.window_end"))
+			end = meta->values[i];
+	}
+	if (!reason || !end) {
+		tm_reader_close(r);
+		return;
+	}
+	rp->win_end = strtoull(end, NULL, 10);
+	snprintf(rp->win_reason, sizeof(rp->win_reason), "%s", reason);
+	while (rp->n < MAX_WINDOW_RECORDS && tm_reader_next(r, &rec) == TM_OK) {
+		if (rec.type != TM_REC_EVENT && rec.type != TM_REC_GAP &&
+		    rec.type != TM_REC_CRASH)
+			continue;
+		h = hrec_new(rp);
+		if (!h)
+			break;
+		h->type = rec.type;
+		if (rec.type == TM_REC_EVENT) {
+			if (tm_event_copy(&h->u.event, &rec.u.event))
+				break;
+			rp->join_seq = rec.u.event.seq + 1;
+		} else if (rec.type == TM_REC_GAP) {
+			h->u.gap = rec.u.gap;
+			rp->join_seq = rec.u.gap.last_seq + 1;
+		} else {
+			h->u.crash = rec.u.crash;
+			for (i = 0; i < rec.u.crash.nframes && i < TM_MAX_FRAMES; i++)
+				h->u.crash.frames[i] = dup0(rec.u.crash.frames[i]);
+		}
+		rp->n++;
+	}
+	tm_reader_close(r);
+	rp->win_recs = rp->n;
+	rp->joining = rp->n > 0;
+}
+
+size_t tm_probe_remote_window(struct tm_probe *p, uint64_t *end_seq, const char **reason,
+			      const char **trace)
+{
+	struct remote *rp;
+
+	if (!p || p->ops != &remote_ops)
+		return 0;
+	rp = impl(p);
+	*end_seq = rp->win_end;
+	*reason = rp->win_reason;
+	*trace = rp->trace;
+	return rp->win_recs;
+}
+
 static void take_msg(struct remote *rp, const struct tm_msg *m)
 {
 	switch (m->type) {
@@ -334,6 +464,8 @@ static void take_msg(struct remote *rp, const struct tm_msg *m)
 		rp->pid = m->u.hello.pid;
 		rp->caps = m->u.hello.caps;
 		snprintf(rp->kind, sizeof(rp->kind), "%.63s", m->u.hello.name);
+		free(rp->trace);
+		rp->trace = m->u.hello.trace[0] ? strdup(m->u.hello.trace) : NULL;
 		break;
 	case TM_MSG_STOP:
 		rp->stopped = 1;
@@ -541,9 +673,11 @@ static int resume_paused(struct remote *rp)
 		return 0;
 	memset(m, 0, sizeof(*m));
 	m->type = TM_MSG_RESUME;
-	m->u.resume.mode = rp->ahead ? TM_RESUME_CONTINUE : TM_RESUME_STEP;
+	m->u.resume.mode = rp->rerun ? TM_RESUME_RERUN :
+		rp->ahead ? TM_RESUME_CONTINUE : TM_RESUME_STEP;
 	m->u.resume.count = 1;
-	rp->running = rp->ahead;
+	rp->running = rp->ahead || rp->rerun;
+	rp->rerun = 0;
 	return send_msg(rp, m) ? -1 : 1;
 }
 
@@ -587,6 +721,15 @@ static int remote_next(struct tm_probe *p, int dir, struct tm_record *rec)
 		if (resume_paused(rp) < 0)
 			return TM_ERR_END;
 		pump(rp, POLL_MS);
+		if (rp->int_pending && rp->stopped && rp->pos == rp->n) {
+			/* A stop is a stop: the probe held the model between
+			 * events (tm_server_hold), right after the last one we
+			 * have; the scan stays there, and the model with it. */
+			rp->int_pending = 0;
+			snprintf(rp->detail, sizeof(rp->detail),
+				 "the model is held between events");
+			return TM_ERR_AGAIN;
+		}
 	}
 	if (rp->int_pending) {
 		rp->int_pending = 0;
@@ -701,6 +844,19 @@ static int remote_set_ops(struct tm_probe *p, const char *patterns)
 	return request(rp, m, CONNECT_TIMEOUT_MS);
 }
 
+static int remote_rerun(struct tm_probe *p)
+{
+	struct remote *rp = impl(p);
+
+	if (!rp->stopped || rp->pos != rp->n || !(rp->caps & TM_CAP_PAUSE)) {
+		snprintf(rp->detail, sizeof(rp->detail), "the model is not paused at the "
+			 "playhead (go to its newest event first)");
+		return TM_ERR_INVALID_ARG;
+	}
+	rp->rerun = 1;
+	return TM_OK;
+}
+
 static int remote_flight(struct tm_probe *p, int op, uint32_t steps, const char *reason,
 			 const char **text)
 {
@@ -710,8 +866,9 @@ static int remote_flight(struct tm_probe *p, int op, uint32_t steps, const char 
 
 	*text = "";
 	if (!(rp->caps & TM_CAP_FLIGHT)) {
-		snprintf(rp->detail, sizeof(rp->detail), "the probe keeps no flight window "
-			 "(tensormorph-probe record --flight N, or attach(..., flight=N))");
+		snprintf(rp->detail, sizeof(rp->detail), "the probe writes no trace to keep "
+			 "a flight window for (tensormorph-probe record, or attach(..., "
+			 "record=PATH))");
 		return TM_ERR_UNSUPPORTED;
 	}
 	memset(m, 0, sizeof(*m));
@@ -859,6 +1016,7 @@ static void remote_detach(struct tm_probe *p)
 	tm_decoder_free(rp->rd);
 	free(rp->msg);
 	free(rp->path);
+	free(rp->trace);
 	free(rp);
 }
 
@@ -1093,6 +1251,7 @@ static const struct tm_probe_ops remote_ops = {
 	.flow = remote_flow,
 	.set_level = remote_set_level,
 	.set_ops = remote_set_ops,
+	.rerun = remote_rerun,
 	.record = remote_record,
 	.flight = remote_flight,
 	.annotation = remote_annotation,
@@ -1396,6 +1555,8 @@ connected:
 	err = request(rp, m, CONNECT_TIMEOUT_MS);
 	if (err)
 		return fail(rp, err, detail);
+	if (rp->trace)
+		preload_window(rp, rp->trace);
 	memset(m, 0, sizeof(*m));
 	m->type = TM_MSG_SUBSCRIBE;
 	err = request(rp, m, CONNECT_TIMEOUT_MS);

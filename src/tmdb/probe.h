@@ -134,6 +134,13 @@ struct tm_probe_ops {
 	 */
 	int (*set_ops)(struct tm_probe *p, const char *patterns);
 	/*
+	 * The model's next resume re-runs the compiled region it is paused
+	 * in, eagerly (wire RESUME rerun): the rest of the region's events
+	 * come without a stop, the re-run's first one stops.  The model must
+	 * be paused at the newest record.  NULL for a replay.
+	 */
+	int (*rerun)(struct tm_probe *p);
+	/*
 	 * Saves what a live probe sent so far as a .tmrun, and then each
 	 * record as it arrives; path NULL stops (live only, NULL for a
 	 * replay).

@@ -120,6 +120,8 @@ void tm_bp_free(struct bp *b)
 	free(b->where);
 	free(b->src_file);
 	free(b->cond_src);
+	free(b->catch_arg);
+	free(b->core_src);
 	tm_breakpoint_clear(&b->core);
 	if (b->wexpr) {
 		tm_expr_free(b->wexpr);
@@ -139,6 +141,8 @@ void tm_bp_free_all(struct tm_session *s)
 		tm_bp_free(b);
 	}
 }
+
+static void frames_release(struct tm_session *s, size_t from);
 
 static const struct tm_tensor *session_lookup(void *user, uint32_t node,
 					      struct tm_slot slot, uint32_t call,
@@ -222,6 +226,7 @@ void tm_session_free(struct tm_session *s)
 		free(u);
 	}
 	tm_lines_free(s->pending, s->npending);
+	frames_release(s, 0);
 	free(s->frames);
 	free(s->lk);
 	step_cache_clear(s);
@@ -400,7 +405,7 @@ void tm_playhead_clear(struct tm_session *s)
 	s->cursor_after = 0;
 	s->focus = UINT32_MAX;
 	s->frames_valid = 0;
-	s->nframes = 0;
+	frames_release(s, 0);
 	s->sel_frame = 0;
 	s->stopped_bp = 0;
 	tm_lookup_invalidate(s);
@@ -456,9 +461,34 @@ uint64_t tm_playhead_seq(const struct tm_session *s)
 	return s->have_cur ? s->cur.seq : 0;
 }
 
+const struct frame *tm_frame_at(const struct tm_session *s, size_t k)
+{
+	return k < s->nframes ? &s->frames[s->nframes - 1 - k] : NULL;
+}
+
+const struct tm_event *tm_focus_event(const struct tm_session *s)
+{
+	const struct frame *f;
+
+	if (!s->have_cur)
+		return NULL;
+	if (!s->sel_frame || !s->frames_valid)
+		return &s->cur;
+	f = tm_frame_at(s, s->sel_frame);
+	return f && f->have_enter ? &f->enter : NULL;
+}
+
 const struct tm_tensor *tm_focus_tensor(const struct tm_session *s)
 {
-	if (!s->have_cur || s->focus >= s->cur.ntensors)
+	const struct tm_event *ev;
+
+	if (!s->have_cur)
+		return NULL;
+	if (s->sel_frame && s->frames_valid) {
+		ev = tm_focus_event(s);
+		return ev && ev->ntensors ? &ev->tensors[0] : NULL;
+	}
+	if (s->focus >= s->cur.ntensors)
 		return NULL;
 	return &s->cur.tensors[s->focus];
 }
@@ -498,6 +528,15 @@ const char *tm_node_name(const struct tm_session *s, uint32_t id)
 	return n ? n->address : "?";
 }
 
+/* What a RAISE event raised: the "exception" annotation at it (values:
+ * the type's name, the message), NULL when unknown or not a raise. */
+const struct tm_annot *tm_exception_of(struct tm_session *s, const struct tm_event *ev)
+{
+	if (!ev || ev->kind != TM_EV_RAISE || !s->probe || !s->probe->ops->annotation)
+		return NULL;
+	return s->probe->ops->annotation(s->probe, ev, "exception");
+}
+
 /* "NODE (SLOT) at step S, PHASE", the contract line of ARCHITECTURE 9. */
 void tm_print_location(struct tm_session *s, const char *prefix)
 {
@@ -523,6 +562,15 @@ void tm_print_location(struct tm_session *s, const char *prefix)
 	}
 	if (s->cur.call > 1)
 		snprintf(call, sizeof(call), "#%u", s->cur.call);
+	if (s->cur.kind == TM_EV_RAISE) {
+		const struct tm_annot *x = tm_exception_of(s, &s->cur);
+
+		tm_out(s, "%s%s%s (raise) %s at step %" PRIu64 ", %s\n", prefix ? prefix : "",
+		       tm_node_name(s, s->cur.node), call,
+		       x && x->nvalues && *x->values[0] ? x->values[0] : "exception",
+		       s->cur.step, tm_phase_name(s->cur.phase));
+		return;
+	}
 	tm_out(s, "%s%s%s (%s) at step %" PRIu64 ", %s\n", prefix ? prefix : "",
 	       tm_node_name(s, s->cur.node), call, sb, s->cur.step,
 	       tm_phase_name(s->cur.phase));
@@ -616,6 +664,7 @@ void tm_print_source_line(struct tm_session *s)
 	 */
 	if (!s->have_cur ||
 	    (s->cur.kind != TM_EV_ENTER && s->cur.kind != TM_EV_EXIT &&
+	     s->cur.kind != TM_EV_RAISE &&
 	     !(s->cur.kind == TM_EV_OP && s->cur.phase == TM_PHASE_FWD)))
 		return;
 	n = tm_source_node(s, s->cur.node);
@@ -786,6 +835,8 @@ found:
 	}
 	if (event)
 		*event = &e->ev;
+	if (e->ev.step < s->eval_oldest_step)
+		s->eval_oldest_step = e->ev.step;
 	return tm_event_tensor(&e->ev, slot);
 }
 
@@ -996,8 +1047,21 @@ int tm_compile(struct tm_session *s, const char *src, int want_bool,
 
 /* ------------------------------------------------------------- call stack */
 
+static void frames_release(struct tm_session *s, size_t from)
+{
+	size_t i;
+
+	for (i = from; i < s->nframes; i++)
+		if (s->frames[i].have_enter) {
+			tm_event_release(&s->frames[i].enter);
+			s->frames[i].have_enter = 0;
+		}
+	s->nframes = from;
+}
+
+/* ev: the ENTER event, copied (NULL: none seen). */
 static int frames_push(struct tm_session *s, uint32_t node, uint32_t call,
-		       uint64_t seq)
+		       uint64_t seq, const struct tm_event *ev)
 {
 	struct frame *f;
 
@@ -1017,6 +1081,7 @@ static int frames_push(struct tm_session *s, uint32_t node, uint32_t call,
 	f->call = call;
 	f->enter_seq = seq;
 	f->returning = 0;
+	f->have_enter = ev && tm_event_copy(&f->enter, ev) == TM_OK;
 	return 0;
 }
 
@@ -1028,7 +1093,7 @@ static void frames_pop(struct tm_session *s, uint32_t node, uint32_t call)
 	while (i > 0) {
 		i--;
 		if (s->frames[i].node == node && s->frames[i].call == call) {
-			s->nframes = i;
+			frames_release(s, i);
 			return;
 		}
 	}
@@ -1048,9 +1113,13 @@ int tm_frames_compute(struct tm_session *s)
 	uint64_t target;
 	int err, guard = 0, rank;
 
+	struct frame ret;       /* the returning call, at an EXIT */
+
 	if (s->frames_valid)
 		return 0;
-	s->nframes = 0;
+	frames_release(s, 0);
+	memset(&ret, 0, sizeof(ret));
+	ret.enter_seq = UINT64_MAX;
 	s->frames_gap = 0;
 	if (!s->have_cur || !s->probe)
 		return -1;
@@ -1065,7 +1134,7 @@ int tm_frames_compute(struct tm_session *s)
 			 tm_nodetab_get(s->nodes, n->parent))
 			chain[k++] = n->id;
 		while (k > 0)
-			frames_push(s, chain[--k], 0, UINT64_MAX);
+			frames_push(s, chain[--k], 0, UINT64_MAX, NULL);
 		s->frames_valid = 1;
 		return 0;
 	}
@@ -1092,19 +1161,33 @@ int tm_frames_compute(struct tm_session *s)
 		if (rank >= 0 && (tm_event_rank(s, &rec.u.event) != rank ||
 				  rec.u.event.step != s->cur.step))
 			continue;
-		if (rec.u.event.kind == TM_EV_ENTER)
+		if (rec.u.event.kind == TM_EV_ENTER) {
 			frames_push(s, rec.u.event.node, rec.u.event.call,
-				    rec.u.event.seq);
-		else if (rec.u.event.kind == TM_EV_EXIT)
+				    rec.u.event.seq, &rec.u.event);
+		} else if (rec.u.event.kind == TM_EV_EXIT || rec.u.event.kind == TM_EV_RAISE) {
+			/* the playhead's own exit: its call stays, inputs and all */
+			if (rec.u.event.seq == target && s->nframes &&
+			    s->frames[s->nframes - 1].node == rec.u.event.node &&
+			    s->frames[s->nframes - 1].call == rec.u.event.call) {
+				ret = s->frames[s->nframes - 1];
+				s->frames[s->nframes - 1].have_enter = 0;
+			}
 			frames_pop(s, rec.u.event.node, rec.u.event.call);
+		}
 		if (rec.u.event.seq == target)
 			break;
 	}
-	if (s->cur.kind == TM_EV_EXIT) {
-		/* The call that is returning is still frame 0. */
-		frames_push(s, s->cur.node, s->cur.call, UINT64_MAX);
-		s->frames[s->nframes - 1].returning = 1;
+	if (s->cur.kind == TM_EV_EXIT || s->cur.kind == TM_EV_RAISE) {
+		/* The call that is returning (or raising) is still frame 0. */
+		if (frames_push(s, s->cur.node, s->cur.call, ret.enter_seq, NULL) == 0) {
+			s->frames[s->nframes - 1].returning = 1;
+			s->frames[s->nframes - 1].enter = ret.enter;
+			s->frames[s->nframes - 1].have_enter = ret.have_enter;
+			ret.have_enter = 0;
+		}
 	}
+	if (ret.have_enter)
+		tm_event_release(&ret.enter);
 	tm_cursor_restore(s);
 	s->frames_valid = 1;
 	return 0;

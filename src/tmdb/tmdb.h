@@ -40,6 +40,14 @@ struct tm_val {
 	struct tm_tensor t;             /* VAL_TENSOR, payload dropped */
 };
 
+/* print/FMT: GDB's format letter (0: none), size in bytes (0: natural)
+ * and count (x). */
+struct tm_fmt {
+	char letter;
+	int size;
+	unsigned count;
+};
+
 /* ------------------------------------------------------------- breakpoints */
 
 enum bp_type {
@@ -82,13 +90,32 @@ struct bp {
 	struct tm_val old;
 	int watch_node_only;    /* re-evaluate only on events of watch_node */
 	uint32_t watch_node;
+	/* catchpoints (catch ...): a BP_BREAK on every node whose matcher
+	 * runs the catchpoint's own test and then cond_src (core_src, what
+	 * the live probe is sent); gap and signal ones match no event, the
+	 * scan tests them at gap and crash records (cmd-run.c) */
+	int catch_kind;         /* enum tm_catch_kind, 0: a breakpoint */
+	char *catch_arg;        /* exception type or signal name, NULL: any */
+	char *core_src;
 };
+
+enum tm_catch_kind {
+	TM_CATCH_NONE = 0,
+	TM_CATCH_EXCEPTION,     /* a RAISE event (of catch_arg's type) */
+	TM_CATCH_NAN,           /* any tensor with a NaN */
+	TM_CATCH_INF,           /* any tensor with an Inf */
+	TM_CATCH_GAP,           /* a gap record: events were lost */
+	TM_CATCH_SIGNAL         /* a crash record: the program got a fatal signal */
+};
+/* "exception", "nan", ...; what info breakpoints shows in What */
+const char *tm_catch_kind_name(int kind);
 
 struct display {
 	struct display *next;
 	int num;
 	int enabled;
 	char *expr;
+	struct tm_fmt fmt;      /* display/x: kept for every stop */
 };
 
 struct ucmd {
@@ -111,6 +138,8 @@ struct frame {
 	uint32_t call;
 	uint64_t enter_seq;     /* UINT64_MAX when not seen */
 	int returning;          /* frame 0 at an EXIT event */
+	int have_enter;
+	struct tm_event enter;  /* the call's ENTER event (its inputs), a copy */
 };
 
 /*
@@ -188,6 +217,7 @@ struct settings {
 	int max_gap_lines;
 	int style;              /* colour where the output is a terminal */
 	int trace_commands;     /* echo each command, '+' per nesting level */
+	int print_pretty;       /* set print pretty: a tensor one field a line */
 	char *prompt;
 };
 
@@ -273,6 +303,11 @@ struct tm_session {
 	int progress_shown;
 	int scan_quiet;         /* searches do not report the gaps they cross */
 	int scan_gap_after;     /* goto end: gaps read lie after the landing */
+
+	/* the oldest step an evaluation's addressed terms read (lookups), and
+	 * print's "  (from step N)" when it is older than the focus's step */
+	uint64_t eval_oldest_step;
+	char from_note[48];
 };
 
 /* ------------------------------------------------------------- session.c */
@@ -305,7 +340,13 @@ void tm_playhead_clear(struct tm_session *s);
 void tm_playhead_set(struct tm_session *s, const struct tm_event *ev);
 uint64_t tm_playhead_seq(const struct tm_session *s);
 void tm_cursor_restore(struct tm_session *s);
+/* The tensor print and info stats look at: the playhead's focus tensor, or
+ * with frame N selected, that call's first input (its ENTER event). */
 const struct tm_tensor *tm_focus_tensor(const struct tm_session *s);
+/* The event of the selected frame (the playhead for frame 0), or NULL. */
+const struct tm_event *tm_focus_event(const struct tm_session *s);
+/* Frame k of the stack (0 innermost), NULL past the end. */
+const struct frame *tm_frame_at(const struct tm_session *s, size_t k);
 const char *tm_node_name(const struct tm_session *s, uint32_t id);
 /* "SIGSEGV" (and *meaning "Segmentation fault") for the signals a training
  * process dies of; NULL for others. */
@@ -313,6 +354,7 @@ const char *tm_signal_name(int signo, const char **meaning);
 /* The node that carries a source location: the node or its nearest module. */
 const struct tm_node *tm_source_node(struct tm_session *s, uint32_t id);
 void tm_print_location(struct tm_session *s, const char *prefix);
+const struct tm_annot *tm_exception_of(struct tm_session *s, const struct tm_event *ev);
 void tm_print_source_line(struct tm_session *s);
 void tm_print_gap(struct tm_session *s, const struct tm_gap *g, int dir);
 void tm_lookup_invalidate(struct tm_session *s);
@@ -364,6 +406,16 @@ int tm_evaluate(struct tm_session *s, const char *expr, struct tm_val *out);
 void tm_displays_show(struct tm_session *s);
 
 /* ------------------------------------------------------------- value.c */
+/* Reads "/NLS" at *args (nothing there: no format) and skips past it;
+ * errors as GDB's for a bad letter, or a count where cmd takes none. */
+int tm_fmt_parse(struct tm_session *s, const char **args, struct tm_fmt *f,
+		 const char *cmd, int allow_count);
+void tm_fmt_text(const struct tm_fmt *f, char *buf, size_t len);
+void tm_fmt_int(int64_t v, char letter, int size, char *buf, size_t len);
+void tm_val_format_as(const struct tm_val *v, const struct tm_fmt *f, int pretty,
+		      char *buf, size_t len);
+void tm_tensor_format_as(const struct tm_tensor *t, const struct tm_fmt *f,
+			 int pretty, char *buf, size_t len);
 void tm_val_clear(struct tm_val *v);
 /* "tensor", "bool", "int", "float", "string", "shape", "list" (MI and DAP types). */
 const char *tm_val_type_name(const struct tm_val *v);
@@ -392,6 +444,15 @@ const char *tm_skip_ws(const char *p);
 int tm_parse_uint(const char *p, uint64_t *out);
 int tm_parse_bool(const char *p, int *out);
 int tm_word_is(const char *word, size_t len, const char *full, size_t minlen);
+
+/* cmd-stack.c */
+/* "f32[4,32,64] nan=12": a tensor in a frame's argument list. */
+void tm_tensor_brief(const struct tm_tensor *t, char *buf, size_t len);
+int tm_info_args(struct tm_session *s, const char *args);
+int tm_info_locals(struct tm_session *s, const char *args);
+/* cmd-explore.c: module classes and calls by regular expression */
+int tm_info_types(struct tm_session *s, const char *args);
+int tm_info_functions(struct tm_session *s, const char *args);
 
 /* op events (cmd-ops.c) */
 /* "model.attn#2!8 aten::div.Tensor": an op event's address and name */
@@ -444,6 +505,10 @@ struct tm_bp_spec {
 	 * it has no rank of its own); in a one-process program only its own
 	 * rank is accepted (any other is an error); -1: every rank. */
 	int rank;
+	/* A catchpoint (enum tm_catch_kind) instead of a location; catch_arg
+	 * narrows it (exception type, signal name), NULL: any. */
+	int catch_kind;
+	const char *catch_arg;
 };
 /* A spec with its defaults: enabled, kept, every rank, nothing else. */
 void tm_bp_spec_init(struct tm_bp_spec *spec);
@@ -474,6 +539,10 @@ int tm_bp_change(struct tm_session *s, struct bp *b, const struct tm_bp_spec *sp
 		 unsigned what);
 
 int tm_bp_bind(struct tm_session *s, struct bp *b, const char *where, int quiet);
+/* catch/tcatch's arguments ("nan", "exception TYPE if COND"): creates and
+ * announces a catchpoint; 0 or -1 after an error message. */
+int tm_catch(struct tm_session *s, const char *args, int disp, int announce,
+	     struct bp **out);
 int tm_bp_match(struct tm_session *s, struct bp *b, const struct tm_event *ev,
 		uint32_t *focus);
 int tm_bp_info(struct tm_session *s, const char *args, int watch_only);
@@ -583,10 +652,10 @@ void tm_compare_print_beside(struct tm_session *s, const char *expr);
 /* ------------------------------------------------------------- command entries */
 #define TM_CMD(n) extern const struct cmd_entry cmd_##n##_entry
 TM_CMD(file); TM_CMD(run); TM_CMD(continue); TM_CMD(step); TM_CMD(next);
-TM_CMD(finish); TM_CMD(until); TM_CMD(reverse_continue); TM_CMD(reverse_step);
+TM_CMD(finish); TM_CMD(rerun); TM_CMD(until); TM_CMD(reverse_continue); TM_CMD(reverse_step);
 TM_CMD(reverse_next); TM_CMD(stepi); TM_CMD(nexti); TM_CMD(reverse_stepi);
 TM_CMD(reverse_nexti); TM_CMD(reverse_finish); TM_CMD(goto); TM_CMD(find);
-TM_CMD(break); TM_CMD(tbreak); TM_CMD(watch); TM_CMD(condition); TM_CMD(ignore);
+TM_CMD(break); TM_CMD(tbreak); TM_CMD(catch); TM_CMD(tcatch); TM_CMD(watch); TM_CMD(condition); TM_CMD(ignore);
 TM_CMD(delete); TM_CMD(disable); TM_CMD(enable); TM_CMD(commands);
 TM_CMD(print); TM_CMD(output); TM_CMD(printf); TM_CMD(echo); TM_CMD(display);
 TM_CMD(undisplay); TM_CMD(backtrace); TM_CMD(frame); TM_CMD(up); TM_CMD(down);
@@ -596,7 +665,7 @@ TM_CMD(apropos); TM_CMD(quit); TM_CMD(end); TM_CMD(capture);
 TM_CMD(level); TM_CMD(record); TM_CMD(dump);
 TM_CMD(heatmap); TM_CMD(plot); TM_CMD(x); TM_CMD(tui); TM_CMD(layout);
 TM_CMD(attach); TM_CMD(target); TM_CMD(detach); TM_CMD(kill); TM_CMD(inferior);
-TM_CMD(tty); TM_CMD(compare);
+TM_CMD(tty); TM_CMD(compare); TM_CMD(whatis); TM_CMD(ptype); TM_CMD(rbreak);
 TM_CMD(clear);
 TM_CMD(new_ui);
 #undef TM_CMD

@@ -118,6 +118,10 @@ static void fmt_unknown(uint32_t reason, char *buf, size_t len)
 {
 	char why[96];
 
+	if (reason == TM_TQL_VOID) {
+		snprintf(buf, len, "void");
+		return;
+	}
 	if (tm_tql_reason_format(reason, why, sizeof(why)) == TM_OK)
 		snprintf(buf, len, "<unknown: %s>", why);
 	else
@@ -162,40 +166,261 @@ void tm_tql_format(const struct tm_tql_value *v, char *buf, size_t len)
 	}
 }
 
-/* GDB prints structures as {a = 1, b = 2}; a tensor summary is one. */
-void tm_tensor_format(const struct tm_tensor *t, char *buf, size_t len)
+/* ------------------------------------------------------------- formats */
+
+/*
+ * print/FMT, display/FMT, output/FMT: GDB's letters.  An integer is shown
+ * in the letter's base at the size's width (8 bytes unless b h w g says
+ * otherwise); a number is converted to an integer first, as GDB 8 and
+ * later do for p/x 2.5; /f shows an integer as a number.
+ */
+int tm_fmt_parse(struct tm_session *s, const char **args, struct tm_fmt *f,
+		 const char *cmd, int allow_count)
 {
-	char num[64];
+	const char *p = *args;
+
+	memset(f, 0, sizeof(*f));
+	f->count = 1;
+	if (*p != '/')
+		return 0;
+	p++;
+	if (isdigit((unsigned char)*p)) {
+		char *end;
+		unsigned long n = strtoul(p, &end, 10);
+
+		if (!allow_count && n != 1) {
+			tm_error(s, "Item count other than 1 is meaningless in \"%s\" command.",
+				 cmd);
+			return -1;
+		}
+		f->count = n > 1000000 ? 1000001 : (unsigned)n;   /* x says "Bad count" */
+		p = end;
+	}
+	while (*p && !isspace((unsigned char)*p)) {
+		switch (*p) {
+		case 'b': f->size = 1; break;
+		case 'h': f->size = 2; break;
+		case 'w': f->size = 4; break;
+		case 'g': f->size = 8; break;
+		case 'x': case 'd': case 'u': case 'o': case 't': case 'c':
+		case 'f': case 'a': case 's': case 'z': case 'i':
+			f->letter = *p;
+			break;
+		case 'e':       /* x's own: %e */
+			if (!strcmp(cmd, "x")) {
+				f->letter = *p;
+				break;
+			}
+			/* fall through */
+		default:
+			tm_error(s, "Undefined output format \"%c\".", *p);
+			return -1;
+		}
+		p++;
+	}
+	if (f->letter == 'i' && strcmp(cmd, "display") && strcmp(cmd, "x")) {
+		tm_error(s, "Format letter \"i\" is meaningless in \"%s\" command.", cmd);
+		return -1;
+	}
+	*args = tm_skip_ws(p);
+	return 0;
+}
+
+/* "/x" for display's heading, "" without a format. */
+void tm_fmt_text(const struct tm_fmt *f, char *buf, size_t len)
+{
+	static const char sizes[] = { 0, 'b', 'h', 0, 'w', 0, 0, 0, 'g' };
+	size_t off = 0;
+
+	buf[0] = 0;
+	if (!f->letter && !f->size)
+		return;
+	off += (size_t)snprintf(buf, len, "/");
+	if (f->count > 1 && off < len)
+		off += (size_t)snprintf(buf + off, len - off, "%u", f->count);
+	if (f->letter && off < len)
+		off += (size_t)snprintf(buf + off, len - off, "%c", f->letter);
+	if (f->size && off < len)
+		snprintf(buf + off, len - off, "%c", sizes[f->size]);
+}
+
+static void char_text(int c, char *buf, size_t len)
+{
+	switch (c) {
+	case '\n': snprintf(buf, len, "\\n"); return;
+	case '\t': snprintf(buf, len, "\\t"); return;
+	case '\r': snprintf(buf, len, "\\r"); return;
+	case '\\': snprintf(buf, len, "\\\\"); return;
+	case '\'': snprintf(buf, len, "\\'"); return;
+	default: break;
+	}
+	if (c >= 32 && c < 127)
+		snprintf(buf, len, "%c", c);
+	else
+		snprintf(buf, len, "\\%03o", (unsigned)c & 0xff);
+}
+
+/* An integer under a format letter and size (bytes, 0: 8). */
+void tm_fmt_int(int64_t v, char letter, int size, char *buf, size_t len)
+{
+	int bytes = size ? size : 8;
+	uint64_t u = (uint64_t)v, mask = bytes >= 8 ? UINT64_MAX :
+				       (UINT64_C(1) << (8 * bytes)) - 1;
+	int64_t sv;
+	char bits[72], ch[8];
+	int i, n;
+
+	u &= mask;
+	sv = bytes >= 8 ? (int64_t)u :
+	     (u & (UINT64_C(1) << (8 * bytes - 1))) ? (int64_t)(u | ~mask) : (int64_t)u;
+	switch (letter) {
+	case 'x': case 'a':
+		snprintf(buf, len, "0x%" PRIx64, u);
+		return;
+	case 'z':
+		snprintf(buf, len, "0x%0*" PRIx64, 2 * bytes, u);
+		return;
+	case 'o':
+		snprintf(buf, len, u ? "0%" PRIo64 : "0", u);
+		return;
+	case 't':
+		n = 0;
+		for (i = 8 * bytes - 1; i >= 0; i--)
+			if (n || (u >> i) & 1 || i == 0)
+				bits[n++] = (char)('0' + ((u >> i) & 1));
+		bits[n] = 0;
+		snprintf(buf, len, "%s", bits);
+		return;
+	case 'u':
+		snprintf(buf, len, "%" PRIu64, u);
+		return;
+	case 'c':
+		char_text((int)(u & 0xff), ch, sizeof(ch));
+		snprintf(buf, len, "%d '%s'", (int)(signed char)(u & 0xff), ch);
+		return;
+	case 'f':
+		fmt_double((double)sv, buf, len);
+		return;
+	default:
+		snprintf(buf, len, "%" PRId64, sv);
+		return;
+	}
+}
+
+/* A number under a format: converted to an integer for the integer letters. */
+static void fmt_num_as(double d, char letter, int size, char *buf, size_t len)
+{
+	if (!letter || letter == 'f' || letter == 's' || isnan(d) || isinf(d) ||
+	    !(d > -9223372036854775808.0 && d < 9223372036854775808.0)) {
+		fmt_double(d, buf, len);
+		return;
+	}
+	tm_fmt_int((int64_t)d, letter, size, buf, len);
+}
+
+static void fmt_scalar(const struct tm_tql_value *v, const struct tm_fmt *f,
+		       char *buf, size_t len)
+{
+	char letter = f ? f->letter : 0;
+	int size = f ? f->size : 0;
 	size_t off;
 	unsigned i;
 
+	if (!letter || letter == 's') {
+		tm_tql_format(v, buf, len);
+		return;
+	}
+	switch (v->type) {
+	case TM_TQL_BOOL:
+		if (letter == 'f')
+			snprintf(buf, len, "%d", v->v.b ? 1 : 0);
+		else
+			tm_fmt_int(v->v.b ? 1 : 0, letter, size, buf, len);
+		return;
+	case TM_TQL_INT:
+		tm_fmt_int(v->v.i, letter, size, buf, len);
+		return;
+	case TM_TQL_NUM:
+		fmt_num_as(v->v.d, letter, size, buf, len);
+		return;
+	case TM_TQL_SHAPE:
+		off = (size_t)snprintf(buf, len, "[");
+		for (i = 0; i < v->v.shape.rank && off < len; i++) {
+			char num[80];
+
+			tm_fmt_int(v->v.shape.dims[i], letter, size, num, sizeof(num));
+			off += (size_t)snprintf(buf + off, len - off, "%s%s", i ? ", " : "", num);
+		}
+		if (off < len)
+			snprintf(buf + off, len - off, "]");
+		return;
+	default:
+		tm_tql_format(v, buf, len);
+		return;
+	}
+}
+
+/*
+ * GDB prints structures as {a = 1, b = 2}; a tensor summary is one.  With
+ * pretty (set print pretty on), one member a line, indented as GDB does.
+ */
+void tm_tensor_format_as(const struct tm_tensor *t, const struct tm_fmt *f,
+			 int pretty, char *buf, size_t len)
+{
+	char letter = f ? f->letter : 0;
+	int size = f ? f->size : 0;
+	const char *sep = pretty ? ",\n  " : ", ";
+	char num[80];
+	size_t off;
+	unsigned i;
+
+	if (letter == 's')
+		letter = 0;
 #define APP(...) do { if (off < len) off += (size_t)snprintf(buf + off, len - off, __VA_ARGS__); } while (0)
 	off = 0;
-	APP("{dtype = %s, shape = [", tm_dtype_name(t->dtype));
-	for (i = 0; i < t->rank && i < TM_MAX_RANK; i++)
-		APP("%s%" PRId64, i ? ", " : "", t->shape[i]);
+	APP("{%sdtype = %s%sshape = [", pretty ? "\n  " : "", tm_dtype_name(t->dtype), sep);
+	for (i = 0; i < t->rank && i < TM_MAX_RANK; i++) {
+		if (letter)
+			tm_fmt_int(t->shape[i], letter, size, num, sizeof(num));
+		else
+			snprintf(num, sizeof(num), "%" PRId64, t->shape[i]);
+		APP("%s%s", i ? ", " : "", num);
+	}
 	APP("]");
 	for (i = 0; i < TM_STAT__COUNT; i++) {
 		if (!(t->have & TM_STAT_BIT(i)))
 			continue;
-		if (tm_stat_table[i].integer)
+		if (letter)
+			fmt_num_as(t->stat[i], letter, size, num, sizeof(num));
+		else if (tm_stat_table[i].integer)
 			snprintf(num, sizeof(num), "%.0f", t->stat[i]);
 		else
 			fmt_double(t->stat[i], num, sizeof(num));
-		APP(", %s = %s", tm_stat_table[i].name, num);
+		APP("%s%s = %s", sep, tm_stat_table[i].name, num);
 	}
 	if (t->payload_len)
-		APP(", payload = <%" PRIu64 " bytes>", t->payload_len);
-	APP("}");
+		APP("%spayload = <%" PRIu64 " bytes>", sep, t->payload_len);
+	APP("%s}", pretty ? "\n" : "");
 #undef APP
+}
+
+void tm_tensor_format(const struct tm_tensor *t, char *buf, size_t len)
+{
+	tm_tensor_format_as(t, NULL, 0, buf, len);
+}
+
+void tm_val_format_as(const struct tm_val *v, const struct tm_fmt *f, int pretty,
+		      char *buf, size_t len)
+{
+	if (v->kind == VAL_TENSOR)
+		tm_tensor_format_as(&v->t, f, pretty, buf, len);
+	else
+		fmt_scalar(&v->v, f, buf, len);
 }
 
 void tm_val_format(const struct tm_val *v, char *buf, size_t len)
 {
-	if (v->kind == VAL_TENSOR)
-		tm_tensor_format(&v->t, buf, len);
-	else
-		tm_tql_format(&v->v, buf, len);
+	tm_val_format_as(v, NULL, 0, buf, len);
 }
 
 int tm_val_equal(const struct tm_val *a, const struct tm_val *b)
@@ -354,17 +579,76 @@ void tm_conv_set_str(struct tm_session *s, const char *name, const char *str)
 }
 
 /* The tm_tql_env variable() callback: history first, then variables. */
+/* A field of a tensor a variable holds ($z.numel, $3.shape). */
+static int tensor_var_field(struct tm_session *s, const struct tm_tensor *t,
+			    const char *field, struct tm_tql_value *out)
+{
+	int st;
+
+	memset(out, 0, sizeof(*out));
+	if (!strcmp(field, "shape")) {
+		out->type = TM_TQL_SHAPE;
+		out->v.shape.dims = t->shape;
+		out->v.shape.rank = t->rank;
+	} else if (!strcmp(field, "dtype")) {
+		out->type = TM_TQL_STR;
+		out->v.str.s = tm_dtype_name(t->dtype);
+		out->v.str.len = strlen(out->v.str.s);
+	} else if (!strcmp(field, "rank")) {
+		out->type = TM_TQL_INT;
+		out->v.i = t->rank;
+	} else if ((st = tm_stat_from_name(field)) >= 0) {
+		if (!(t->have & TM_STAT_BIT(st))) {
+			out->type = TM_TQL_UNKNOWN;
+			out->unknown_reason = TM_GAP_LEVEL;
+		} else if (tm_stat_table[st].integer) {
+			out->type = TM_TQL_INT;
+			out->v.i = (int64_t)t->stat[st];
+		} else {
+			out->type = TM_TQL_NUM;
+			out->v.d = t->stat[st];
+		}
+	} else {
+		(void)s;
+		return TM_ERR_NOT_FOUND;
+	}
+	return TM_OK;
+}
+
 int tm_session_variable(void *user, const char *name, struct tm_tql_value *out)
 {
 	struct tm_session *s = user;
-	const struct tm_val *v = tm_history_ref(s, name);
+	const struct tm_val *v;
+	const char *dot = strchr(name, '.');
+	char base[64];
 	struct conv *c;
 
+	if (dot) {
+		/* $z.numel: the variable must hold a tensor */
+		size_t l = (size_t)(dot - name);
+
+		memset(out, 0, sizeof(*out));
+		if (l >= sizeof(base))
+			return TM_ERR_NOT_FOUND;
+		memcpy(base, name, l);
+		base[l] = 0;
+		v = tm_history_ref(s, base);
+		if (!v && (c = tm_conv_find(s, base)))
+			v = &c->val;
+		if (!v || v->kind != VAL_TENSOR) {
+			out->unknown_reason = v ? 0 : TM_TQL_VOID;
+			return v || isdigit((unsigned char)base[0]) || base[0] == '$' ||
+			       !base[0] ? TM_ERR_NOT_FOUND : TM_OK;
+		}
+		return tensor_var_field(s, &v->t, dot + 1, out);
+	}
+	v = tm_history_ref(s, name);
 	if (!v && (c = tm_conv_find(s, name)))
 		v = &c->val;
 	if (!v) {
 		/* GDB: an unset convenience variable is void, not an error. */
 		memset(out, 0, sizeof(*out));
+		out->unknown_reason = TM_TQL_VOID;
 		return isdigit((unsigned char)name[0]) || name[0] == '$' ||
 		       !name[0] ? TM_ERR_NOT_FOUND : TM_OK;
 	}

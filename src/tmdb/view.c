@@ -398,10 +398,14 @@ const struct tm_tensor *view_get_tensor(struct tm_session *s,
 		return NULL;
 	}
 	if (r->focus) {
+		/* the selected frame's: its inputs as it entered */
 		t = tm_focus_tensor(s);
-		*ev = &s->cur;
-		if (!t)
-			tm_error(s, "No tensor in focus at this event.");
+		*ev = tm_focus_event(s);
+		if (!t || !*ev) {
+			tm_error(s, "No tensor in focus at this %s.",
+				 s->sel_frame ? "frame" : "event");
+			return NULL;
+		}
 		return t;
 	}
 	t = s->env.lookup(s, r->node, r->slot, r->call, ev, &reason);

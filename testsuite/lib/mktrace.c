@@ -18,7 +18,13 @@
  *           [--chunk-bytes N] [--level 0|1|2] [--crash-step S]
  *           [--payload ADDRESS] [--payload-inf S] [--payload-dim N]
  *           [--split-params] [--no-finite-stats] [--requests N] [--ops]
+ *           [--raise-step S]
  *
+ * --raise-step S: at step S model.layers.1.mlp.act raises (a RAISE event,
+ * after the "exception" annotation FloatingPointError / "overflow
+ * encountered in gelu"), and so do mlp, layers.1 and model as the
+ * exception leaves them; the script catches it and skips the step (no
+ * backward, no parameter events), then goes on.
  * --no-finite-stats leaves min, max, mean, abs_max, l2, std and the
  * histogram out of a tensor whose every element is NaN, as the library's
  * stats (and so a real recording) do; by default they are made up.
@@ -84,6 +90,7 @@ struct opts {
 	int no_finite_stats;    /* all-NaN tensors lack the finite stats */
 	long rank, world;       /* one rank of a distributed job (-1, 0: not) */
 	int ops;                /* op events inside each attention's forward */
+	long raise_step;        /* model.layers.1.mlp.act raises, then its callers */
 };
 
 /* What mktrace knows about each node beyond the table entry. */
@@ -115,6 +122,8 @@ struct gen {
 	double nan_now;         /* NaNs flowing through this step's forward */
 	uint32_t crash_node;    /* model.layers.3.attn (or the last layer's) */
 	uint32_t payload_node;  /* --payload, or TM_NODE_NONE */
+	uint32_t raise_node;    /* model.layers.1.mlp.act */
+	int raising;            /* an exception is leaving the forward */
 	int crashed;
 	int dropping;
 	uint64_t drop_first, drop_count;
@@ -294,6 +303,8 @@ static struct mod *build_model(struct gen *g)
 
 		snprintf(b, sizeof(b), "%s.mlp.act", a);
 		id = add_node(g, mid, b, "GELU", TM_NODE_MODULE, 52, 3, h);
+		if (l == 1)
+			g->raise_node = id;
 		set_input(g, id, 3, h, TM_DT_F32);
 		kid(mlp, new_mod(id));
 
@@ -609,10 +620,45 @@ static void forward(struct gen *g, struct mod *m)
 			    1.0 + wobble(site, g->step, 4), later ? n : 0);
 		emit(g, &e);
 	}
-	for (i = 0; i < m->nkids && !g->crashed; i++)
+	for (i = 0; i < m->nkids && !g->crashed && !g->raising; i++)
 		forward(g, m->kids[i]);
 	if (g->crashed)
 		return;
+	if (!g->raising && g->o.raise_step >= 0 && (long)g->step == g->o.raise_step &&
+	    m->id == g->raise_node) {
+		/* what the probe records for an exception: the annotation
+		 * naming it, then a RAISE per call it leaves */
+		static const char *const vals[2] = {
+			"FloatingPointError", "overflow encountered in gelu"
+		};
+		struct tm_annot a;
+
+		memset(&a, 0, sizeof(a));
+		a.seq = g->seq;
+		a.step = g->step;
+		a.time_ns = time_of(g->seq);
+		a.key = "exception";
+		a.values = vals;
+		a.nvalues = a.count = 2;
+		if (tm_writer_annot(g->w, &a) != TM_OK) {
+			fprintf(stderr, "mktrace: annotation: %s\n", tm_writer_detail(g->w));
+			exit(1);
+		}
+		g->raising = 1;
+	}
+	if (g->raising) {
+		memset(&e, 0, sizeof(e));
+		e.phase = TM_PHASE_FWD;
+		e.kind = TM_EV_RAISE;
+		e.level = (uint8_t)in->level;
+		e.node = m->id;
+		e.call = 1;
+		e.time_ns = time_of(g->seq);
+		e.start_ns = start;
+		e.end_ns = e.time_ns;
+		emit(g, &e);
+		return;
+	}
 
 	numel = numel_of(in->rank, in->shape);
 	if (g->nan_now && in->is_norm)
@@ -795,7 +841,7 @@ static void usage(void)
 		"               [--level 0|1|2] [--crash-step S]\n"
 		"               [--payload ADDRESS] [--payload-inf S] [--payload-dim N]\n"
 		"               [--split-params] [--no-finite-stats]\n"
-		"               [--rank R --world W] [--requests N] [--ops]\n");
+		"               [--rank R --world W] [--requests N] [--ops] [--raise-step S]\n");
 	exit(2);
 }
 
@@ -832,6 +878,7 @@ int main(int argc, char **argv)
 	g->o.source = "model.py";
 	g->o.level = 2;
 	g->o.crash_step = -1;
+	g->o.raise_step = -1;
 	g->o.payload_inf = -1;
 	g->o.rank = -1;
 	for (i = 1; i < argc; i++) {
@@ -855,6 +902,8 @@ int main(int argc, char **argv)
 			g->o.abandon = 1;
 		else if (!strcmp(a, "--truncate"))
 			g->o.truncate = num_arg(argc, argv, &i);
+		else if (!strcmp(a, "--raise-step"))
+			g->o.raise_step = num_arg(argc, argv, &i);
 		else if (!strcmp(a, "--crash-step"))
 			g->o.crash_step = num_arg(argc, argv, &i);
 		else if (!strcmp(a, "--level"))
@@ -942,6 +991,10 @@ int main(int argc, char **argv)
 		forward(g, root);
 		if (g->crashed)
 			break;
+		if (g->raising) {
+			g->raising = 0;         /* caught: the step is skipped */
+			continue;
+		}
 		backward(g);
 		params(g);
 	}

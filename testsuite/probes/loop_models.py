@@ -14,6 +14,11 @@ test can compare it with the step tmdb names.
     lightning  a LightningModule whose training_step calls self.net and
                self.loss; accumulate_grad_batches=2 and validation
     accelerate an Accelerator with gradient_accumulation_steps=2
+    logging    a loop whose logging between forwards (into the file named by
+               argv[2]) takes 0.6 s a step: what runs between events
+    raises     a GradScaler loop: the scaler skips the overflow of iteration
+               2, the forward of iteration 4 raises FloatingPointError in
+               model.1 (the script skips that batch), a NaN at iteration 6
 """
 
 from __future__ import annotations
@@ -76,6 +81,58 @@ def scaler() -> None:
         opt.zero_grad()
         if sc.get_scale() < before:
             _say(f"skipped: step {it} scale {before:g}")
+
+
+class _Check(nn.Module):
+    """Raises on an activation too large to be right (as anomaly checks do)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.abs().max() > 1e20:
+            raise FloatingPointError("activation overflow in model.1")
+        return torch.tanh(x)
+
+
+def raises() -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), _Check(), nn.Linear(16, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    sc = torch.amp.GradScaler("cpu", init_scale=2.0 ** 10, growth_interval=1000)
+    x0 = torch.randn(4, 8, generator=torch.Generator().manual_seed(1))
+    steps = 0       # optimizer steps attempted: the probe's step
+    for it in range(8):
+        x = x0.clone()
+        if it == 4:
+            x[0, 0] = 1e30
+        if it == 6:
+            x[0, 0] = NAN
+            _say(f"nan: step {steps} micro 1")
+        try:
+            loss = model(x).pow(2).mean()
+        except FloatingPointError as exc:
+            _say(f"raise: step {steps} {exc}")
+            continue        # the batch is skipped: no optimizer step
+        if it == 2:
+            loss = loss * 1e38      # the scaled loss overflows: skipped
+        sc.scale(loss).backward()
+        sc.step(opt)
+        sc.update()
+        opt.zero_grad()
+        steps += 1
+
+
+def logging() -> None:
+    import time
+    torch.manual_seed(0)
+    model = _mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with open(sys.argv[2], "w", buffering=1) as log:
+        for step in range(1000):
+            model(torch.randn(4, 8)).pow(2).mean().backward()
+            opt.step()
+            opt.zero_grad()
+            for k in range(30):         # no module runs here: no events
+                log.write(f"step {step} {k}\n")
+                time.sleep(0.02)
 
 
 def generate() -> None:

@@ -184,6 +184,43 @@ def test_live_equals_replay(tmp_path):
     assert "Error" not in live.stderr, live.stderr
 
 
+@needs_tmdb
+def test_rerun_exact_stop(tmp_path):
+    """The exact stop: at a live stop in a compiled region (the model paused
+    at the region's end), `rerun` runs the region again eagerly from the
+    snapshot of its entry and stops at its first event; the breakpoint then
+    stops inside the eager re-run, where bt and print work, at the module
+    and step of the compiled stop."""
+    cmds = tmp_path / "rerun.cmds"
+    cmds.write_text("break model.** if tensor.nan_count > 0\nrun\ninfo frame\nrerun\n"
+                    "info frame\ncontinue\nbacktrace\nprint tensor.nan_count\ninfo frame\n"
+                    "delete\ncontinue\n")
+    env = dict(os.environ, TENSORMORPH_LEVEL="1", TM_STEPS="4",
+               TENSORMORPH_RECORD=str(tmp_path / "rerun.tmrun"))
+    r = _tmdb(["-x", str(cmds), "--args", sys.executable, str(HERE / "live_models.py"),
+               "compiled"], env=env, timeout=600)
+    out = r.stdout
+    assert "Error" not in r.stderr, r.stderr
+    assert "Breakpoint 1, model.layers.1.norm (out) at step 3, fwd" in out, out
+    assert 'live, "rerun" runs the region again eagerly from its entry' in out, out
+    assert ("Re-running the compiled region of step 3 eagerly from its entry.\n"
+            "Eager re-run of model; its events follow the region's, in step 3.\n"
+            "model#2 (in) at step 3, fwd") in out, out
+    assert "Breakpoint 1, model.layers.1.norm#2 (out) at step 3, fwd" in out, out
+    assert ("#0  model.layers.1.norm#2 (LayerNorm)" in out and "#1  model.layers.1#2 (Block)"
+            in out and "#2  model#2 (Net)" in out), out
+    assert "$1 = 2048" in out, out
+    assert "eager re-run of compiled region model: the model is paused inside it" in out, out
+    assert "exited normally" in out, out
+    # the re-run is in the recording, after the region, in the same step
+    _, events, _ = read(str(tmp_path / "rerun.tmrun"))
+    norm = {e.call: e.tensors[0].stats for e in events
+            if e.kind == "exit" and e.step == 3 and e.node == "model.layers.1.norm"}
+    assert sorted(norm) == [1, 2], norm
+    # aot_eager runs eager's kernels: the re-run computes what the region did
+    assert norm[1]["nan_count"] == norm[2]["nan_count"] == 2048, norm
+
+
 @pytest.mark.slow
 def test_reduce_overhead_cpu(tmp_path):
     """mode="reduce-overhead" (CUDA graphs) falls back on the CPU and the
@@ -319,6 +356,14 @@ def test_graph_break_of_its_own(tmp_path):
     assert stats["stats"]["unique_graphs"] > 1
     # every break is the model's own
     assert all("graph_break()" in k for k in stats["graph_break"]), stats["graph_break"]
+    if os.path.exists(os.environ.get("TMDB", "")):
+        # `info probe` lists each region of the step and its levels
+        r = _tmdb(["-ex", "goto end", "-ex", "info probe", str(tmp_path / "c.tmrun")])
+        # (the break makes dynamo compile each leaf module as a graph)
+        assert ("Compiled: step 2 ran 9 regions compiled (torch.compile); their forward events "
+                "come when each region ends:\n  region model.blocks.0.fc1 observed at level 1\n"
+                in r.stdout), r.stdout
+        assert "  region model.blocks.2.fc2 observed at level 1\n" in r.stdout, r.stdout
 
 
 def test_gpt2_fullgraph(tmp_path):

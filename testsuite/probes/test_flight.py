@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -65,12 +66,15 @@ for step in range(10):
     x = torch.randn(4, 8)
     bomb.step = step
     if step == k:
+        print(f"trigger at step {step}", flush=True)   # the loop's own count
         if mode == "usr1":
             os.kill(os.getpid(), signal.SIGUSR1)
         elif mode == "raise":
             raise RuntimeError(f"boom at step {step}")
         elif mode == "exit":
             sys.exit(2)
+        elif mode == "systemexit":     # no sys.exit: only the exit status says it
+            raise SystemExit(2)
         elif mode == "dump":
             model(x)                    # the dump comes after this call
             import tensormorph_probe
@@ -147,62 +151,77 @@ def test_nan_at_step_k_writes_k_minus_3_to_k(tmp_path):
     assert pairs["flight.not_kept"] == f"{gaps[0].count} events before the window"
 
 
-_STEPS_PREDATE_LOOP = pytest.mark.skip(reason="their step counts predate the step definition of the training loop (issue 27: a step ends at the next forward after the optimizer); issue 21 reconciles them")
 
 
-@_STEPS_PREDATE_LOOP
+def _printed_step(stdout: str) -> int:
+    """The step the script itself counted at its trigger (_LOOP prints it):
+    the probe's steps are the loop's (doc/manual.md, "Steps")."""
+    line = [ln for ln in stdout.splitlines() if ln.startswith("trigger at step ")]
+    assert line, stdout
+    return int(line[0].split()[-1])
+
+
 @needs_tmdb
 def test_not_kept_gap_in_tmdb(tmp_path):
     """tmdb names the gap before the window: `goto step 0` crosses it, and
-    `info probe` says what the ring held."""
+    `info probe` says what the ring held.  SIGUSR1 between two iterations
+    belongs to the next one: the window is the 3 iterations before it."""
     r, out = _record(tmp_path, _LOOP, ["usr1", "6"], "--flight", "3")
     assert r.returncode == 0, r.stderr
+    k = _printed_step(r.stdout)
+    _, events, _ = read(str(out))
+    per_step = {s: sum(e.step == s for e in events) for s in range(k - 3, 10)}
+    assert len(set(per_step.values())) == 1, per_step     # one forward and backward each
+    lost = per_step[k - 3] * (k - 3)
     tm = run_tmdb(["-ex", "info gaps", "-ex", "goto step 0", "-ex", "info probe", str(out)])
     assert tm.returncode == 0, tm.stdout + tm.stderr
     text = tm.stdout
-    assert "0-29                   30       0      not kept (flight window)" in text, text
-    assert ("Crossed gap at step 0: seq 0-29, 30 events lost (not kept (flight window))."
-            in text), text
-    assert "model (in) at step 3, fwd" in text
-    assert "flight.steps_held = 3 complete steps from step 3" in text
+    assert re.search(rf"^1 +0-{lost - 1} +{lost} +0 +not kept \(flight window\)$", text,
+                     re.M), text
+    assert (f"Crossed gap at step 0: seq 0-{lost - 1}, {lost} events lost "
+            "(not kept (flight window))." in text), text
+    assert f"model (in) at step {k - 3}, fwd" in text
+    assert f"flight.steps_held = 3 complete steps from step {k - 3}" in text
     assert "flight.trigger = SIGUSR1" in text
 
 
 @pytest.mark.parametrize("mode,reason", [
     ("crash", "fatal signal"),
-    pytest.param("usr1", "SIGUSR1", marks=_STEPS_PREDATE_LOOP),
-    pytest.param("raise", "uncaught exception: RuntimeError: boom at step 6",
-                 marks=_STEPS_PREDATE_LOOP),
-    pytest.param("exit", "exit status 2", marks=_STEPS_PREDATE_LOOP),
+    ("usr1", "SIGUSR1"),
+    ("raise", "uncaught exception: RuntimeError: boom at step 6"),
+    ("exit", "exit status 2"),
+    ("systemexit", "exit status 2"),
     ("dump", "checkpoint looked odd"),
 ])
 def test_each_trigger_writes_its_window(tmp_path, mode, reason):
-    """A crash, SIGUSR1, an uncaught exception, sys.exit(2) and dump() at
-    step 6 each write steps 3..5 (and 6 as far as it went) with --flight 3."""
+    """A crash, SIGUSR1, an uncaught exception, sys.exit(2), a bare raise
+    SystemExit(2) and dump() in the loop's step k each write steps k-3..k-1
+    (and k as far as it went) with --flight 3."""
     r, out = _record(tmp_path, _LOOP, [mode, "6"], "--flight", "3")
     assert out.exists(), r.stderr
     assert _meta_pairs(out)["flight.trigger"] == reason
+    k = _printed_step(r.stdout)
     _, events, gaps = read(str(out))
     steps = sorted({e.step for e in events})
     with tp.Trace(str(out)) as t:
         ncrashes = t.summary["ncrashes"]
     if mode == "crash":
         assert r.returncode in (-signal.SIGSEGV, 128 + signal.SIGSEGV), r
-        assert steps == [3, 4, 5, 6]
-        # step 6 up to the call that crashed, then the crash record
-        assert [(e.node, e.kind) for e in events if e.step == 6] == [
+        assert steps == [k - 3, k - 2, k - 1, k]
+        # step k up to the call that crashed, then the crash record
+        assert [(e.node, e.kind) for e in events if e.step == k] == [
             ("model", "enter"), ("model.0", "enter"), ("model.0", "exit"), ("model.1", "enter")]
         assert ncrashes == 1
-    elif mode in ("raise", "exit"):
-        assert r.returncode in (1, 2)
-        assert steps == [3, 4, 5]
-    elif mode == "dump":
-        assert r.returncode == 0, r.stderr
-        # the dump came after step 6's first call; recording went on
-        assert steps == list(range(3, 10))
+    elif mode in ("raise", "exit", "systemexit"):
+        # before step k's forward: nothing of it
+        assert r.returncode == (1 if mode == "raise" else 2), r.stderr
+        assert steps == [k - 3, k - 2, k - 1]
+        assert f"tensormorph-probe: {reason}: wrote the last 3 steps to {out}" in r.stderr
     else:
+        # SIGUSR1 before step k's forward, dump() after its first call;
+        # recording went on
         assert r.returncode == 0, r.stderr
-        assert steps == list(range(3, 10))
+        assert steps == list(range(k - 3, 10))
     assert gaps[0].first_seq == 0 and gaps[0].reason == NOT_KEPT
     assert gaps[0].last_seq == min(e.seq for e in events) - 1
 
@@ -242,11 +261,11 @@ def test_attach_continue_and_info(tmp_path):
     assert (first.node, first.step) == ("model.fc2", 5)
 
 
-@_STEPS_PREDATE_LOOP
+@needs_tmdb
 def test_budget_bounds_the_ring(tmp_path):
     """Level 3 with a budget of two steps (about 114 KB each): the window holds fewer
-    steps than asked, says so, and a step too big for the budget by itself
-    is a NOT_KEPT gap, never a silent hole."""
+    steps than asked, `info probe` says so, and a step too big for the
+    budget by itself is a NOT_KEPT gap, never a silent hole."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(),
                                 torch.nn.Linear(256, 8))
@@ -261,11 +280,18 @@ def test_budget_bounds_the_ring(tmp_path):
     pairs = _meta_pairs(out)
     held = int(pairs["flight.steps_held"].split()[0])
     assert held == 2, pairs
-    assert "1 steps did not fit" in pairs["flight.budget"], pairs
+    assert pairs["flight.budget"] == "262144 bytes; 1 step did not fit", pairs
     big = [g for g in gaps if g.step == 5]
-    assert len(big) == 1 and big[0].reason == NOT_KEPT and big[0].count == 12
+    # the seqs of its one forward, as many as step 6's
+    assert len(big) == 1 and big[0].reason == NOT_KEPT
+    assert big[0].count == sum(e.step == 6 for e in events) > 0
     assert not any(e.step == 5 for e in events)
     assert_gap_free(events, gaps, max(e.seq for e in events) + 1)
+    # tmdb says what the ring held: 2 steps, and step 5 over the budget
+    tm = run_tmdb(["-ex", "info probe", str(out)])
+    assert re.search(r"flight.steps_held = 2 complete steps and 1 over the budget \(gaps\) "
+                     r"from step 5, \d+ bytes$", tm.stdout, re.M), tm.stdout
+    assert "flight.budget = 262144 bytes; 1 step did not fit" in tm.stdout
 
 
 def test_bad_options(tmp_path):
@@ -357,9 +383,10 @@ def test_two_ranks_one_trigger_dumps_both(tmp_path):
 @needs_tmdb
 def test_on_trigger_wait_then_attach(tmp_path):
     """--on-trigger wait: the program writes the window, prints how to
-    attach and waits; tmdb attaches (the model pauses at its next event)
-    and detaches, and the run goes on.  The window itself shows the
-    triggering event to `run` and `bt`."""
+    attach and waits; tmdb attaches with the window as its history and the
+    playhead at the triggering event (`bt`, `print`, `reverse-step` there),
+    detaches, and the run goes on.  The written window shows the triggering
+    event to `run` and `bt` too."""
     src = tmp_path / "train.py"
     src.write_text(_LOOP.replace('if mode == "usr1":', 'if mode == "nan":\n'
                                  '            x[0, 0] = float("nan")\n'
@@ -384,13 +411,26 @@ def test_on_trigger_wait_then_attach(tmp_path):
         assert lines[0].startswith("tensormorph-probe: trigger model.0 if tensor.nan_count > 0"
                                    " at seq"), lines
         assert f"or replay the window: tmdb {out}" in lines[-1]
-        tm = run_tmdb(["-ex", f"attach {pid}", "-ex", "detach"], timeout=120)
-        assert f"Attaching to process {pid} (pytorch)" in tm.stdout, tm.stdout + tm.stderr
+        tm = run_tmdb(["-ex", f"attach {pid}", "-ex", "bt", "-ex", "print tensor.nan_count",
+                       "-ex", "reverse-step", "-ex", "detach"], timeout=120)
+        text = tm.stdout + tm.stderr
+        assert f"Attaching to process {pid} (pytorch)" in text, text
         assert proc.wait(timeout=120) == 0
+        k = _printed_step(proc.stdout.read())
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    # the window is the history and the playhead starts at the trigger:
+    # bt, print and reverse-step work there without moving the model
+    assert re.search(r"The probe wrote its flight window \(trigger model.0 if "
+                     rf"tensor.nan_count > 0 at seq \d+ step {k}\) to {re.escape(str(out))}: "
+                     r"its \d+ records are the history.\n"
+                     rf"model.0 \(out\) at step {k}, fwd\n", text), text
+    assert "#0  model.0 (Linear)" in text and "#1  model (Sequential)" in text, text
+    # x[0, 0] is NaN: row 0 of model.0's 16 outputs
+    assert "$1 = 16\n" in text, text
+    assert f"model.0 (in) at step {k}, fwd" in text, text
     tm = run_tmdb(["-ex", "break model.0 if tensor.nan_count > 0", "-ex", "run", "-ex", "bt",
                    str(out)])
     assert "Breakpoint 1, model.0 (out) at step 6, fwd" in tm.stdout, tm.stdout
@@ -467,3 +507,83 @@ def test_dump_that_cannot_write(tmp_path, capsys):
     model(torch.randn(2, 8))
     p.close()                           # reported once, by dump()
     assert not where.exists()
+
+
+_UNTIL = r'''
+import os, sys, time, torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+step = 0
+while not os.path.exists(sys.argv[1]):      # the test says when to end
+    loss = model(torch.randn(4, 8)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    print(f"step {step}", flush=True)
+    step += 1
+    time.sleep(0.01)
+'''
+
+
+@needs_tmdb
+@pytest.mark.slow
+def test_set_probe_flight_on_a_recording(tmp_path):
+    """A live run recording everything: `set probe-flight 2` from tmdb turns
+    flight mode on (the probe's Python triggers too: SIGUSR1 then writes
+    the last 2 steps after a NOT_KEPT gap), `set probe-flight off` writes
+    the window and records everything again; every seq is accounted for."""
+    src = tmp_path / "until.py"
+    src.write_text(_UNTIL)
+    out, stop = tmp_path / "run.tmrun", tmp_path / "stop"
+    cmd = [sys.executable, "-m", "tensormorph_probe", "record", "-o", str(out), "--listen",
+           "--", sys.executable, str(src), str(stop)]
+    proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+    def upto(n: int) -> int:
+        """Reads the script's steps until step n is done; returns the last."""
+        while True:
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read()
+            if int(line.split()[1]) >= n:
+                return int(line.split()[1])
+    try:
+        line = proc.stderr.readline()
+        pid = int(line.split("attach ")[1].split("'")[0])
+        upto(3)
+        tm = run_tmdb(["-ex", f"attach {pid}", "-ex", "set probe-flight 2", "-ex", "detach"],
+                      timeout=120)
+        text = tm.stdout + tm.stderr
+        assert (f"The probe is keeping the last 2 steps from now on; {out} gets them at a "
+                "trigger." in text), text
+        on = upto(0)
+        k = upto(on + 8) + 1            # the probe's Python triggers are in by now
+        os.kill(pid, signal.SIGUSR1)    # between step k - 1's optimizer step and step k
+        upto(k + 3)
+        tm = run_tmdb(["-ex", f"attach {pid}", "-ex", "set probe-flight 3",
+                       "-ex", "set probe-flight off", "-ex", "detach"], timeout=120)
+        text = tm.stdout + tm.stderr
+        # a window was written: attaching reads the trace as history
+        assert re.search(rf"The probe wrote its flight window \(SIGUSR1\) to "
+                         rf"{re.escape(str(out))}: its \d+ records are the history.", text), text
+        assert "Flight mode is off: the probe wrote the window (" in text, text
+        stop.touch()
+        assert proc.wait(timeout=120) == 0
+        err = proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert f"tensormorph-probe: SIGUSR1: wrote the last 2 steps to {out}" in err, err
+    _, events, gaps = read(str(out))
+    assert_gap_free(events, gaps, max(e.seq for e in events) + 1)
+    not_kept = [g for g in gaps if g.reason == NOT_KEPT]
+    assert not_kept and not_kept[0].first_seq > 0, gaps
+    steps = sorted({e.step for e in events})
+    # recorded from step 0 until flight mode came on; then the SIGUSR1
+    # window, steps k-2 and k-1, and everything after
+    first_kept = min(e.step for e in events if e.seq > not_kept[0].last_seq)
+    assert first_kept == k - 2, (k, steps)
+    assert steps[0] == 0 and set(range(k - 2, steps[-1] + 1)) <= set(steps)
+    assert _meta_pairs(out)["flight.trigger"] == "set probe-flight off"

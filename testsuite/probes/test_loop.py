@@ -32,7 +32,8 @@ HERE = Path(__file__).resolve().parent
 MODELS = HERE / "loop_models.py"
 
 # the program's own lines, which a replay does not print
-_PROGRAM = re.compile(r"^((nan|skipped|generate): |\{')")   # HF prints its metrics dicts
+# (and live find's note that it searched what has arrived)
+_PROGRAM = re.compile(r"^((nan|skipped|generate|raise): |\{'|Searched what the running)")
 
 
 def _needs(module):
@@ -263,3 +264,96 @@ def test_live_find_and_info_steps_keep_the_program_paused(tmp_path):
     steps = re.findall(r"^(\d+) +\d+ +\d+$", out, re.M)
     assert steps == [str(i) for i in range(6)], out        # nothing past step 5 ran
     assert "(the steps recorded so far: the program is paused)" in out
+
+
+@needs_tmdb
+def test_raise_and_catch(tmp_path):
+    """An exception leaving a forward is a (raise) event at each call it
+    leaves, named by its type; catch exception stops there, catch nan
+    with a condition passes over the overflow the scaler skips, live and
+    replayed alike."""
+    live, _, trace = _session(tmp_path, "raises", "raises.cmds", 2)
+    assert re.search(r"^raise: step 4 activation overflow in model.1$", live, re.M), live
+    assert re.search(r"^nan: step 5 micro 1$", live, re.M), live
+    assert ("Catchpoint 1 (exception raised), model.1 (raise) FloatingPointError "
+            "at step 4, fwd\n") in live
+    assert re.search(r"^#0  model.1 \(_Check\) at .*\n#1  model \(Sequential\)", live, re.M)
+    assert ('$1 = "raise"\n$2 = "FloatingPointError"\n'
+            '$3 = "activation overflow in model.1"\n') in live
+    assert "Exception: FloatingPointError: activation overflow in model.1\n" in live
+    assert "Catchpoint 1 (exception raised), model (raise) FloatingPointError" in live
+    # the NaN, not the skipped overflow of step 2 (8 infinite gradients)
+    assert "Catchpoint 2 (nan), model (in) at step 5, fwd\n" in live
+    assert "\n$4 = 5\n$5 = false\n" in live
+    assert ("seq 88, step 4, fwd: model.1 (raise) FloatingPointError\n"
+            "seq 89, step 4, fwd: model (raise) FloatingPointError\n") in live
+    assert "\n8 matching events.\n" in live
+    assert "Temporary catchpoint 3 (exception raised)" not in live     # a KeyError's
+    _, events, _ = read(trace)
+    raised = [(e.node, e.step, e.call) for e in events if e.kind == "raise"]
+    assert raised == [("model.1", 4, 1), ("model", 4, 1)]
+    # the batch after the skipped one is the same optimizer step's next call
+    assert [(e.step, e.call) for e in events if e.node == "model" and e.kind == "enter"][4:6] \
+        == [(4, 1), (4, 2)]
+
+
+@needs_tmdb
+def test_a_stop_is_a_stop(tmp_path):
+    """An interrupt while the program runs between events (here its
+    logging) holds it there: nothing of it runs while tmdb shows the stop,
+    in the first interrupt, after a continue, and until a kill ends it."""
+    import select
+    import time
+    log = tmp_path / "log.txt"
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    p = subprocess.Popen([TMDB, "-nx", "-q", "--interpreter=mi", "--args", sys.executable,
+                          str(MODELS), "logging", str(log)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    buf = [b""]
+
+    def send(cmd):
+        p.stdin.write(cmd.encode() + b"\n")
+        p.stdin.flush()
+
+    def until(pat, timeout=60):
+        end = time.time() + timeout
+        while time.time() < end:
+            i = buf[0].find(pat)
+            if i >= 0:
+                j = buf[0].find(b"\n", i) + 1 or len(buf[0])
+                out, buf[0] = buf[0][:j], buf[0][j:]
+                return out.decode()
+            if select.select([p.stdout], [], [], 0.1)[0]:
+                buf[0] += os.read(p.stdout.fileno(), 65536)
+        raise AssertionError(f"no {pat!r} in {buf[0].decode()[-2000:]}")
+
+    def still():
+        a = log.stat().st_size
+        time.sleep(0.8)          # longer than a line of logging takes
+        return log.stat().st_size - a
+
+    try:
+        send("-exec-run")
+        until(b"*running")
+        while not log.exists() or log.stat().st_size < 200:
+            time.sleep(0.1)
+        for _ in range(2):
+            send("-exec-interrupt")
+            stop = until(b"*stopped")
+            assert 'reason="signal-received",signal-name="SIGINT"' in stop, stop
+            assert still() == 0, "the program ran on while stopped"
+            send("-exec-continue")
+            until(b"*running")
+            time.sleep(1.0)
+        send("-exec-interrupt")
+        until(b"*stopped")
+        size = log.stat().st_size
+        send('-interpreter-exec console "kill"')
+        assert "killed]" in until(b"^done")
+        assert log.stat().st_size == size, "the program ran on after the kill"
+        send("-gdb-exit")
+        p.wait(20)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()

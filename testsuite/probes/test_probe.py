@@ -339,9 +339,9 @@ def test_wrapped_forward_is_invisible_to_the_user(trace_path):
     nodes, events, _ = read(trace_path)
     fc1 = [(e.step, e.kind, e.call, len(e.tensors)) for e in events if e.node == "model.fc1"]
     # model(x), fc1 alone (its unpickled copy is not observed), the call
-    # that raised (no outputs), then model(x), which starts step 1
+    # that raised (a raise event, no outputs), then model(x), which starts step 1
     assert fc1 == [(0, "enter", 1, 1), (0, "exit", 1, 1), (0, "enter", 2, 1), (0, "exit", 2, 1),
-                   (0, "enter", 3, 1), (0, "exit", 3, 0), (1, "enter", 1, 1), (1, "exit", 1, 1)]
+                   (0, "enter", 3, 1), (0, "raise", 3, 0), (1, "enter", 1, 1), (1, "exit", 1, 1)]
     # fc2 is seen after the user's pre-hook (its input is zeros): its output
     # is its bias; the user's forward hook still runs (twice here, once in
     # the copy, which deepcopy gave the same hook)

@@ -495,6 +495,12 @@ def test_execution_decisions():
     assert not ex.eager and ex.graphs == ("CUDA graphs (cudagraph_mode PIECEWISE)",)
     ex = vllm.execution_of(NS(compilation_config=NS(mode=None, cudagraph_mode=None)))
     assert len(common.unobserved(ex)) == 2
+    # torch.compile without CUDA graphs: the probe follows it into the graphs
+    ex = vllm.execution_of(NS(compilation_config=NS(mode=3, cudagraph_mode=NS(name="NONE"))))
+    assert not ex.eager and ex.compiled and common.unobserved(ex) == []
+    ex = vllm.execution_of(NS(compilation_config=NS(mode=3,
+                                                    cudagraph_mode=NS(name="PIECEWISE"))))
+    assert common.unobserved(ex) == ["CUDA graphs (cudagraph_mode PIECEWISE)"]
     # SGLang 0.5.11: server_args resolved in place; --disable-cuda-graph
     # alone leaves the prefill's piecewise graphs on
     mr = NS(server_args=NS(disable_cuda_graph=True, disable_piecewise_cuda_graph=False,

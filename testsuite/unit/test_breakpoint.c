@@ -282,7 +282,16 @@ static void test_every_node_and_kind(void)
 	tm_breakpoint_init(&b, "model.fc2", NULL, NULL);
 	b.every_kind = 1;
 	tm_breakpoint_bind(&b, nodes);
-	CU_ASSERT_EQUAL(b.kinds[3], 0xf);
+	CU_ASSERT_EQUAL(b.kinds[3], 0xf | (1u << TM_EV_RAISE));
+	CU_ASSERT_EQUAL(match(&b, &ev, &focus), 1);
+	tm_breakpoint_clear(&b);
+
+	/* "": every node (a catchpoint), its condition choosing the events */
+	CU_ASSERT_EQUAL(tm_breakpoint_init(&b, "", NULL, NULL), TM_OK);
+	CU_ASSERT(b.every_node);
+	tm_breakpoint_set_cond(&b, compile("event == \"raise\""));
+	CU_ASSERT_EQUAL(match(&b, &ev, &focus), 0);
+	event(&ev, TM_EV_RAISE, 3, 1, NULL, 0);
 	CU_ASSERT_EQUAL(match(&b, &ev, &focus), 1);
 	tm_breakpoint_clear(&b);
 	tm_nodetab_free(nodes);

@@ -50,6 +50,8 @@ struct model {
 	atomic_int emitted;     /* events tm_server_event returned from */
 	atomic_int done;
 	atomic_int quit;        /* stop calling tm_server_event */
+	int rerun;              /* a step is a compiled region: tm_server_rerun at its end */
+	atomic_int reruns;      /* how many times it said yes */
 };
 
 static const char *const node_names[] = { "model", "model.fc1", "model.act", "model.fc2" };
@@ -114,6 +116,8 @@ static void *model_main(void *arg)
 		make_event(seq, &ev, &t);
 		tm_server_event(m->srv, &ev);
 		atomic_fetch_add(&m->emitted, 1);
+		if (m->rerun && seq % PER_STEP == PER_STEP - 1 && tm_server_rerun(m->srv))
+			atomic_fetch_add(&m->reruns, 1);
 	}
 	atomic_store(&m->done, 1);
 	return NULL;
@@ -125,6 +129,7 @@ static void model_start(struct model *m, tm_server *srv)
 	atomic_store(&m->emitted, 0);
 	atomic_store(&m->done, 0);
 	atomic_store(&m->quit, 0);
+	atomic_store(&m->reruns, 0);
 	pthread_create(&m->th, NULL, model_main, m);
 }
 
@@ -500,6 +505,46 @@ static void test_break_and_resume(void)
 	tm_server_get_stats(srv, &st);
 	CU_ASSERT_EQUAL(st.stops, 7);
 	CU_ASSERT_EQUAL(st.events_dropped, 0);
+	cl_close(c);
+	tm_server_stop(srv);
+}
+
+/* RESUME rerun: the rest of the region (here a step) passes without a stop,
+ * the breakpoint included; where it ends the probe's tm_server_rerun says
+ * yes once, and the next event (the re-run's first) stops. */
+static void test_resume_rerun(void)
+{
+	tm_server *srv = start();
+	struct client *c = cl_connect(tm_server_path(srv));
+	struct model m;
+
+	memset(&m, 0, sizeof(m));
+	m.rerun = 1;
+	cl_hello(c);
+	/* fc1 exits at +2 of every step, fc2 at +6, model at +7 */
+	CU_ASSERT_EQUAL(cl_break(c, 1, "model.fc1", ""), TM_OK);
+	CU_ASSERT_EQUAL(cl_break(c, 2, "model.fc2", ""), TM_OK);
+	CU_ASSERT_EQUAL(cl_subscribe(c, ""), TM_OK);
+	model_start(&m, srv);
+	CU_ASSERT_EQUAL(cl_stop(c, TM_STOP_BREAKPOINT, 1), 2);
+	CU_ASSERT_EQUAL(atomic_load(&m.reruns), 0);
+	cl_resume(c, TM_RESUME_RERUN, 1);
+	/* fc2's exit at +6 would stop at breakpoint 2: it does not */
+	CU_ASSERT_EQUAL(cl_stop(c, TM_STOP_STEP, 0), PER_STEP);
+	CU_ASSERT_EQUAL(atomic_load(&m.reruns), 1);
+	/* an ordinary resume: the next region's end says no */
+	cl_resume(c, TM_RESUME_CONTINUE, 1);
+	CU_ASSERT_EQUAL(cl_stop(c, TM_STOP_BREAKPOINT, 1), PER_STEP + 2);
+	CU_ASSERT_EQUAL(atomic_load(&m.reruns), 1);
+	memset(&c->m, 0, sizeof(c->m));
+	c->m.type = TM_MSG_BREAK_CLEAR;
+	c->m.u.brk.id = 0;
+	cl_send(c, &c->m);
+	CU_ASSERT_EQUAL(cl_result(c, TM_MSG_BREAK_CLEAR), TM_OK);
+	cl_resume(c, TM_RESUME_CONTINUE, 1);
+	CU_ASSERT(model_finishes(&m, 3000));
+	pthread_join(m.th, NULL);
+	CU_ASSERT_EQUAL(atomic_load(&m.reruns), 1);
 	cl_close(c);
 	tm_server_stop(srv);
 }
@@ -1830,6 +1875,7 @@ int main(void)
 		TM_TEST(test_handshake),
 		TM_TEST(test_version_and_order),
 		TM_TEST(test_break_and_resume),
+		TM_TEST(test_resume_rerun),
 		TM_TEST(test_interrupt),
 		TM_TEST(test_kill),
 		TM_TEST(test_notify_only),

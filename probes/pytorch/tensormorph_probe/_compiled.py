@@ -10,9 +10,17 @@ tensor code, so the probe adds no graph break:
 - at trace time, each observed call appends its events to a table of
   ints (event kind, node id, level, then per tensor its slot, dtype,
   device, numel and shape -- SymInts where dynamo made a size dynamic);
-- each tensor's stats are computed by device_stats (_devstats.py, the
+- a host tensor's stats are computed by libtensormorph, as in eager mode
+  (tm_recorder_stats, one pass in C): the region hands its host tensors,
+  a chunk at a time (_HOST_CHUNK), to one opaque op,
+  tensormorph::host_stats, which returns their summaries (struct
+  tm_rec_tensor, as bytes).  One node per chunk instead of a few dozen
+  reductions per tensor: the graph and its compile time stay the model's,
+  and a chunk bounds how long the region keeps tensors alive for it;
+- a device tensor's stats are computed by device_stats (_devstats.py, the
   definitions of stats.c), tensor reductions that inductor fuses with the
-  model's kernels; they are stacked into one float64 tensor;
+  model's kernels and a CUDA graph captures; they are stacked into one
+  float64 tensor;
 - when the outermost observed call traced into the graph returns (the
   region), one custom op, tensormorph::flush(stats, table, ...), takes the
   stats and the table.  It is registered as an ordered effect, so dynamo,
@@ -43,6 +51,7 @@ are made outside compiled code as in eager mode.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import time
 import weakref
@@ -70,6 +79,17 @@ _caps: list[torch.Tensor] = []
 _tok: list[torch.Tensor] = []          # the region's token, once a hook wants it
 _nev: list[int] = [0]                  # events tabled so far in the region
 _hooks: list[Any] = []                 # tensor, hook, ...: registered as the region ends
+_host: list[torch.Tensor] = []         # host tensors whose stats are still to compute
+_hlev: list[int] = []                  # their levels
+_hrecs: list[torch.Tensor] = []        # the region's host_stats results, by chunk
+_hsize = [0]                           # their elements, as far as known
+# A host_stats op takes the pending tensors when they are this many or this
+# large: few ops (each call costs ~20 us), and a bounded number of bytes
+# kept alive for it in a model whose activations would be freed sooner.
+_HOST_CHUNK = 256
+_HOST_ELEMS = 1 << 22
+_ROW_NONE, _ROW_DEV, _ROW_HOST = 0, 1, 2   # a tensor's stats in the table: none, a
+                                           # device row of `stats`, a host summary
 
 # probe id -> probe, for the op (its arguments are tensors and ints)
 _probes: dict[int, weakref.ref[Any]] = {}
@@ -100,7 +120,7 @@ def unregister(pid: int) -> None:
 
 
 def _grad_traced(pid: int, tok: torch.Tensor, ordinal: int, slot_kind: int, index: int,
-                 g: torch.Tensor) -> None:
+                 host: bool, g: torch.Tensor) -> None:
     """A gradient hook of a traced call (compiled into the backward)."""
     dev = g.device
     shape = list(g.shape)
@@ -109,10 +129,13 @@ def _grad_traced(pid: int, tok: torch.Tensor, ordinal: int, slot_kind: int, inde
     meta = [ordinal, slot_kind, index, _DTYPES.get(g.dtype, 0),
             0 if dev.type == "cpu" else 1 if dev.type == "cuda" else 2,
             dev.index if dev.index is not None else 0, g.numel(), len(shape)]
-    torch.ops.tensormorph.grad(device_stats(g.detach(), 2), tok, pid, meta + shape)
+    if host and dev.type == "cpu":
+        torch.ops.tensormorph.grad(g.detach(), tok, pid, meta + shape, True)
+    else:
+        torch.ops.tensormorph.grad(device_stats(g.detach(), 2), tok, pid, meta + shape, False)
 
 
-def _grad_hooks(pid: int, ordinal: int, tensors: Any, slot_kind: int) -> None:
+def _grad_hooks(pid: int, ordinal: int, tensors: Any, slot_kind: int, host: bool) -> None:
     if not torch.is_grad_enabled():
         return
     for j in range(len(tensors)):
@@ -121,10 +144,17 @@ def _grad_hooks(pid: int, ordinal: int, tensors: Any, slot_kind: int) -> None:
             if not _tok:
                 _tok.append(torch.ops.tensormorph.begin(pid))
             _hooks.append(x)
-            _hooks.append(functools.partial(_grad_traced, pid, _tok[0], ordinal, slot_kind, j))
+            _hooks.append(functools.partial(_grad_traced, pid, _tok[0], ordinal, slot_kind, j, host))
 
 
-def _put(kind: int, nid: int, level: int, tensors: Any, slot_kind: int) -> None:
+def _host_chunk() -> None:
+    _hrecs.append(torch.ops.tensormorph.host_stats(list(_host), list(_hlev)))
+    _host.clear()
+    _hlev.clear()
+    _hsize[0] = 0
+
+
+def _put(kind: int, nid: int, level: int, tensors: Any, slot_kind: int, host: bool) -> None:
     n = len(tensors)
     _nev[0] += 1
     _table.extend((kind, nid, level, n))
@@ -135,12 +165,23 @@ def _put(kind: int, nid: int, level: int, tensors: Any, slot_kind: int) -> None:
         shape = list(x.shape)
         if len(shape) > _MAX_RANK:
             shape = shape[:_MAX_RANK - 1] + [-1]
-        stats = 1 if level and x.layout == torch.strided else 0
+        stats = _ROW_NONE
+        if level and x.layout == torch.strided:
+            stats = _ROW_HOST if host and devtype == 0 else _ROW_DEV
         _table.extend((slot_kind, j, _DTYPES.get(x.dtype, 0), devtype,
                        dev.index if dev.index is not None else 0, x.numel(), stats, len(shape)))
         _table.extend(shape)
-        if stats:
+        if stats == _ROW_HOST:
+            _host.append(x.detach())
+            _hlev.append(level)
+            numel = x.numel()
+            if isinstance(numel, int):      # not a dynamic size
+                _hsize[0] += numel
+            if len(_host) >= _HOST_CHUNK or _hsize[0] >= _HOST_ELEMS:
+                _host_chunk()
+        elif stats == _ROW_DEV:
             _rows.append(device_stats(x.detach(), level))
+        if stats:
             if level >= 3:
                 _caps.append(x.detach().clone())
 
@@ -151,8 +192,11 @@ def _emit(pid: int) -> None:
         stats = torch.stack([r.to(dev, torch.float64) for r in _rows])
     else:
         stats = torch.zeros((0, VEC_LEN), dtype=torch.float64)
+    if _host:
+        _host_chunk()
     table = list(_table)
     caps = list(_caps)
+    hrecs = list(_hrecs)
     tok = _tok[0] if _tok else None
     # registered once the region's own code has run: a hook registered
     # in its middle makes dynamo lose attribute stores of objects the
@@ -163,9 +207,34 @@ def _emit(pid: int) -> None:
     _table.clear()
     _rows.clear()
     _caps.clear()
+    _hrecs.clear()
     _tok.clear()
     _nev[0] = 0
-    torch.ops.tensormorph.flush(stats, table, pid, caps, tok)
+    torch.ops.tensormorph.flush(stats, table, pid, caps, tok, hrecs)
+
+
+def _snapshot(pid: int, nid: int, args: Any, kwargs: Any) -> None:
+    """The region's entry, kept for an eager re-run (tensormorph::snap): its
+    tensor arguments; the op adds the RNG state and the module's buffers.
+    A region called with other arguments records that it cannot re-run."""
+    ts: list[Any] = []
+    ok = True
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            ts.append(a)
+        else:
+            ok = False
+    names = []
+    for k, v in kwargs.items():
+        if v is None or isinstance(v, torch.Tensor):
+            ts.append(v)
+            names.append(k)
+        else:
+            ok = False
+    if ok:
+        torch.ops.tensormorph.snap(pid, nid, ts, len(args), ",".join(names))
+    else:
+        torch.ops.tensormorph.snap(pid, nid, [], -1, "")
 
 
 def region_call(probe: Any, node: Any, inner: Any, args: Any, kwargs: Any) -> Any:
@@ -175,15 +244,18 @@ def region_call(probe: Any, node: Any, inner: Any, args: Any, kwargs: Any) -> An
     outer = not _open
     _open.append(nid)
     pid = probe._cid
+    host = not probe._force_dev
+    if outer and probe._rerun_snap:
+        _snapshot(pid, nid, args, kwargs)
     ins = flatten_call(args, kwargs, _MAX_TENSORS) if level >= 1 else []
     if level >= 2:
-        _grad_hooks(pid, _nev[0], ins, _SLOT_GRAD_IN)
-    _put(_EV_ENTER, nid, level, ins, _SLOT_IN)
+        _grad_hooks(pid, _nev[0], ins, _SLOT_GRAD_IN, host)
+    _put(_EV_ENTER, nid, level, ins, _SLOT_IN, host)
     out = inner(*args, **kwargs)
     outs = flatten(out, _MAX_TENSORS)
-    _put(_EV_EXIT, nid, level, outs, _SLOT_OUT)
+    _put(_EV_EXIT, nid, level, outs, _SLOT_OUT, host)
     if level >= 2:
-        _grad_hooks(pid, _nev[0] - 1, outs, _SLOT_GRAD_OUT)
+        _grad_hooks(pid, _nev[0] - 1, outs, _SLOT_GRAD_OUT, host)
     _open.pop()
     if outer:
         _emit(pid)
@@ -215,58 +287,149 @@ def _probe(pid: int) -> Any:
     return p if p is not None and not p._closed else None
 
 
-@torch.library.custom_op("tensormorph::flush", mutates_args=(), tags=_TAGS)
+# The operators are defined with torch.library.Library rather than
+# torch.library.custom_op: the latter wraps each call in an autograd
+# function, which costs about 50 us a call at run time (measured: 66 us
+# against 18 us for an op taking 50 tensors), and none of them has a
+# gradient.
+_LIB = torch.library.Library("tensormorph", "DEF")
+_LIB.define("flush(Tensor stats, int[] table, int probe, Tensor[] captures, Tensor? token, "
+            "Tensor[] hrecs) -> ()", tags=_TAGS)
+_LIB.define("host_stats(Tensor[] xs, int[] levels) -> Tensor")
+_LIB.define("begin(int probe) -> Tensor", tags=_TAGS)
+_LIB.define("grad(Tensor stats, Tensor token, int probe, int[] meta, bool raw) -> ()", tags=_TAGS)
+_LIB.define("snap(int probe, int node, Tensor?[] tensors, int npos, str kwnames) -> ()",
+            tags=_TAGS)
+
+
+def _impl(name: str) -> Any:
+    def reg(fn: Any) -> Any:
+        _LIB.impl(name, fn, "CompositeExplicitAutograd")
+        return fn
+    return reg
+
+
+def _fake(name: str) -> Any:
+    def reg(fn: Any) -> Any:
+        torch.library.register_fake("tensormorph::" + name, fn, lib=_LIB)
+        return fn
+    return reg
+
+
+@_impl("flush")
 def flush(stats: torch.Tensor, table: list[int], probe: int,
-          captures: list[torch.Tensor], token: torch.Tensor | None) -> None:
+          captures: list[torch.Tensor], token: torch.Tensor | None,
+          hrecs: list[torch.Tensor]) -> None:
     """A compiled region ran: its events to the probe (run time)."""
     p = _probe(probe)
     if p is not None:
-        p._compiled_flush(stats, table, captures, token)
+        p._compiled_flush(stats, table, captures, token, hrecs)
 
 
-@flush.register_fake
+@_fake("flush")
 def _flush_fake(stats: torch.Tensor, table: list[int], probe: int,
-                captures: list[torch.Tensor], token: torch.Tensor | None) -> None:
+                captures: list[torch.Tensor], token: torch.Tensor | None,
+                hrecs: list[torch.Tensor]) -> None:
     return None
+
+
+_TSIZE = _lib.TENSOR_SIZE
+_HDR = _lib.TENSOR_PACK[0]
+_STATS_OFF = _lib.TENSOR_STATS_OFF
+_HAVE_OFF = _lib.OFF_HAVE
+_HAVE_HIST_OFF = _lib.OFF_HAVE_HIST
+_stats_fn: list[Any] = []
+
+
+def _c_stats() -> Any:
+    if not _stats_fn:
+        _stats_fn.append(_lib.load().tm_recorder_stats_raw)
+    return _stats_fn[0]
+
+
+@_impl("host_stats")
+def host_stats(xs: list[torch.Tensor], levels: list[int]) -> torch.Tensor:
+    """Host tensors' summaries (struct tm_rec_tensor rows, uint8), their
+    stats computed by libtensormorph as eager mode computes them."""
+    n = len(xs)
+    out = torch.zeros((n, _TSIZE), dtype=torch.uint8)
+    buf = out.numpy()
+    hold = []
+    for i in range(n):
+        x = xs[i]
+        y = x if x.is_contiguous() else x.contiguous()
+        hold.append(y)
+        _HDR.pack_into(buf, i * _TSIZE, y.data_ptr(), y.numel(), 0, 0, 0, 0,
+                       _DTYPES.get(y.dtype, 0), 0, 0, min(levels[i], 2), 0, 0, 0)
+    _c_stats()(None, ctypes.c_void_p(out.data_ptr()), ctypes.c_size_t(n))
+    return out
+
+
+@_fake("host_stats")
+def _host_stats_fake(xs: list[torch.Tensor], levels: list[int]) -> torch.Tensor:
+    return torch.empty((len(xs), _TSIZE), dtype=torch.uint8, device="cpu")
 
 
 _region_runs = [0]
 
 
-@torch.library.custom_op("tensormorph::begin", mutates_args=(), tags=_TAGS)
+@_impl("begin")
 def begin(probe: int) -> torch.Tensor:
     """A compiled region whose gradients are wanted starts: its token."""
     _region_runs[0] += 1
     return torch.tensor(_region_runs[0], dtype=torch.int64)
 
 
-@begin.register_fake
+@_fake("begin")
 def _begin_fake(probe: int) -> torch.Tensor:
     return torch.empty((), dtype=torch.int64)
 
 
-@torch.library.custom_op("tensormorph::grad", mutates_args=(), tags=_TAGS)
-def grad(stats: torch.Tensor, token: torch.Tensor, probe: int, meta: list[int]) -> None:
-    """A gradient a traced call wanted was computed (run time)."""
+@_impl("grad")
+def grad(stats: torch.Tensor, token: torch.Tensor, probe: int, meta: list[int],
+         raw: bool) -> None:
+    """A gradient a traced call wanted was computed (run time); raw: stats
+    is the gradient itself, a host tensor whose stats C computes."""
     p = _probe(probe)
     if p is not None:
-        run_grad(p, stats, int(token), meta)
+        run_grad(p, stats, int(token), meta, raw)
 
 
-@grad.register_fake
-def _grad_fake(stats: torch.Tensor, token: torch.Tensor, probe: int, meta: list[int]) -> None:
+@_fake("grad")
+def _grad_fake(stats: torch.Tensor, token: torch.Tensor, probe: int, meta: list[int],
+               raw: bool) -> None:
+    return None
+
+
+@_impl("snap")
+def snap(probe: int, node: int, tensors: list[torch.Tensor | None], npos: int,
+         kwnames: str) -> None:
+    """A region whose re-run a debugger may ask for begins (run time)."""
+    p = _probe(probe)
+    n = p._by_id.get(node) if p is not None else None
+    if n is None:
+        return
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    bufs = [(b, b.detach().clone()) for b in n.module.buffers()]
+    p._snaps[node] = (list(tensors), npos, kwnames.split(",") if kwnames else [],
+                      torch.get_rng_state(), cuda, bufs)
+
+
+@_fake("snap")
+def _snap_fake(probe: int, node: int, tensors: list[torch.Tensor | None], npos: int,
+               kwnames: str) -> None:
     return None
 
 
 try:
     from torch._library.effects import EffectType
-    for _op in (flush, begin, grad):
-        _op.register_effect(EffectType.ORDERED)
+    for _name in ("flush", "begin", "grad", "snap"):
+        _LIB._register_effectful_op("tensormorph::" + _name, EffectType.ORDERED)
 except (ImportError, AttributeError):   # older torch: kept as ops without outputs
     pass
 
 
-def run_grad(p: Any, stats: torch.Tensor, token: int, meta: list[int]) -> None:
+def run_grad(p: Any, stats: torch.Tensor, token: int, meta: list[int], raw: bool) -> None:
     """A BWD event, as Probe._on_grad makes it, for the forward call the
     region run `token` numbered."""
     calls = p._region_calls.get(token)
@@ -274,14 +437,23 @@ def run_grad(p: Any, stats: torch.Tensor, token: int, meta: list[int]) -> None:
     if calls is None or ordinal >= len(calls):
         return      # a run older than _KEEP_REGIONS: nothing is made up
     nid, call, level = calls[ordinal]
-    row = stats.to("cpu", torch.float64).tolist()
+    row = None if raw else stats.to("cpu", torch.float64).tolist()
     t = time.monotonic_ns() - p._t0
     if p._nev >= p._bev or p._nt + 1 > p._bt:
         p._submit()
     idx = p._nt
-    _TENSOR_PACK[rank](p._tbuf, idx * _lib.TENSOR_SIZE, 0, numel, 0, index, devidx, slot_kind,
-                       dtype, rank, devtype, 0, 0, 0, 0, *meta[8:8 + rank])
-    p._pack_stats(idx, row, level)
+    if raw:
+        # a host gradient: its stats computed by C as eager mode's are
+        y = stats if stats.is_contiguous() else stats.contiguous()
+        _TENSOR_PACK[rank](p._tbuf, idx * _TSIZE, y.data_ptr(), numel, 0, index, devidx,
+                           slot_kind, dtype, rank, devtype, min(level, 2), 0, 0, 0,
+                           *meta[8:8 + rank])
+        _c_stats()(None, ctypes.c_void_p(p._taddr + idx * _TSIZE), ctypes.c_size_t(1))
+        ctypes.c_uint64.from_buffer(p._tbuf, idx * _TSIZE).value = 0
+    else:
+        _TENSOR_PACK[rank](p._tbuf, idx * _TSIZE, 0, numel, 0, index, devidx, slot_kind,
+                           dtype, rank, devtype, 0, 0, 0, 0, *meta[8:8 + rank])
+        p._pack_stats(idx, row, level)
     _lib.EVENT_STRUCT.pack_into(p._evbuf, p._nev * 48, p.step_count, t, t, t, nid, call, 1,
                                 _EV_BWD, _lib.PHASE_BWD, level, 0)
     p._nt = idx + 1
@@ -305,11 +477,17 @@ def _levels(table: list[int]) -> list[int]:
 
 
 def run_flush(p: Any, stats: torch.Tensor, table: list[int],
-              captures: list[torch.Tensor], token: torch.Tensor | None) -> None:
+              captures: list[torch.Tensor], token: torch.Tensor | None,
+              hrecs: list[torch.Tensor]) -> None:
     """The events of a region that ran, into p's batch as _enter and _exit
     would have packed them: calls numbered, the step moved by a root call,
-    stats from the rows of `stats` (one host read), in table order."""
+    stats from the rows of `stats` (one host read) and the summaries of
+    `hrecs`, in table order."""
     rows = stats.to("cpu", torch.float64).tolist() if stats.numel() else []
+    hb = (hrecs[0] if len(hrecs) == 1 else torch.cat(hrecs)).numpy().tobytes() if hrecs else b""
+    sofs, hofs, hhofs = _STATS_OFF, _HAVE_OFF, _HAVE_HIST_OFF
+    tbuf = p._tbuf
+    h = 0
     caps = [c.to("cpu").contiguous() for c in captures]
     t = time.monotonic_ns() - p._t0
     nodes = p._by_id
@@ -348,11 +526,19 @@ def run_flush(p: Any, stats: torch.Tensor, table: list[int],
             node.depth -= 1
             start, tend = t, t
         ordinals.append((nid, call, level))
-        if p._compiled_step != p.step_count:
-            # tmdb's `info frame` tells a compiled region's stop by this
-            p._compiled_step = p.step_count
-            p.annotate("compiled", [node.address])
-            p.annotate("compiled-levels", [",".join(str(lv) for lv in _levels(table))])
+        if len(ordinals) == 1:
+            # the regions of the step so far and their levels: tmdb's
+            # `info frame` tells a compiled region's stop by them, `info
+            # probe` lists them (one annotation each, the latest has all)
+            regs = p._compiled_regions
+            if p._compiled_step != p.step_count:
+                p._compiled_step = p.step_count
+                regs.clear()
+            levels = ",".join(str(lv) for lv in _levels(table))
+            if (node.address, levels) not in regs:
+                regs.append((node.address, levels))
+                p.annotate("compiled", [a for a, _ in regs])
+                p.annotate("compiled-levels", [lv for _, lv in regs])
         if p._nev >= p._bev or p._nt + n > p._bt:
             p._submit()
         base = p._nt
@@ -361,11 +547,19 @@ def run_flush(p: Any, stats: torch.Tensor, table: list[int],
             shape = table[i + 8:i + 8 + rank]
             i += 8 + rank
             idx = base + j
-            t_pack[rank](p._tbuf, idx * tsize, 0, numel, 0, slot_index, devidx, slot_kind,
+            off = idx * tsize
+            t_pack[rank](tbuf, off, 0, numel, 0, slot_index, devidx, slot_kind,
                          dtype, rank, devtype, 0, 0, 0, 0, *shape)
-            if has:
+            if has == _ROW_HOST:
+                src = h * tsize
+                tbuf[off + hofs:off + hofs + 4] = hb[src + hofs:src + hofs + 4]
+                tbuf[off + hhofs] = hb[src + hhofs]
+                tbuf[off + sofs:off + tsize] = hb[src + sofs:src + tsize]
+                h += 1
+            elif has:
                 p._pack_stats(idx, rows[r], level)
                 r += 1
+            if has:
                 if level >= 3:
                     p._put_capture(idx, caps[c])
                     c += 1
@@ -378,11 +572,63 @@ def run_flush(p: Any, stats: torch.Tensor, table: list[int],
             p._root_depth -= 1
         if p._live is not None and p._live.value & 1:
             p._submit_live()
+    if p._srv and p._rerun_snap and end and p._lib.tm_server_rerun(p._srv):
+        rerun(p, table[1])
     if token is not None:
         runs = p._region_calls
         runs[int(token)] = ordinals
         while len(runs) > _KEEP_REGIONS:
             del runs[next(iter(runs))]
+
+
+def rerun(p: Any, nid: int) -> None:
+    """tmdb's rerun: the region that just ran, again, eagerly, from its
+    snapshot (tensormorph::snap): its events are the eager hooks', so the
+    debugger stops inside it (the server stops at its first event).  The
+    annotation "rerun" ([count, region], or [count, "", why not]) comes
+    first; tmdb stops at the first event after it.  The RNG state and the
+    module's buffers are the entry's while it runs and are put back after."""
+    p._reruns += 1
+    count = str(p._reruns)
+    node = p._by_id.get(nid)
+    snap = p._snaps.get(nid)
+    why = None
+    if node is None or snap is None:
+        why = ("no snapshot of this region's entry: the probe takes one while a debugger "
+               "is attached, from the region's next compilation on")
+    elif snap[1] < 0:
+        why = "the region's arguments are not all tensors"
+    if why is not None:
+        p._annotate("rerun", [count, "", why])
+        return
+    tensors, npos, names, rng, cuda, bufs = snap
+    args = tensors[:npos]
+    kwargs = dict(zip(names, tensors[npos:], strict=True))
+    now_rng = torch.get_rng_state()
+    now_cuda = torch.cuda.get_rng_state_all() if cuda is not None else None
+    now_bufs = [(b, b.detach().clone()) for b, _ in bufs]
+    p._annotate("rerun", [count, node.address])
+    module = node.module
+    p._rerunning = True
+    try:
+        torch.set_rng_state(rng)
+        if cuda is not None:
+            torch.cuda.set_rng_state_all(cuda)
+        with torch.no_grad():
+            for b, v in bufs:
+                b.copy_(v)
+            torch.compiler.disable(lambda: module(*args, **kwargs))()
+    except Exception as e:      # the re-run's own error: the compiled run goes on
+        p._annotate("rerun-error", [count, f"{type(e).__name__}: {e}"])
+    finally:
+        p._rerunning = False
+        p._annotate("rerun", [count])       # ended: info frame tells its events apart
+        torch.set_rng_state(now_rng)
+        if now_cuda is not None:
+            torch.cuda.set_rng_state_all(now_cuda)
+        with torch.no_grad():
+            for b, v in now_bufs:
+                b.copy_(v)
 
 
 def _discover_ctx(ctx: Any) -> None:

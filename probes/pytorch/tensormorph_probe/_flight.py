@@ -91,6 +91,19 @@ def open_recorder(lib: ctypes.CDLL, path: str, opts: Any, steps: int, budget: in
     return handle.value or 0
 
 
+_PKG = os.path.dirname(os.path.abspath(__file__))
+
+
+def _in_probe(frame: Any) -> bool:
+    """Whether a signal interrupted the probe's own Python code (a hook
+    filling the batch), on the interrupted thread's stack."""
+    while frame is not None:
+        if os.path.dirname(frame.f_code.co_filename) == _PKG:
+            return True
+        frame = frame.f_back
+    return False
+
+
 class Flight:
     """The Python half of flight mode, owned by a Probe."""
 
@@ -159,14 +172,18 @@ class Flight:
         self._undo.append(lambda: setattr(sys, "exit", prev_exit)
                           if sys.exit is exit_ else None)
 
+
         if threading.current_thread() is threading.main_thread():
             prev_sig = signal.getsignal(signal.SIGUSR1)
 
             def on_usr1(signo: int, frame: Any) -> None:
                 p = ref()
                 if p is not None:
-                    # what was handed over so far: the signal may land in
-                    # the middle of a hook filling the batch
+                    # outside the probe's own code the batch is whole and
+                    # goes too; inside a hook filling it, what was handed
+                    # over so far
+                    if not _in_probe(frame):
+                        p._submit()
                     p._flight_dump_now("SIGUSR1")
                 if callable(prev_sig):
                     prev_sig(signo, frame)
@@ -236,6 +253,9 @@ class Flight:
                   file=sys.stderr, flush=True)
             raise SystemExit(3)
         if self.on_trigger == "wait":
+            # the trace on disk up to here: tmdb reads the window from it
+            # as the history before it attached
+            probe.flush()
             pid = os.getpid()
             print(f"tensormorph-probe: waiting for a debugger: tmdb -ex 'attach {pid}' "
                   f"(or replay the window: tmdb {where})", file=sys.stderr, flush=True)

@@ -165,7 +165,7 @@ static PyObject *s_enter, *s_exit, *s_submit, *s_submit_live, *s_forward, *s_sha
 	*s_dtype, *s_is_cpu, *s_layout, *s_is_contiguous, *s_data_ptr, *s_event1_py,
 	*s_is_inference, *s_version, *s_stride, *s_detach, *s_contiguous, *s_clone,
 	*s_requires_grad, *s_backward_hooks, *s_reversed, *s_register_hook, *s_discover,
-	*s_grad_check;
+	*s_grad_check, *s_raise;
 
 static long long
 now_ns(void)
@@ -858,20 +858,26 @@ kwargs_dict(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 }
 
 /* Python's _exit(node, start, call, out); out NULL: the forward raised,
- * and its exception is kept whatever _exit does. */
+ * _raise(node, start, call, exception) instead, and the exception is kept
+ * whatever _raise does. */
 static int
 slow_exit(ProbeBase *p, NodeBase *n, long long start, unsigned long long call, PyObject *out)
 {
 	PyObject *et = NULL, *ev = NULL, *tb = NULL, *r, *a[5];
 
-	if (out == NULL)
+	if (out == NULL) {
 		PyErr_Fetch(&et, &ev, &tb);
+		PyErr_NormalizeException(&et, &ev, &tb);
+		if (tb && ev)
+			PyException_SetTraceback(ev, tb);
+	}
 	a[0] = (PyObject *)p;
 	a[1] = (PyObject *)n;
 	a[2] = PyLong_FromLongLong(start);
 	a[3] = PyLong_FromUnsignedLongLong(call);
-	a[4] = out ? out : Py_None;
-	r = (a[2] && a[3]) ? PyObject_VectorcallMethod(s_exit, a, 5 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+	a[4] = out ? out : ev ? ev : Py_None;
+	r = (a[2] && a[3]) ? PyObject_VectorcallMethod(out ? s_exit : s_raise, a,
+						     5 | PY_VECTORCALL_ARGUMENTS_OFFSET,
 						     NULL) : NULL;
 	Py_XDECREF(a[2]);
 	Py_XDECREF(a[3]);
@@ -1446,7 +1452,74 @@ set_discover_trace_call(PyObject *unused, PyObject *fn)
 	Py_RETURN_NONE;
 }
 
+/*
+ * A stop is a stop (tm_server_pause_handler): the server's thread asks,
+ * without the GIL, for tm_server_hold to run in the main thread at its
+ * next bytecode; there it holds the program, the GIL released, until the
+ * debugger resumes it.  The library's entry points come as addresses:
+ * this module does not link it (pip builds it from the probe's sources).
+ */
+static int (*pause_hold)(void *srv);
+static void *pause_srv;
+static PyObject *pause_after;   /* called after a hold: a kill ends the run there */
+
+static int
+run_hold(void *unused)
+{
+	int (*hold)(void *) = pause_hold;
+	void *srv = pause_srv;
+	int held = -1;
+
+	(void)unused;
+	if (hold && srv) {
+		Py_BEGIN_ALLOW_THREADS
+		held = hold(srv);
+		Py_END_ALLOW_THREADS
+	}
+	if (held == 0 && pause_after) {
+		PyObject *r = PyObject_CallNoArgs(pause_after);
+
+		if (r == NULL)
+			return -1;      /* raised in the program, as a signal handler's would */
+		Py_DECREF(r);
+	}
+	return 0;
+}
+
+static void
+request_hold(void *unused)
+{
+	(void)unused;
+	/* -1 (the queue is full): the model stops at its next event anyway */
+	(void)Py_AddPendingCall(run_hold, NULL);
+}
+
+/* pause_entry(hold, srv, after) -> the address of the pause function to
+ * give tm_server_pause_handler; hold is tm_server_hold's address, srv the
+ * server's, after a callable run when a hold ends (0, 0, None: forget
+ * them, before the server stops). */
+static PyObject *
+pause_entry(PyObject *unused, PyObject *args)
+{
+	unsigned long long hold, srv;
+	PyObject *after;
+
+	(void)unused;
+	if (!PyArg_ParseTuple(args, "KKO", &hold, &srv, &after))
+		return NULL;
+	pause_hold = (int (*)(void *))(uintptr_t)hold;
+	pause_srv = (void *)(uintptr_t)srv;
+	Py_CLEAR(pause_after);
+	if (after != Py_None) {
+		Py_INCREF(after);
+		pause_after = after;
+	}
+	return PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)request_hold);
+}
+
 static PyMethodDef module_methods[] = {
+	{ "pause_entry", pause_entry, METH_VARARGS,
+	  "pause_entry(tm_server_hold address, server address, after) -> pause function address" },
 	{ "set_trace_call", set_trace_call, METH_O,
 	  "set_trace_call(fn): the Python __call__ dynamo traces in place of a Forward's C call" },
 	{ "set_discover_trace_call", set_discover_trace_call, METH_O,
@@ -1478,7 +1551,7 @@ PyInit__hook(void)
 {
 	PyObject *m;
 
-	if (intern(&s_enter, "_enter") || intern(&s_exit, "_exit") ||
+	if (intern(&s_enter, "_enter") || intern(&s_exit, "_exit") || intern(&s_raise, "_raise") ||
 	    intern(&s_submit, "_submit") || intern(&s_submit_live, "_submit_live") ||
 	    intern(&s_forward, "forward") || intern(&s_shape, "shape") ||
 	    intern(&s_dtype, "dtype") || intern(&s_is_cpu, "is_cpu") ||

@@ -42,7 +42,7 @@ TM_ERR_END = 13
 TM_ERR_AGAIN = 18
 
 # enum tm_event_kind, tm_phase, tm_slot_kind, tm_node_kind, tm_record_type
-EV_ENTER, EV_EXIT, EV_BWD, EV_PARAM, EV_OP = 0, 1, 2, 3, 5
+EV_ENTER, EV_EXIT, EV_BWD, EV_PARAM, EV_RAISE, EV_OP = 0, 1, 2, 3, 4, 5
 PHASE_FWD, PHASE_BWD = 0, 1
 SLOT_OUT, SLOT_IN, SLOT_GRAD_OUT, SLOT_GRAD_IN, SLOT_DATA, SLOT_GRAD = range(6)
 NODE_MODULE, NODE_PARAM, NODE_BUFFER, NODE_OP = 0, 1, 2, 3
@@ -56,7 +56,7 @@ STAT_NAMES = (
     "min", "max", "mean", "abs_max", "l2", "std", "zero_count",
 )
 SLOT_NAMES = ("out", "in", "grad_out", "grad_in", "data", "grad")
-KIND_NAMES = ("enter", "exit", "bwd", "param", "?", "op")     # 4: issue 27's raise
+KIND_NAMES = ("enter", "exit", "bwd", "param", "raise", "op")
 
 
 class LibraryNotFound(ImportError):
@@ -618,11 +618,15 @@ def _declare(lib: ctypes.CDLL) -> None:
         "tm_recorder_flight_dump": (c_int, [c_vp, c_str, c_u64]),
         "tm_recorder_flight_info": (c_int, [c_vp, ctypes.POINTER(FlightInfo)]),
         "tm_recorder_flight_word": (c_vp, [c_vp]),
+        "tm_recorder_close_at_exit": (c_int, [c_vp, c_u64]),
         "tm_crash_uninstall": (None, []),
         "tm_server_opts_default": (None, [ctypes.POINTER(ServerOpts)]),
         "tm_server_start": (c_int, [ctypes.POINTER(ServerOpts), ctypes.POINTER(c_vp)]),
         "tm_server_stop": (None, [c_vp]),
         "tm_server_drop": (None, [c_vp]),
+        "tm_server_pause_handler": (None, [c_vp, c_vp, c_vp]),
+        "tm_server_hold": (c_int, [c_vp]),
+        "tm_server_killed": (c_int, [c_vp]),
         "tm_server_path": (c_str, [c_vp]),
         "tm_server_start_error": (c_str, []),
         "tm_server_token": (c_str, [c_vp]),
@@ -660,6 +664,8 @@ def _declare(lib: ctypes.CDLL) -> None:
         "tm_manifest_rank_path": (c_int, [c_str, ctypes.c_int32, ctypes.c_char_p, c_sz]),
         "tm_manifest_path": (c_int, [c_str, ctypes.c_char_p, c_sz]),
         "tm_server_rank_path": (c_int, [c_str, ctypes.c_int32, ctypes.c_char_p, c_sz]),
+        # a compiled region's eager re-run (tmdb's rerun)
+        "tm_server_rerun": (c_int, [c_vp]),
     }
     for name, (res, args) in opt.items():
         fn = getattr(lib, name, None)

@@ -210,7 +210,7 @@ class OpRecorder:
             self._compiled(node.address)
         return t, call
 
-    def exit(self, node: Any, start: int, call: int, output: Any) -> None:
+    def exit(self, node: Any, start: int, call: int, output: Any, returned: bool = True) -> None:
         if self.pending:
             self.hook_pending()
         st = self.stack
@@ -218,7 +218,7 @@ class OpRecorder:
             st.pop()
         self.guard += 1
         try:
-            type(self.probe)._exit(self.probe, node, start, call, output)
+            type(self.probe)._exit(self.probe, node, start, call, output, returned)
         finally:
             self.guard -= 1
 

@@ -115,6 +115,7 @@ _SIZES = tuple(ctypes.c_size_t(i) for i in range(65))
 _MAX_RANK = _lib.TM_MAX_RANK
 _MAX_TENSORS = _lib.TM_MAX_TENSORS
 _EV_ENTER, _EV_EXIT, _EV_BWD, _EV_PARAM = _lib.EV_ENTER, _lib.EV_EXIT, _lib.EV_BWD, _lib.EV_PARAM
+_EV_RAISE = _lib.EV_RAISE
 _FWD, _BWD = _lib.PHASE_FWD, _lib.PHASE_BWD
 _grad_enabled = torch.is_grad_enabled
 _queue_callback = torch.autograd.Variable._execution_engine.queue_callback
@@ -170,6 +171,14 @@ class _Node(_NodeBase):
         self.count = 0
         self.own: Any = None            # an instance forward found when wrapping
         self.wrapped: Any = None        # the probe's forward, while it is set
+
+
+def _exc_message(exc: BaseException) -> str:
+    """The exception's message as its traceback's last line shows it."""
+    try:
+        return str(exc)
+    except Exception:   # noqa: BLE001 -- a __str__ that raises
+        return ""
 
 
 def _check(err: int, what: str) -> None:
@@ -425,9 +434,16 @@ class Probe(_ProbeBase):
         self._by_id: dict[int, _Node] = {}  # node id -> observed node (compiled regions)
         self._discovering = model is None
         self._compiled_step = -1        # step annotated "compiled" (_compiled.py)
+        self._compiled_regions: list[tuple[str, str]] = []     # its regions, levels
         # region token -> (node, call, level) of its events, for its backward
         self._region_calls: dict[int, list[tuple[int, int, int]]] = {}
         self._cid = _compiled.register(self)
+        # the eager re-run of a compiled region (_compiled.py, tmdb's rerun):
+        # snapshots at the regions' entries while a debugger may ask for it
+        self._rerun_snap = False
+        self._snaps: dict[int, Any] = {}
+        self._reruns = 0
+        self._rerunning = False
 
         self.step_count = 0
         # called with the root's (args, kwargs) as each root call starts, its
@@ -448,6 +464,7 @@ class Probe(_ProbeBase):
         self._scaler: weakref.ref[Any] | None = None   # the GradScaler in use
         self._scale_noted = -1          # step whose scaler.scale is annotated
         self._skip_noted = -1           # step annotated scaler.skipped
+        self._exc_noted: tuple[int, int] | None = None  # (id, step) of the exception annotated
         # PARAM grad events of the backward in flight (pid -> (node, param))
         self._grad_pending: dict[int, tuple[_Node, torch.Tensor]] = {}
         self._grad_queued = False
@@ -679,8 +696,8 @@ class Probe(_ProbeBase):
                 start, call = probe._enter(node, args, kwargs)
                 try:
                     out = inner(*args, **kwargs)
-                except BaseException:
-                    probe._exit(node, start, call, None)    # the call still ends
+                except BaseException as exc:
+                    probe._raise(node, start, call, exc)    # the call still ends
                     raise
                 probe._exit(node, start, call, out)
                 return out
@@ -966,9 +983,10 @@ class Probe(_ProbeBase):
         ctypes.c_uint8.from_buffer(self._tbuf, off + _lib.OFF_CAPTURE).value = 1
 
     def _compiled_flush(self, stats: torch.Tensor, table: list[int],
-                        captures: list[torch.Tensor], token: torch.Tensor | None) -> None:
+                        captures: list[torch.Tensor], token: torch.Tensor | None,
+                        hrecs: list[torch.Tensor]) -> None:
         """A compiled region ran (_compiled.py's tensormorph::flush)."""
-        _compiled.run_flush(self, stats, table, captures, token)
+        _compiled.run_flush(self, stats, table, captures, token, hrecs)
 
     def _submit(self) -> None:
         """Hands the batch to libtensormorph: one host copy of the device
@@ -1039,6 +1057,10 @@ class Probe(_ProbeBase):
             if level >= 2 and not node.params:
                 self._add_params(node)
             node.level = level
+        # set probe-flight turned flight mode on: the triggers that live
+        # in Python (SIGUSR1, exceptions, exit status)
+        if self._flight is None and self._rec and lib.tm_recorder_flight_word(self._rec):
+            self._flight = _flight.Flight(self, [], "continue", None)
         # set probe-ops: the debugger's op patterns, else the probe's own
         buf = ctypes.create_string_buffer(4097)
         have = lib.tm_server_ops(srv, buf, len(buf))
@@ -1059,7 +1081,7 @@ class Probe(_ProbeBase):
             self._root_enter()
         if node.is_root:
             self._root_depth += 1
-        if root and self.on_root_call is not None:
+        if root and self.on_root_call is not None and not self._rerunning:
             self.on_root_call(args, kwargs)     # inside the call: annotates its step
         node.depth += 1
         step = self.step_count
@@ -1096,13 +1118,14 @@ class Probe(_ProbeBase):
         self._event(_EV_ENTER, _FWD, node.id, call, t, t, 0, tensors, _lib.SLOT_IN, level)
         return t, call
 
-    def _exit(self, node: _Node, start: int, call: int, output: Any) -> None:
-        """The call of node that began at start returned output (None when
-        it raised): its EXIT event."""
+    def _exit(self, node: _Node, start: int, call: int, output: Any,
+              returned: bool = True) -> None:
+        """The call of node that began at start returned output: its EXIT
+        event (returned False: it raised, and _raise made its event)."""
         t = _now() - self._t0
         node.depth -= 1
         self._active -= 1
-        if node.observed and not self._closed:
+        if returned and node.observed and not self._closed:
             level = node.level
             if type(output) is _Tensor:
                 self._event1(_EV_EXIT, _FWD, node.id, call, t, start, t, output,
@@ -1123,6 +1146,23 @@ class Probe(_ProbeBase):
                     self._apply_ops(want)
                 except ValueError:
                     pass        # the server checked the patterns already
+
+    def _raise(self, node: _Node, start: int, call: int, exc: BaseException) -> None:
+        """The call of node that began at start raised exc: its RAISE event,
+        after the step's "exception" annotation naming exc (type, message),
+        made once for an exception however many calls it leaves."""
+        if node.observed and not self._closed:
+            try:
+                key = (id(exc), self.step_count)
+                if self._exc_noted != key:
+                    self._exc_noted = key
+                    self._annotate("exception", [type(exc).__name__, _exc_message(exc)])
+                t = _now() - self._t0
+                self._event(_EV_RAISE, _FWD, node.id, call, t, start, t, [], _lib.SLOT_OUT,
+                            node.level)
+            except Exception:   # noqa: BLE001 -- the model's exception is the one to see
+                pass
+        self._exit(node, start, call, None, False)
 
     def _grad_hooks(self, node: _Node, call: int, tensors: list[torch.Tensor],
                     slot_kind: int) -> None:
@@ -1167,6 +1207,8 @@ class Probe(_ProbeBase):
         micro-batches of one step.  The step moves when the next root call
         starts, so that a backward, the optimizer and logging stay in the
         step of their forward."""
+        if self._rerunning:
+            return      # a compiled region's eager re-run: the step it re-runs
         if not self._fw_done:
             self._fw_done = _loop.patch_frameworks(self)
         if self._grad_queued:           # a backward that raised: its callbacks never ran
@@ -1416,13 +1458,22 @@ class Probe(_ProbeBase):
         if self._flight is None or self._closed or not self._rec:
             return False
         err = self._lib.tm_recorder_flight_dump(self._rec, reason.encode(errors="replace"),
-                                                self.step_count)
+                                                self._trigger_step())
         if err:
             detail = self._lib.tm_recorder_detail(self._rec).decode(errors="replace")
             print(f"tensormorph-probe: {detail or _lib.strerror(err)}", file=sys.stderr,
                   flush=True)
             return False
         return True
+
+    def _trigger_step(self) -> int:
+        """The step a trigger outside the model belongs to: between an
+        optimizer step and the next forward the iteration is over, and the
+        trigger is in the next one (doc/manual.md, "Steps"), so the window
+        holds the step that just ended among its complete steps."""
+        if not self._manual_step and not self._root_depth and self._pending():
+            return self.step_count + 1
+        return self.step_count
 
     def flight_info(self) -> dict[str, Any]:
         """Flight mode: steps configured and held, bytes, dumps, the
@@ -1459,7 +1510,8 @@ class Probe(_ProbeBase):
             opts.path = os.fsencode(path)
         opts.probe_kind = self.probe_kind.encode()
         opts.caps |= _lib.CAP_OPS
-        opts.trace = self.path.encode() if self.path else None
+        # absolute: tmdb reads a flight window from it, from its own cwd
+        opts.trace = os.path.abspath(self.path).encode() if self.path else None
         if pause is not None:
             if pause < 0:
                 raise ValueError(f"pause must be >= 0 seconds, got {pause}")
@@ -1477,10 +1529,17 @@ class Probe(_ProbeBase):
             lib.tm_server_stop(self._srv)
             self._srv = None
             _check(err, "serving the debugger")
+        if _hook is not None:
+            # a stop is a stop: an interrupt between events holds the
+            # program at its next bytecode (_hook.c pause_entry)
+            hold = ctypes.cast(lib.tm_server_hold, ctypes.c_void_p).value
+            lib.tm_server_pause_handler(
+                self._srv, _hook.pause_entry(hold, self._srv, self._after_hold), None)
         self.address = lib.tm_server_path(self._srv).decode()
         self._live_addr = lib.tm_server_state(self._srv)
         self._live = ctypes.c_uint32.from_address(self._live_addr)
         self._gen = self._live.value >> 1
+        self._rerun_snap = hasattr(lib, "tm_server_rerun")
         token_path = lib.tm_server_token_path(self._srv).decode()
         if token_path:
             # TCP: tmdb on this host reads the token from the file; elsewhere
@@ -1500,6 +1559,14 @@ class Probe(_ProbeBase):
                 print(f"tensormorph-probe: no debugger attached within {wait:g} s; "
                       "running on", file=sys.stderr, flush=True)
         return self.address
+
+    def _after_hold(self) -> None:
+        """The program was held between events (_hook.c run_hold): if the
+        debugger killed it meanwhile, it ends here, its trace finished
+        (the recorder dies of SIGKILL), before any more of it runs."""
+        if self._srv and self._lib.tm_server_killed(self._srv):
+            self._submit()
+            self._lib.tm_recorder_submit(self._rec, None, 0, None, 0, None)
 
     @property
     def debugger_attached(self) -> bool:
@@ -1541,8 +1608,10 @@ class Probe(_ProbeBase):
             undo()
         self._undo.clear()
 
-    def close(self) -> None:
-        """Removes every hook, writes what is pending and closes the trace."""
+    def close(self, at_exit: bool = False) -> None:
+        """Removes every hook, writes what is pending and closes the trace.
+        at_exit (the interpreter is ending): a flight window not written
+        yet waits for the exit status, which triggers when it is not 0."""
         if self._closed:
             return
         self._unhook()
@@ -1561,10 +1630,20 @@ class Probe(_ProbeBase):
                 # every event went out; the debugger gets BYE and the model
                 # is not paused again
                 self._lib.tm_recorder_serve(rec, None)
+                self._rerun_snap = False
+                self._snaps.clear()
                 self._live = None
                 self._live_addr = 0
+                self._lib.tm_server_pause_handler(self._srv, None, None)
+                if _hook is not None:
+                    _hook.pause_entry(0, 0, None)   # a hold still queued does nothing
                 self._lib.tm_server_stop(self._srv)
                 self._srv = None
+            # in flight mode (the C side knows: set probe-flight turns it
+            # on and off) the exit status may still trigger
+            if (at_exit and self._flight is not None and
+                    self._lib.tm_recorder_close_at_exit(rec, self._trigger_step()) == 0):
+                return
             err = self._lib.tm_recorder_close(rec)
             _check(err, f"closing {self.path or 'the probe'}")
 
@@ -1581,7 +1660,7 @@ _compiled.skip_eager_path(Probe)
 def _close_ref(ref: weakref.ref[Probe]) -> None:
     p = ref()
     if p is not None:
-        p.close()
+        p.close(at_exit=True)
 
 
 def _forked_ref(ref: weakref.ref[Probe]) -> None:

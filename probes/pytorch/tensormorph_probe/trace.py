@@ -31,7 +31,7 @@ class EventRecord:
     seq: int
     step: int
     phase: str                    # "fwd" | "bwd"
-    kind: str                     # "enter" | "exit" | "bwd" | "param" | "op"
+    kind: str                     # "enter" | "exit" | "bwd" | "param" | "raise" | "op"
     level: int
     node: str                     # node address
     call: int

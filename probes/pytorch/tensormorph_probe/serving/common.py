@@ -175,11 +175,16 @@ class Execution:
 
 
 def unobserved(ex: Execution) -> list[str]:
-    """THE decision of the plugins: why the probe's module hooks would not
-    see this worker's forwards (empty: they see them).  Hooks do not fire in
-    a CUDA graph replay, nor (today) inside torch.compile'd code; where the
-    probe learns to observe compiled code, only this function changes."""
-    return list(ex.compiled) + list(ex.graphs)
+    """THE decision of the plugins: why the probe would not see this
+    worker's forwards (empty: it sees them).  torch.compile'd code it sees:
+    dynamo traces the probe's own path into the graphs (doc/manual.md,
+    "Compiled models"), so a resolved torch.compile is observed.  A CUDA
+    graph replay runs no Python, and the frameworks capture their graphs
+    themselves (vLLM's piecewise graphs, SGLang's), not split where the
+    probe's host operators are: CUDA graphs are not observed, nor is a
+    decision the probe could not read (unresolved)."""
+    compiled = [c for c in ex.compiled if not c.startswith("torch.compile")]
+    return compiled + list(ex.graphs)
 
 
 @dataclass
@@ -296,7 +301,8 @@ class Session:
         self.forwards += 1
         if not self._leaf_handles:
             return
-        if self._inner_calls > 0:
+        # a compiled forward the probe observed: its region ended in it
+        if self._inner_calls > 0 or self.probe._compiled_step == self.probe.step_count:
             if self._traffic:
                 self._drop_leaf_hooks()
             return
@@ -442,7 +448,7 @@ def start(worker: Worker, env: Mapping[str, str] | None = None, *,
         if blind:
             msg = (f"WARNING: {who}: runs {ex.describe()}{src}: the probe's hooks do not "
                    "see " + "; ".join(blind) + ", so breakpoints and traces see nothing "
-                   "there.  Restart in eager mode (doc/serving.md, \"Eager mode\").")
+                   "there.  Restart without them (doc/serving.md, \"Eager mode\").")
             if env.get(ENV_STRICT, "0") not in ("", "0"):
                 raise Refused(msg.replace("WARNING: ", "") + f" ({ENV_STRICT} is set)")
             _say(msg)
