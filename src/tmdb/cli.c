@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,9 +53,30 @@ static int cli_getc(FILE *fp)
 {
 	unsigned char c;
 	ssize_t n;
+	int ui;
 
 	for (;;) {
-		n = read(fileno(fp), &c, 1);
+		/* a second UI (new-ui): its commands run while this one waits */
+		ui = cli_session ? tm_mi_ui_fd(cli_session) : -1;
+		if (ui >= 0) {
+			struct pollfd pf[2];
+
+			pf[0].fd = fileno(fp);
+			pf[0].events = POLLIN;
+			pf[1].fd = ui;
+			pf[1].events = POLLIN;
+			n = poll(pf, 2, -1);
+			if (n > 0 && pf[1].revents) {
+				tm_mi_ui_poll(cli_session);
+				if (cli_session->quit)
+					return EOF;
+				continue;
+			}
+			if (n > 0)
+				n = read(fileno(fp), &c, 1);
+		} else {
+			n = read(fileno(fp), &c, 1);
+		}
 		if (n == 1)
 			return c;
 		if (n == 0)
@@ -341,7 +363,7 @@ char *tm_cli_readline(struct tm_session *s, const char *prompt)
 	}
 	if (!line)
 		return NULL;
-	if (*tm_skip_ws(line)) {
+	if (*tm_skip_ws(line) && strncmp(tm_skip_ws(line), "server ", 7)) {
 		last = history_length ? history_get(history_base + history_length - 1) : NULL;
 		if (!last || strcmp(last->line, line))
 			add_history(line);

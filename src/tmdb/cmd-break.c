@@ -69,6 +69,19 @@ int tm_bp_bind(struct tm_session *s, struct bp *b, const char *where, int quiet)
 	return 0;
 }
 
+/* Binds b's location to the nodes known now, quietly; 0 when it binds.
+ * FILE:LINE is resolved again first: more modules may hold the line. */
+static int bp_rebind(struct tm_session *s, struct bp *b)
+{
+	char loc[TM_ADDRESS_MAX + 1];
+
+	if (!b->src_file)
+		return tm_bp_bind(s, b, b->where, 1) != 0;
+	b->src_seen = s->nodes ? tm_nodetab_count(s->nodes) : 0;
+	return tm_source_resolve(s, b->src_file, b->src_line, loc, sizeof(loc), 1) ||
+	       tm_bp_bind(s, b, loc, 1);
+}
+
 const char *tm_catch_kind_name(int kind)
 {
 	static const char *const names[] = {
@@ -173,7 +186,10 @@ static int bp_resolve(struct tm_session *s, struct bp *b)
 {
 	tm_tql_prog *cond = NULL;
 
-	if (tm_bp_bind(s, b, b->where, 1))
+	/* FILE:LINE: nothing new to look at since it last failed */
+	if (b->src_file && s->nodes && tm_nodetab_count(s->nodes) == b->src_seen)
+		return 1;
+	if (bp_rebind(s, b))
 		return 1;
 	b->pending = 0;
 	if (b->cond_src && !b->core.cond) {
@@ -206,6 +222,8 @@ int tm_bp_match(struct tm_session *s, struct bp *b, const struct tm_event *ev,
 	if (b->pending && ev->node >= b->core.nkinds &&
 	    tm_nodetab_count(s->nodes) > b->core.nkinds && !bp_resolve(s, b))
 		return 0;
+	if (b->pending)
+		return 0;
 	if (!tm_breakpoint_covers(&b->core, s->nodes, ev))
 		return 0;
 	tm_tql_ctx_init(s, &ctx, ev, NULL);
@@ -231,7 +249,7 @@ int tm_bp_rebind_all(struct tm_session *s)
 			}
 			b->watch_node_only = b->wexpr->simple;
 			b->watch_node = b->wexpr->node;
-		} else if (tm_bp_bind(s, b, b->where, 1)) {
+		} else if (bp_rebind(s, b)) {
 			if (tm_session_can_pend(s)) {
 				/* The process may announce the node later. */
 				b->pending = 1;
@@ -421,17 +439,36 @@ static char *spec_location(struct tm_session *s, const struct tm_bp_spec *spec)
 int tm_bp_create(struct tm_session *s, const struct tm_bp_spec *spec,
 		 struct bp **out)
 {
-	char *addr;
+	char *addr, file[PATH_MAX], loc[TM_ADDRESS_MAX + 1];
+	struct tm_bp_spec sp = *spec;
+	unsigned line = 0;
 	struct bp *b;
-	int pend;
+	int pend, src = 0;
 
 	if (out)
 		*out = NULL;
 	if (!s->probe && !tm_session_can_pend(s))
 		return tm_need_trace(s);
-	addr = spec->catch_kind ? strdup("") : spec_location(s, spec);
-	if (!addr)
-		return -1;
+	/* FILE:LINE, as IDEs send a click in the margin: the modules whose
+	 * forward() holds that line; pending until they come, live */
+	if (!spec->catch_kind && spec->location &&
+	    tm_source_split(spec->location, file, sizeof(file), &line)) {
+		src = 1;
+		if (tm_source_resolve(s, file, line, loc, sizeof(loc),
+				      tm_session_can_pend(s)) == 0)
+			sp.location = loc;
+		else if (!tm_session_can_pend(s))
+			return -1;
+		else
+			sp.location = NULL;
+	}
+	if (src && !sp.location) {
+		addr = NULL;
+	} else {
+		addr = spec->catch_kind ? strdup("") : spec_location(s, &sp);
+		if (!addr)
+			return -1;
+	}
 	b = calloc(1, sizeof(*b));
 	if (!b) {
 		free(addr);
@@ -441,6 +478,23 @@ int tm_bp_create(struct tm_session *s, const struct tm_bp_spec *spec,
 	b->disp = spec->disp;
 	b->enabled = spec->enabled;
 	b->ignore = spec->ignore;
+	if (src) {
+		b->src_file = strdup(file);
+		b->src_line = line;
+	}
+	if (!addr) {
+		/* a pending FILE:LINE: bp_resolve finds its nodes */
+		b->where = strdup(spec->location);
+		b->pending = 1;
+		b->src_seen = s->nodes ? tm_nodetab_count(s->nodes) : 0;
+		if (spec->cond && *spec->cond)
+			b->cond_src = strdup(spec->cond);
+		b->num = s->next_bpnum++;
+		bp_append(s, b);
+		if (out)
+			*out = b;
+		return 0;
+	}
 	b->where = strdup(addr);
 	b->catch_kind = spec->catch_kind;
 	if (spec->catch_arg)
@@ -513,6 +567,8 @@ int tm_bp_change(struct tm_session *s, struct bp *b, const struct tm_bp_spec *sp
 		free(b->where);
 		b->where = tmp.where;
 		b->pending = 0;
+		free(b->src_file);      /* a node address now */
+		b->src_file = NULL;
 	}
 	if (what & TM_BP_SET_COND) {
 		tm_breakpoint_set_cond(&b->core, prog);
@@ -576,7 +632,6 @@ static void bp_announce(struct tm_session *s, const struct bp *b)
 /* break/tbreak [ADDRESS] [if COND] */
 static int do_break(struct tm_session *s, const char *args, int disp)
 {
-	char loc[TM_ADDRESS_MAX + 1], *colon;
 	const char *junk = NULL;
 	struct tm_bp_spec spec;
 	char *addr = NULL;
@@ -594,21 +649,8 @@ static int do_break(struct tm_session *s, const char *args, int disp)
 			free(addr);
 			return -1;
 		}
+		/* FILE:LINE too (Emacs's C-x C-a C-b): tm_bp_create */
 		spec.location = addr;
-		/* FILE:LINE, as IDEs send a click in the margin (Emacs's
-		 * C-x C-a C-b): the modules whose forward() holds that line */
-		colon = strrchr(addr, ':');
-		if (colon && colon > addr && colon[1] &&
-		    strspn(colon + 1, "0123456789") == strlen(colon + 1) &&
-		    addr[0] != '@') {
-			*colon = 0;
-			if (tm_source_location(s, addr, (unsigned)strtoul(colon + 1, NULL, 10),
-					       loc, sizeof(loc))) {
-				free(addr);
-				return -1;
-			}
-			spec.location = loc;
-		}
 	}
 	rc = tm_bp_create(s, &spec, &b);
 	free(addr);
@@ -1130,6 +1172,76 @@ static int cmd_delete_exec(struct tm_session *s, const char *args, int from_tty)
 		return 0;
 	return for_each_bp(s, args, bp_delete, 0);
 }
+
+/* Is b at the source line FILE:LINE, or at the address want? */
+static int bp_is_at(const struct bp *b, const char *file, unsigned line,
+		    const char *want)
+{
+	if (b->type != BP_BREAK)
+		return 0;
+	if (file && b->src_file && b->src_line == line && !strcmp(b->src_file, file))
+		return 1;
+	return want && *want && !strcmp(b->where, want);
+}
+
+/*
+ * clear [LOCATION]: GDB's, which Emacs's C-x C-a C-d sends as "clear
+ * FILE:LINE": deletes the breakpoints at LOCATION (set there, or at the
+ * address it stands for), or at the playhead's node.
+ */
+static int cmd_clear_exec(struct tm_session *s, const char *args, int from_tty)
+{
+	char file[PATH_MAX], loc[TM_ADDRESS_MAX + 1], nums[256];
+	const char *want = loc;
+	unsigned line = 0;
+	int src, n = 0;
+	size_t l = 0;
+	struct bp *b, *next;
+
+	(void)from_tty;
+	args = tm_skip_ws(args);
+	src = *args && tm_source_split(args, file, sizeof(file), &line);
+	loc[0] = 0;
+	if (!*args) {
+		if (!s->have_cur) {
+			tm_error(s, "No source file specified.");
+			return -1;
+		}
+		want = tm_node_name(s, s->cur.node);
+	} else if (src) {
+		/* an address the line stands for, if nodes are known */
+		if (tm_source_resolve(s, file, line, loc, sizeof(loc), 1))
+			loc[0] = 0;
+	} else {
+		want = args;
+	}
+	nums[0] = 0;
+	for (b = s->bps; b; b = next) {
+		next = b->next;
+		if (*args ? !bp_is_at(b, src ? file : NULL, line, want) :
+		    b->type != BP_BREAK || b->pending || s->cur.node >= b->core.nkinds ||
+		    !b->core.kinds[s->cur.node])
+			continue;
+		if (l < sizeof(nums))
+			l += (size_t)snprintf(nums + l, sizeof(nums) - l, " %d", b->num);
+		n++;
+		bp_delete(s, b, 0);
+	}
+	if (!n) {
+		tm_error(s, "No breakpoint at %s.", *args ? args : want);
+		return -1;
+	}
+	tm_out(s, "Deleted breakpoint%s%s\n", n > 1 ? "s" : "", nums);
+	return 0;
+}
+
+const struct cmd_entry cmd_clear_entry = {
+	.name = "clear", .usage = "clear [LOCATION]",
+	.help = "Delete the breakpoints at LOCATION: a node address or pattern as\n"
+		"break was given it, or FILE:LINE (what IDEs send); with no\n"
+		"argument, those that stop at the playhead's node.",
+	.exec = cmd_clear_exec, .klass = "breakpoints",
+};
 
 const struct cmd_entry cmd_delete_entry = {
 	.name = "delete", .alias = "d",

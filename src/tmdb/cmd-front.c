@@ -128,3 +128,40 @@ const struct cmd_entry cmd_tty_entry = {
 		"standard input, output and error (set inferior-tty).",
 	.exec = cmd_tty_exec, .klass = "running", .arg_required = "terminal for future runs",
 };
+
+/* new-ui INTERPRETER TTY: GDB's second UI (Vim's termdebug opens MI on a
+ * terminal of its own this way). */
+static int cmd_new_ui_exec(struct tm_session *s, const char *args, int from_tty)
+{
+	char interp[16];
+	size_t n = strcspn(args, " \t");
+	const char *tty = tm_skip_ws(args + n);
+
+	(void)from_tty;
+	if (!n || n >= sizeof(interp) || !*tty) {
+		tm_error(s, "Usage: new-ui INTERPRETER TTY");
+		return -1;
+	}
+	memcpy(interp, args, n);
+	interp[n] = 0;
+	/* the second UI is served while the command line waits for a key */
+	if (!s->interactive) {
+		tm_error(s, "new-ui needs tmdb's command line at a terminal.");
+		return -1;
+	}
+	if (tm_mi_new_ui(s, interp, tty))
+		return -1;
+	tm_out(s, "New UI allocated\n");
+	return 0;
+}
+
+const struct cmd_entry cmd_new_ui_entry = {
+	.name = "new-ui",
+	.usage = "new-ui INTERPRETER TTY",
+	.help = "Start a second UI on TTY beside this command line, as GDB's new-ui:\n"
+		"INTERPRETER is mi (or mi2, mi3, mi4).  Every stop, breakpoint\n"
+		"change and program start or end is announced there, whichever UI\n"
+		"caused it.  Vim's termdebug uses it.",
+	.exec = cmd_new_ui_exec, .klass = "support",
+	.arg_required = "interpreter and terminal",
+};

@@ -13,6 +13,7 @@
 
 #include <ctype.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1251,11 +1252,20 @@ static int pred_bp(struct tm_session *s, const struct tm_event *ev, void *arg)
 
 static int cmd_until_exec(struct tm_session *s, const char *args, int from_tty)
 {
+	char file[PATH_MAX], loc[TM_ADDRESS_MAX + 1];
+	unsigned line;
 	struct bp tmp;
 	int rc;
 
 	if (!*args)
 		return cmd_next_entry.exec(s, "", from_tty);
+	/* FILE:LINE (Emacs's C-x C-a C-u, termdebug's :Until): the modules
+	 * whose forward() holds it, as break takes it */
+	if (tm_source_split(args, file, sizeof(file), &line)) {
+		if (tm_source_location(s, file, line, loc, sizeof(loc)))
+			return -1;
+		args = loc;
+	}
 	memset(&tmp, 0, sizeof(tmp));
 	if (tm_bp_bind(s, &tmp, args, 0)) {
 		tm_breakpoint_clear(&tmp.core);
@@ -1289,7 +1299,7 @@ const struct cmd_entry cmd_until_entry = {
 	.name = "until", .alias = "u",
 	.usage = "until [ADDRESS]",
 	.help = "Without argument, like \"next\".  With an address, continue until an\n"
-		"event of that address (or a breakpoint).",
+		"event of that address (or a breakpoint).  FILE:LINE: the modules whose\nforward() holds that line.",
 	.exec = cmd_until_exec, .flags = CMD_NEEDS_TRACE | CMD_RESUMES | CMD_FORWARD,
 	.klass = "running",
 };

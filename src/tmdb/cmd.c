@@ -48,6 +48,7 @@ const struct cmd_entry *const tm_cmd_table[] = {
 	&cmd_condition_entry,
 	&cmd_ignore_entry,
 	&cmd_delete_entry,
+	&cmd_clear_entry,
 	&cmd_disable_entry,
 	&cmd_enable_entry,
 	&cmd_commands_entry,
@@ -94,6 +95,7 @@ const struct cmd_entry *const tm_cmd_table[] = {
 	&cmd_skip_entry,
 	&cmd_save_entry,
 	&cmd_thread_entry,
+	&cmd_new_ui_entry,
 	&cmd_compare_entry,
 	&cmd_whatis_entry,
 	&cmd_ptype_entry,
@@ -492,6 +494,11 @@ int tm_execute(struct tm_session *s, const char *line, int from_tty)
 	size_t wl;
 	int rc;
 
+	/* GDB's "server " prefix, which front ends put before their own
+	 * commands (Vim's termdebug: "server new-ui mi PTY"): the command
+	 * itself, kept out of the history (cli.c) */
+	if (!strncmp(p, "server ", 7))
+		p = tm_skip_ws(p + 7);
 	if (!*p || *p == '#')
 		return 0;
 	if (s->set.trace_commands)

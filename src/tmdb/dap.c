@@ -51,11 +51,9 @@ enum dbp_kind {
 struct dap_bp {
 	struct dap_bp *next;
 	int kind;               /* enum dbp_kind */
-	int id;                 /* the client's id: num, or one of our own
-				 * for a source line waiting for its program */
+	int id;                 /* the client's id: num */
 	int num;                /* tmdb's number, 0: not made (unverified) */
 	int verified;           /* as the client was last told */
-	json_t *spec;           /* a waiting source line's SourceBreakpoint */
 	char *file;             /* DBP_SOURCE: the path the client gave */
 	unsigned line;
 	char *log;              /* a log point's message, NULL */
@@ -128,7 +126,6 @@ struct dap {
 	int stop_on_entry;
 	int quit;
 	char goto_loc[TM_ADDRESS_MAX + 1];  /* gotoTargets' location */
-	int next_wait_id;       /* ids of source lines waiting to resolve */
 };
 
 static struct dap *dap_of(struct tm_session *s)
@@ -673,7 +670,6 @@ static void report_stop(struct dap *d, const char *reason)
 }
 
 static void bps_sync(struct dap *d);
-static int bps_waiting(struct dap *d);
 
 /*
  * Runs a movement command; the stop it makes is reported.  A log point's
@@ -727,7 +723,6 @@ static void resume(struct dap *d, const char *cmd, const char *reason)
 
 static void dbp_free(struct dap_bp *b)
 {
-	json_decref(b->spec);
 	free(b->file);
 	free(b->log);
 	free(b);
@@ -770,7 +765,7 @@ static int bp_create(struct dap *d, struct dap_bp *db, json_t *in, const char *n
 	struct tm_session *s = d->s;
 	struct tm_bp_spec spec;
 	const char *hc = json_string_value(json_object_get(in, "hitCondition"));
-	char loc[TM_ADDRESS_MAX + 1];
+	char loc[PATH_MAX + 16];
 	struct bp *b = NULL;
 
 	tm_bp_spec_init(&spec);
@@ -780,8 +775,9 @@ static int bp_create(struct dap *d, struct dap_bp *db, json_t *in, const char *n
 		return -1;
 	}
 	if (db->kind == DBP_SOURCE) {
-		if (tm_source_location(s, db->file, db->line, loc, sizeof(loc)))
-			return -1;
+		/* tm_bp_create finds the modules whose forward() holds the
+		 * line; before they are known (a program to start), pending */
+		snprintf(loc, sizeof(loc), "%s:%u", db->file, db->line);
 		spec.location = loc;
 	} else {
 		spec.location = name;
@@ -815,7 +811,6 @@ static json_t *bp_json(struct dap_bp *db, const char *message)
 static json_t *make_bp(struct dap *d, int kind, const char *file, unsigned line,
 		       const char *name, json_t *in)
 {
-	struct tm_session *s = d->s;
 	struct dap_bp *db = calloc(1, sizeof(*db));
 	const char *log = json_string_value(json_object_get(in, "logMessage"));
 	json_t *out;
@@ -829,13 +824,6 @@ static json_t *make_bp(struct dap *d, int kind, const char *file, unsigned line,
 	db->log = log && *log ? strdup(log) : NULL;
 	db->next = d->bps;
 	d->bps = db;
-	if (kind == DBP_SOURCE && !s->probe && tm_session_can_pend(s)) {
-		/* a program not started yet: no modules to find the line in;
-		 * it resolves when they come (configurationDone) */
-		db->id = d->next_wait_id++;
-		db->spec = json_incref(in);
-		return bp_json(db, "Resolved when the program's modules are known.");
-	}
 	if (bp_create(d, db, in, name)) {
 		e = take_err(d);
 		out = bp_json(db, *e ? e : "Cannot set the breakpoint.");
@@ -849,32 +837,17 @@ static json_t *make_bp(struct dap *d, int kind, const char *file, unsigned line,
 }
 
 /*
- * After a stop: source lines that waited for the program's modules are
- * made now, and breakpoints that bound since are verified; the client
+ * After a stop: breakpoints that bound since (pending ones, source lines
+ * among them, as the program's modules came) are verified; the client
  * hears of each (breakpoint event, reason changed).
  */
 static void bps_sync(struct dap *d)
 {
 	struct dap_bp *db;
-	char *e;
 
 	for (db = d->bps; db; db = db->next) {
 		struct bp *b;
 
-		if (db->spec && !db->num && d->s->probe) {
-			if (bp_create(d, db, db->spec, NULL)) {
-				e = take_err(d);
-				send_event(d, "breakpoint", json_pack("{s:s,s:o}",
-					"reason", "changed", "breakpoint", bp_json(db, e)));
-				free(e);
-			} else {
-				send_event(d, "breakpoint", json_pack("{s:s,s:o}",
-					"reason", "changed", "breakpoint", bp_json(db, NULL)));
-			}
-			json_decref(db->spec);
-			db->spec = NULL;
-			continue;
-		}
 		b = db->num ? tm_bp_find(d->s, db->num) : NULL;
 		if (b && (!b->pending) != db->verified) {
 			db->verified = !b->pending;
@@ -886,16 +859,6 @@ static void bps_sync(struct dap *d)
 	mi_buf_reset(&d->err);
 }
 
-/* Is a waiting source line there, that the program must start for? */
-static int bps_waiting(struct dap *d)
-{
-	struct dap_bp *db;
-
-	for (db = d->bps; db; db = db->next)
-		if (db->spec && !db->num)
-			return 1;
-	return 0;
-}
 
 /* Deletes the client's breakpoints of a kind (and file). */
 static void drop_bps(struct dap *d, int kind, const char *file)
@@ -1687,9 +1650,9 @@ static int req_attach(struct dap *d, json_int_t seq, const char *cmd, json_t *ar
 }
 
 /*
- * Starts the program as far as its first module call, where its modules
- * are known: source lines waiting for them are made, and it goes on (or
- * stays, with stopOnEntry, or when a new breakpoint is at that call).
+ * Starts the program as far as its first module call (stopOnEntry), where
+ * its modules are known: pending breakpoints bind, and it stays there (or
+ * reports the breakpoint at that call).
  */
 static void start_program(struct dap *d)
 {
@@ -1752,7 +1715,7 @@ static int req_configuration_done(struct dap *d, json_int_t seq, const char *cmd
 		       d->stop_on_entry ? "entry" : NULL);
 	else if (d->stop_on_entry && !d->is_program)
 		resume(d, "step", "entry");
-	else if (d->is_program && (bps_waiting(d) || d->stop_on_entry))
+	else if (d->is_program && d->stop_on_entry)
 		start_program(d);
 	else
 		resume(d, "run", NULL);
@@ -1994,7 +1957,6 @@ int tm_dap_init(struct tm_session *s)
 		return -1;
 	d->s = s;
 	d->next_seq = 1;
-	d->next_wait_id = 1000000;
 	d->tail = &d->head;
 	d->out_pipe[0] = d->out_pipe[1] = -1;
 	pthread_mutex_init(&d->out_lock, NULL);

@@ -511,39 +511,21 @@ static int mi_environment_pwd(struct mi *m, struct mi_parse *c)
 
 /* ------------------------------------------------------------- breakpoints */
 
-/* FILE:LINE into a node address or pattern (source-loc.c). */
-static int source_location(struct mi *m, const char *file, unsigned line,
-			   char *out, size_t len)
-{
-	return tm_source_location(m->s, file, line, out, len);
-}
-
 /* LOC as an IDE writes it into what break understands. */
 static int resolve_location(struct mi *m, const char *loc, char *out, size_t len)
 {
-	const char *colon = strrchr(loc, ':');
-	char file[PATH_MAX];
-
 	if (loc[0] == '*')
 		return mi_error(m, "tmdb has no code addresses; break on a graph "
 				"node address (doc/mi.md).");
-	if (colon && colon[1] && strspn(colon + 1, "0123456789") == strlen(colon + 1)) {
-		size_t fl = (size_t)(colon - loc);
-
-		if (fl >= sizeof(file))
-			return mi_error(m, "File name too long.");
-		memcpy(file, loc, fl);
-		file[fl] = 0;
-		return source_location(m, file, (unsigned)strtoul(colon + 1, NULL, 10),
-				       out, len);
-	}
+	/* FILE:LINE stays: tm_bp_create resolves it, or makes it pending */
 	if (loc[0] && strspn(loc, "0123456789") == strlen(loc)) {
 		if (!m->s->list_file)
 			return mi_error(m, "No default source file now.");
-		return source_location(m, m->s->list_file,
-				       (unsigned)strtoul(loc, NULL, 10), out, len);
+		snprintf(out, len, "%s:%s", m->s->list_file, loc);
+		return 0;
 	}
-	snprintf(out, len, "%s", loc);
+	if ((size_t)snprintf(out, len, "%s", loc) >= len)
+		return mi_error(m, "Location too long.");
 	return 0;
 }
 
@@ -556,7 +538,7 @@ static int mi_break_insert(struct mi *m, struct mi_parse *c)
 	struct tm_session *s = m->s;
 	const char *cond = NULL, *ignore = NULL, *func = NULL, *src = NULL,
 		*line = NULL, *loc = NULL;
-	char where[TM_ADDRESS_MAX + PATH_MAX + 32], spec[TM_ADDRESS_MAX + 16];
+	char where[TM_ADDRESS_MAX + PATH_MAX + 32], spec[TM_ADDRESS_MAX + PATH_MAX + 32];
 	struct tm_bp_spec bs;
 	int temp = 0, disabled = 0, rc;
 	size_t i;
@@ -893,6 +875,8 @@ static int exec_cli(struct mi *m, struct mi_parse *c, const char *fwd,
 
 	if (rev && !bwd)
 		return mi_error(m, "-%s: --reverse is not supported.", c->op);
+	if (!rev && mi_program_gone(m))
+		return mi_error(m, "The program is not being run.");
 	rest = join(c, first);
 	if (!rest)
 		return mi_error(m, "Out of memory.");
@@ -915,7 +899,7 @@ static int mi_exec_run(struct mi *m, struct mi_parse *c)
 		long pid = (long)tm_probe_pid(m->s->probe);
 
 		m->replay_started = 1;
-		printf("=thread-group-started,id=\"i1\",pid=\"%ld\"\n"
+		fprintf(m->fp, "=thread-group-started,id=\"i1\",pid=\"%ld\"\n"
 		       "=thread-created,id=\"1\",group-id=\"i1\"\n", pid ? pid : 1);
 	}
 	for (i = 0; i < c->argc; i++)
@@ -966,7 +950,7 @@ static int mi_exec_until(struct mi *m, struct mi_parse *c)
 static int mi_exec_interrupt(struct mi *m, struct mi_parse *c)
 {
 	(void)c;
-	if (!m->s->probe)
+	if (!m->s->probe || mi_program_gone(m))
 		return mi_error(m, "The program is not being run.");
 	return 0;
 }
@@ -1631,6 +1615,45 @@ static int mi_file_list_exec_source_file(struct mi *m, struct mi_parse *c)
 	return 0;
 }
 
+/*
+ * -file-list-exec-source-files: the files the nodes' forward()s are in,
+ * each once, as GDB lists a program's sources (Emacs reads the fullnames
+ * to know which buffers are the program's).
+ */
+static int mi_file_list_exec_source_files(struct mi *m, struct mi_parse *c)
+{
+	struct tm_session *s = m->s;
+	uint32_t i, j, n = s->nodes ? tm_nodetab_count(s->nodes) : 0;
+	char real[PATH_MAX];
+
+	(void)c;
+	mi_open(&m->res, "files", '[');
+	for (i = 0; i < n; i++) {
+		const struct tm_node *nd = tm_nodetab_get(s->nodes, i), *o;
+		char *path;
+
+		if (!nd || !nd->file || !*nd->file)
+			continue;
+		for (j = 0; j < i; j++) {
+			o = tm_nodetab_get(s->nodes, j);
+			if (o && o->file && !strcmp(o->file, nd->file))
+				break;
+		}
+		if (j < i)
+			continue;
+		mi_open(&m->res, NULL, '{');
+		mi_kv(&m->res, "filename", nd->file);
+		path = tm_resolve_source(s, nd->file);
+		if (path && realpath(path, real))
+			mi_kv(&m->res, "fullname", real);
+		free(path);
+		mi_kv(&m->res, "debug-fully-read", "true");
+		mi_close(&m->res, '}');
+	}
+	mi_close(&m->res, ']');
+	return 0;
+}
+
 /* ------------------------------------------------------------- the table */
 
 static const struct mi_cmd mi_cmds[] = {
@@ -1667,6 +1690,7 @@ static const struct mi_cmd mi_cmds[] = {
 	{ "file-exec-and-symbols", mi_file_exec_and_symbols },
 	{ "file-exec-file", mi_file_exec_and_symbols },
 	{ "file-list-exec-source-file", mi_file_list_exec_source_file },
+	{ "file-list-exec-source-files", mi_file_list_exec_source_files },
 	{ "file-symbol-file", mi_noop },
 	{ "gdb-exit", mi_gdb_exit },
 	{ "gdb-set", mi_gdb_set },

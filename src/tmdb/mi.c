@@ -74,6 +74,8 @@ int mi_is_live(struct mi *m)
 
 struct mi_input {
 	pthread_t thread, main;
+	int fd;                 /* the front end's commands come from here */
+	int notify[2];          /* new-ui: a byte here when a line came */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	int wake[2];            /* a byte here ends the reader (input_stop) */
@@ -129,7 +131,7 @@ static void *reader_main(void *arg)
 	for (;;) {
 		struct pollfd pf[2];
 
-		pf[0].fd = 0;
+		pf[0].fd = in->fd;
 		pf[0].events = POLLIN;
 		pf[1].fd = in->wake[0];
 		pf[1].events = POLLIN;
@@ -140,7 +142,7 @@ static void *reader_main(void *arg)
 		} else if (pf[1].revents) {
 			return NULL;    /* tmdb is done with its input */
 		} else {
-			n = read(0, chunk, sizeof(chunk));
+			n = read(in->fd, chunk, sizeof(chunk));
 			if (n < 0 && (errno == EINTR || errno == EAGAIN))
 				continue;
 		}
@@ -149,6 +151,9 @@ static void *reader_main(void *arg)
 			in->eof = 1;
 			pthread_cond_broadcast(&in->cond);
 			pthread_mutex_unlock(&in->lock);
+			if (in->notify[1] >= 0)
+				while (write(in->notify[1], "x", 1) < 0 && errno == EINTR)
+					;
 			return NULL;
 		}
 		while (in->len + (size_t)n > sizeof(in->buf) && !in->stop)
@@ -162,11 +167,18 @@ static void *reader_main(void *arg)
 		take_interrupt(in);
 		pthread_cond_broadcast(&in->cond);
 		pthread_mutex_unlock(&in->lock);
+		if (in->notify[1] >= 0)
+			while (write(in->notify[1], "x", 1) < 0 && errno == EINTR)
+				;
 	}
 }
 
-/* Starts the reader with SIGINT blocked in it: SIGINT is the main thread's. */
-static struct mi_input *input_start(void)
+/*
+ * Starts the reader of fd with SIGINT blocked in it: SIGINT is the main
+ * thread's.  notify: a pipe gets a byte whenever input came (new-ui: the
+ * CLI's loop polls it); else the main thread waits on the condition.
+ */
+static struct mi_input *input_start(int fd, int notify)
 {
 	struct mi_input *in = calloc(1, sizeof(*in));
 	sigset_t block, old;
@@ -174,9 +186,23 @@ static struct mi_input *input_start(void)
 	if (!in)
 		return NULL;
 	in->main = pthread_self();
+	in->fd = fd;
+	in->notify[0] = in->notify[1] = -1;
 	if (pipe(in->wake)) {
 		free(in);
 		return NULL;
+	}
+	if (notify && pipe(in->notify)) {
+		close(in->wake[0]);
+		close(in->wake[1]);
+		free(in);
+		return NULL;
+	}
+	if (notify) {
+		fcntl(in->notify[0], F_SETFD, FD_CLOEXEC);
+		fcntl(in->notify[1], F_SETFD, FD_CLOEXEC);
+		fcntl(in->notify[0], F_SETFL, O_NONBLOCK);
+		fcntl(in->notify[1], F_SETFL, O_NONBLOCK);
 	}
 	/* not the program's (inferior.c forks) */
 	fcntl(in->wake[0], F_SETFD, FD_CLOEXEC);
@@ -190,6 +216,10 @@ static struct mi_input *input_start(void)
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		close(in->wake[0]);
 		close(in->wake[1]);
+		if (in->notify[0] >= 0) {
+			close(in->notify[0]);
+			close(in->notify[1]);
+		}
 		pthread_mutex_destroy(&in->lock);
 		pthread_cond_destroy(&in->cond);
 		free(in);
@@ -212,6 +242,10 @@ static void input_stop(struct mi_input *in)
 	pthread_join(in->thread, NULL);
 	close(in->wake[0]);
 	close(in->wake[1]);
+	if (in->notify[0] >= 0) {
+		close(in->notify[0]);
+		close(in->notify[1]);
+	}
 	pthread_mutex_destroy(&in->lock);
 	pthread_cond_destroy(&in->cond);
 	free(in);
@@ -220,11 +254,11 @@ static void input_stop(struct mi_input *in)
 /*
  * The next line into *line (NUL-terminated, newline stripped; *cap grows),
  * its length in *len.
- * Returns 1, 0 at the end of input, or 2 for a line longer than
- * MI_LINE_MAX (dropped).
+ * Returns 1, 0 at the end of input, 2 for a line longer than
+ * MI_LINE_MAX (dropped), or 3 when no whole line has come and !wait.
  */
 static int input_line(struct mi_input *in, char **line, size_t *cap,
-		      size_t *len)
+		      size_t *len, int wait)
 {
 	int rc = 0;
 
@@ -274,6 +308,10 @@ static int input_line(struct mi_input *in, char **line, size_t *cap,
 			in->len = 0;
 			break;
 		}
+		if (!wait) {
+			rc = 3;
+			break;
+		}
 		pthread_cond_wait(&in->cond, &in->lock);
 	}
 	pthread_cond_broadcast(&in->cond);
@@ -282,11 +320,13 @@ static int input_line(struct mi_input *in, char **line, size_t *cap,
 }
 
 /* Writes and empties a buffer of whole records. */
-static void emit(struct mi_buf *b)
+static void emit(struct mi *m, struct mi_buf *b)
 {
 	if (b->len)
-		fwrite(b->p, 1, b->len, stdout);
+		fwrite(b->p, 1, b->len, m->fp);
 	mi_buf_reset(b);
+	if (m->secondary && !m->in_cmd)
+		fflush(m->fp);  /* the command line's doing: nothing else flushes */
 }
 
 /* Console text up to the last newline (all: everything) into ~ records. */
@@ -310,7 +350,7 @@ void mi_flush_console(struct mi *m, int all)
 		m->con.p[m->con.len] = 0;
 	}
 	if (!m->in_cmd)
-		emit(&m->oob);
+		emit(m, &m->oob);
 }
 
 static void mi_out_fn(struct tm_session *s, int is_err, const char *text)
@@ -324,7 +364,7 @@ static void mi_out_fn(struct tm_session *s, int is_err, const char *text)
 		} else {
 			mi_flush_console(m, 1);
 			mi_stream(&m->oob, '&', text, n);
-			emit(&m->oob);
+			emit(m, &m->oob);
 		}
 		return;
 	}
@@ -376,10 +416,7 @@ int mi_cli(struct mi *m, struct mi_buf *sink, const char *fmt, ...)
 	vsnprintf(line.p, (size_t)n + 1, fmt, ap);
 	va_end(ap);
 	m->sink = sink;
-	/* GDB's "server " prefix (keeps a command out of the history, which
-	 * front ends use) means nothing more here. */
-	rc = tm_execute(m->s, strncmp(line.p, "server ", 7) ? line.p :
-			line.p + 7, 0);
+	rc = tm_execute(m->s, line.p, 0);
 	m->sink = old;
 	free(line.p);
 	return rc;
@@ -511,7 +548,9 @@ void mi_tensor(struct mi *m, struct mi_buf *b, const char *key)
 		if (!(t->have & TM_STAT_BIT(i)))
 			continue;
 		stat_text(t, i, buf, sizeof(buf));
-		mi_kv(b, tm_stat_table[i].name, buf);
+		/* a key is letters, '_' and '-' for Emacs's MI parser, which
+		 * fails on the whole record otherwise: l2 is "norm" here */
+		mi_kv(b, i == TM_STAT_L2 ? "norm" : tm_stat_table[i].name, buf);
 	}
 	mi_close(b, '}');
 }
@@ -614,8 +653,11 @@ void mi_bkpt(struct mi *m, struct mi_buf *b, const char *key, struct bp *bp)
 				break;
 			}
 		}
+		/* one node: its id, in hex like GDB's addresses */
 		if (bp->core.nmatch != 1)
 			mi_kv(b, "addr", "<MULTIPLE>");
+		else
+			mi_kvf(b, "addr", "0x%016" PRIx32, one);
 		mi_kv(b, "func", bp->where);
 		if (one != TM_NODE_NONE && same_source(m, bp, one))
 			source_keys(m, b, one);
@@ -635,7 +677,14 @@ void mi_bkpt(struct mi *m, struct mi_buf *b, const char *key, struct bp *bp)
 			mi_val(b, bp->cmds[k]);
 		mi_close(b, ']');
 	}
-	mi_kv(b, "original-location", bp->where);
+	if (bp->src_file) {
+		char loc[PATH_MAX + 16];
+
+		snprintf(loc, sizeof(loc), "%s:%u", bp->src_file, bp->src_line);
+		mi_kv(b, "original-location", loc);
+	} else {
+		mi_kv(b, "original-location", bp->where);
+	}
 	mi_close(b, '}');
 }
 
@@ -657,7 +706,7 @@ static void mi_on_bp_event(struct tm_session *s, int what, struct bp *b)
 		mi_buf_puts(&m->oob, "\n");
 	}
 	if (!m->in_cmd)
-		emit(&m->oob);
+		emit(m, &m->oob);
 }
 
 /*
@@ -713,16 +762,29 @@ static void mi_on_resume(struct tm_session *s)
 {
 	struct mi *m = mi_of(s);
 
+	if (m->secondary && !m->in_cmd && mi_is_live(m) && !m->quiet_stop) {
+		/* the command line resumed the model: MI hears of it too, and
+		 * an -exec-interrupt (termdebug's :Stop) is taken meanwhile */
+		if (!m->cli_running) {
+			pending_sync(m, 0);
+			emit(m, &m->oob);
+			fputs("*running,thread-id=\"all\"\n", m->fp);
+			fflush(m->fp);
+			m->cli_running = 1;
+		}
+		goto take;
+	}
 	if (!m->in_cmd || !mi_is_live(m) || m->quiet_stop)
 		return;
 	if (!m->running_sent) {
 		pending_sync(m, 0);
 		mi_flush_console(m, 0);
-		emit(&m->oob);
-		printf("%s^running\n*running,thread-id=\"all\"\n(gdb) \n", m->token);
-		fflush(stdout);
+		emit(m, &m->oob);
+		fprintf(m->fp, "%s^running\n*running,thread-id=\"all\"\n(gdb) \n", m->token);
+		fflush(m->fp);
 		m->running_sent = 1;
 	}
+take:
 	if (m->in) {
 		pthread_mutex_lock(&m->in->lock);
 		m->in->running = 1;
@@ -748,9 +810,9 @@ static void resume_over(struct mi *m)
 	}
 	pthread_mutex_unlock(&m->in->lock);
 	if (taken) {
-		emit(&m->oob);
-		printf("%s^done\n(gdb) \n", tok);
-		fflush(stdout);
+		emit(m, &m->oob);
+		fprintf(m->fp, "%s^done\n(gdb) \n", tok);
+		fflush(m->fp);
 	}
 }
 
@@ -765,6 +827,7 @@ static void mi_on_inferior(struct tm_session *s, int what, long pid, int status)
 	mi_flush_console(m, 0);
 	if (what == TM_INF_STARTED) {
 		m->exit_known = 0;
+		m->end_said = 0;
 		mi_buf_printf(b, "=thread-group-started,id=\"i1\",pid=\"%ld\"\n", pid);
 		mi_buf_puts(b, "=thread-created,id=\"1\",group-id=\"i1\"\n");
 	} else {
@@ -781,7 +844,7 @@ static void mi_on_inferior(struct tm_session *s, int what, long pid, int status)
 		mi_buf_puts(b, "\n");
 	}
 	if (!m->in_cmd || m->running_sent)
-		emit(b);
+		emit(m, b);
 }
 
 static void signal_keys(struct mi_buf *b, int signo)
@@ -823,12 +886,26 @@ static void mi_on_stop(struct tm_session *s, const struct tm_stop *st)
 
 	if (m->quiet_stop)
 		return;
+	if (st->why == STOP_STEP && st->finish && m->in_cmd && !m->fin_held) {
+		/* finish prints "Value returned is $N = ..." after the stop, and
+		 * GDB's *stopped comes after that text and names $N
+		 * (gdb-result-var): Emacs shows the value, then the prompt */
+		m->fin_held = 1;
+		m->fin_hist = m->s->nhist;
+		return;
+	}
 	mi_flush_console(m, 0);
 	resume_over(m);
 	pending_sync(m, st->why == STOP_BREAK ? st->bpnum : 0);
-	/* A second stop in one command: breakpoint commands resumed. */
-	if (m->stopped)
+	if (m->secondary && !m->in_cmd) {
+		/* the command line moved the playhead */
+		if (!m->cli_running)
+			mi_buf_puts(b, "*running,thread-id=\"all\"\n");
+		m->cli_running = 0;
+	} else if (m->stopped) {
+		/* A second stop in one command: breakpoint commands resumed. */
 		mi_buf_puts(b, "*running,thread-id=\"all\"\n");
+	}
 	if (st->why == STOP_BREAK && st->bpnum && !m->quiet_bp) {
 		struct bp *bp = tm_bp_find(s, st->bpnum);
 
@@ -884,6 +961,12 @@ static void mi_on_stop(struct tm_session *s, const struct tm_stop *st)
 		s->probe->ops->describe(s->probe, &pi);
 		int ended = m->exit_known && mi_is_live(m);
 
+		if (mi_is_live(m)) {
+			/* said once: moving on from here is refused
+			 * (mi_program_gone), not a second exit */
+			m->end_said = 1;
+			m->end_seq = s->have_cur ? s->cur.seq : 0;
+		}
 		if (ended && WIFSIGNALED(m->exit_status)) {
 			/* a program tmdb started died: GDB's exited-signalled */
 			mi_kv(b, "reason", "exited-signalled");
@@ -911,6 +994,8 @@ static void mi_on_stop(struct tm_session *s, const struct tm_stop *st)
 	if (where && s->have_cur) {
 		mi_frame(m, b, "frame", 0);
 		if (st->why == STOP_STEP && st->finish && tm_focus_tensor(s)) {
+			if (m->fin_hist < s->nhist)
+				mi_kvf(b, "gdb-result-var", "$%zu", s->nhist);
 			tm_tensor_format(tm_focus_tensor(s), nb, sizeof(nb));
 			mi_kv(b, "return-value", nb);
 		}
@@ -944,7 +1029,21 @@ static void mi_on_stop(struct tm_session *s, const struct tm_stop *st)
 	mi_buf_puts(b, "\n");
 	m->stopped = 1;
 	if (!m->in_cmd || m->running_sent)
-		emit(b);
+		emit(m, b);
+}
+
+/*
+ * A live program whose end was reported, with the playhead still there:
+ * GDB's "The program is not being run." for what would move it forward
+ * (an -exec-continue, or an -exec-interrupt that raced the end, would
+ * otherwise report a second exit).
+ */
+int mi_program_gone(struct mi *m)
+{
+	struct tm_session *s = m->s;
+
+	return m->end_said && mi_is_live(m) && tm_probe_closed(s->probe) &&
+	       (!s->have_cur || s->cur.seq == m->end_seq);
 }
 
 /* -target-attach: the model is paused; GDB reports the attach as a stop. */
@@ -1002,7 +1101,7 @@ static void mi_handle(struct mi *m, const char *line, size_t len)
 	int rc;
 
 	if (len == 0 || (len == strspn(line, " \t"))) {
-		fputs("(gdb) \n", stdout);
+		fputs("(gdb) \n", m->fp);
 		return;
 	}
 	mi_buf_reset(&m->oob);
@@ -1027,7 +1126,7 @@ static void mi_handle(struct mi *m, const char *line, size_t len)
 		if (echo.p)
 			mi_stream(&m->oob, '&', echo.p, echo.len);
 		mi_buf_free(&echo);
-		emit(&m->oob);       /* before ^running, as GDB has it */
+		emit(m, &m->oob);       /* before ^running, as GDB has it */
 		rc = mi_cli(m, NULL, "%s", c.op);
 		if (m->s->quit)
 			m->klass = "exit";
@@ -1041,6 +1140,16 @@ static void mi_handle(struct mi *m, const char *line, size_t len)
 		m->raw = NULL;
 	}
 	mi_flush_console(m, 1);
+	if (m->fin_held) {
+		struct tm_stop st;
+
+		memset(&st, 0, sizeof(st));
+		st.why = STOP_STEP;
+		st.finish = 1;
+		mi_on_stop(m->s, &st);
+		m->fin_held = 0;
+		m->fin_hist = SIZE_MAX;
+	}
 	pending_sync(m, 0);
 	resume_over(m);
 	m->in_cmd = 0;
@@ -1057,18 +1166,18 @@ static void mi_handle(struct mi *m, const char *line, size_t len)
 			mi_kv(&m->oob, "stopped-threads", "all");
 			mi_buf_puts(&m->oob, "\n");
 		}
-		emit(&m->oob);
+		emit(m, &m->oob);
 	} else if (m->stopped) {
 		mi_buf_printf(&out, "%s^running\n*running,thread-id=\"all\"\n(gdb) \n",
 			      c.token);
-		emit(&out);
+		emit(m, &out);
 		if (m->err.len)
 			mi_stream(&m->oob, '&', m->err.p, m->err.len);
-		emit(&m->oob);
+		emit(m, &m->oob);
 	} else {
 		if (rc == 0 && m->err.len)
 			mi_stream(&m->oob, '&', m->err.p, m->err.len);
-		emit(&m->oob);
+		emit(m, &m->oob);
 		mi_buf_puts(&out, c.token);
 		if (rc) {
 			mi_buf_puts(&out, "^error,msg=");
@@ -1083,15 +1192,15 @@ static void mi_handle(struct mi *m, const char *line, size_t len)
 			}
 		}
 		mi_buf_puts(&out, "\n");
-		emit(&out);
+		emit(m, &out);
 	}
 	if (!m->s->quit)
-		fputs("(gdb) \n", stdout);
+		fputs("(gdb) \n", m->fp);
 	if (m->post.len && !m->s->quit) {
-		emit(&m->post);
-		fputs("(gdb) \n", stdout);
+		emit(m, &m->post);
+		fputs("(gdb) \n", m->fp);
 	}
-	fflush(stdout);
+	fflush(m->fp);
 	mi_buf_free(&out);
 	mi_parse_free(&c);
 }
@@ -1106,6 +1215,8 @@ int tm_mi_init(struct tm_session *s, int version)
 	m->s = s;
 	m->version = version;
 	m->next_var = 1;
+	m->fp = stdout;
+	m->fin_hist = SIZE_MAX;
 	s->ui = m;
 	s->out_fn = mi_out_fn;
 	s->on_stop = mi_on_stop;
@@ -1120,9 +1231,112 @@ int tm_mi_init(struct tm_session *s, int version)
 	/* Front ends interrupt with SIGINT (or -exec-interrupt): a long scan
 	 * stops where it is, tmdb does not die. */
 	tm_install_sigint();
-	fputs("=thread-group-added,id=\"i1\"\n", stdout);
-	fflush(stdout);
+	fputs("=thread-group-added,id=\"i1\"\n", m->fp);
+	fflush(m->fp);
 	return 0;
+}
+
+/*
+ * GDB's "new-ui mi TTY" (Vim's termdebug in its default mode): the command
+ * line stays on the terminal and a second UI speaks MI on TTY.  The CLI's
+ * input loop polls tm_mi_ui_fd() beside the terminal and runs what came
+ * with tm_mi_ui_poll(); while an MI command runs its text is MI's, and
+ * every stop, breakpoint change and program start or end is announced on
+ * TTY whichever UI caused it, as GDB does.
+ */
+int tm_mi_new_ui(struct tm_session *s, const char *interp, const char *tty)
+{
+	struct mi *m;
+	int fd, version;
+
+	if (!strcmp(interp, "mi") || !strcmp(interp, "mi3"))
+		version = 3;
+	else if (!strcmp(interp, "mi2"))
+		version = 2;
+	else if (!strcmp(interp, "mi4"))
+		version = 4;
+	else {
+		tm_error(s, "Interpreter `%s' unrecognized: tmdb's second UI speaks "
+			 "MI (mi, mi2, mi3, mi4).", interp);
+		return -1;
+	}
+	if (s->ui) {
+		tm_error(s, "This session has its MI (or DAP) already; new-ui adds "
+			 "one beside the command line.");
+		return -1;
+	}
+	fd = open(tty, O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0) {
+		tm_error(s, "%s: %s.", tty, strerror(errno));
+		return -1;
+	}
+	m = calloc(1, sizeof(*m));
+	if (!m || !(m->fp = fdopen(fd, "w"))) {
+		tm_error(s, "%s: %s.", tty, strerror(ENOMEM));
+		free(m);
+		close(fd);
+		return -1;
+	}
+	m->s = s;
+	m->version = version;
+	m->next_var = 1;
+	m->secondary = 1;
+	m->fin_hist = SIZE_MAX;
+	m->in = input_start(fd, 1);
+	if (!m->in) {
+		tm_error(s, "Cannot start the input thread of %s.", tty);
+		fclose(m->fp);
+		free(m);
+		return -1;
+	}
+	s->ui = m;
+	s->on_stop = mi_on_stop;
+	s->on_bp_event = mi_on_bp_event;
+	s->on_resume = mi_on_resume;
+	s->on_inferior = mi_on_inferior;
+	fputs("=thread-group-added,id=\"i1\"\n(gdb) \n", m->fp);
+	fflush(m->fp);
+	return 0;
+}
+
+int tm_mi_ui_fd(struct tm_session *s)
+{
+	struct mi *m = mi_of(s);
+
+	return m && m->secondary && m->in ? m->in->notify[0] : -1;
+}
+
+/* Runs the whole lines the second UI has; 0 at its end of input. */
+int tm_mi_ui_poll(struct tm_session *s)
+{
+	struct mi *m = mi_of(s);
+	char drain[64], *line = NULL;
+	size_t cap = 0, n;
+	int got = 1;
+
+	if (!m || !m->secondary)
+		return 1;
+	while (read(m->in->notify[0], drain, sizeof(drain)) > 0)
+		;
+	while (!s->quit) {
+		got = input_line(m->in, &line, &cap, &n, 0);
+		if (got == 0 || got == 3)
+			break;
+		tm_interrupted = 0;
+		if (got == 2) {
+			fputs("^error,msg=\"Command line too long.\"\n(gdb) \n", m->fp);
+			fflush(m->fp);
+			continue;
+		}
+		while (n > 0 && line[n - 1] == '\r')
+			line[--n] = 0;
+		/* the command's text is MI's; the terminal's again after it */
+		s->out_fn = mi_out_fn;
+		mi_handle(m, line, n);
+		s->out_fn = NULL;
+	}
+	free(line);
+	return got != 0;
 }
 
 /* Reads MI commands from stdin until -gdb-exit or the end of input. */
@@ -1136,21 +1350,21 @@ int tm_mi_run(struct tm_session *s)
 	if (!m)
 		return 1;
 	mi_flush_console(m, 1);
-	fputs("(gdb) \n", stdout);
-	fflush(stdout);
-	m->in = input_start();
+	fputs("(gdb) \n", m->fp);
+	fflush(m->fp);
+	m->in = input_start(0, 0);
 	if (!m->in) {
-		fputs("&\"Cannot start the input thread.\\n\"\n", stdout);
+		fputs("&\"Cannot start the input thread.\\n\"\n", m->fp);
 		return 1;
 	}
 	while (!s->quit) {
-		got = input_line(m->in, &line, &cap, &n);
+		got = input_line(m->in, &line, &cap, &n, 1);
 		if (got == 0)
 			break;
 		tm_interrupted = 0;
 		if (got == 2) {
-			fputs("^error,msg=\"Command line too long.\"\n(gdb) \n", stdout);
-			fflush(stdout);
+			fputs("^error,msg=\"Command line too long.\"\n(gdb) \n", m->fp);
+			fflush(m->fp);
 			continue;
 		}
 		while (n > 0 && line[n - 1] == '\r')
@@ -1170,9 +1384,11 @@ void tm_mi_done(struct tm_session *s)
 	if (!m)
 		return;
 	mi_flush_console(m, 1);
-	emit(&m->oob);
-	fflush(stdout);
+	emit(m, &m->oob);
+	fflush(m->fp);
 	input_stop(m->in);
+	if (m->secondary)
+		fclose(m->fp);  /* its fd is the reader's: closed after it ended */
 	free(m->pend);
 	mi_buf_free(&m->post);
 	mi_vars_free(m);

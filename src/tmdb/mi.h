@@ -17,6 +17,8 @@
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
 
 /* ------------------------------------------------------------- mi-parse.c */
 
@@ -124,6 +126,13 @@ struct mi {
 	size_t npend, cappend;  /* their resolution with =breakpoint-modified */
 	struct mi_input *in;    /* the stdin reader thread */
 	struct mi_buf post;     /* records after the result and its prompt */
+	FILE *fp;               /* the records go here: stdout, or new-ui's tty */
+	int secondary;          /* new-ui: the command line is the main UI */
+	int cli_running;        /* new-ui: *running said for the command line's resume */
+	int fin_held;           /* finish stopped: *stopped after its text */
+	int end_said;           /* a live program's end was reported, at: */
+	uint64_t end_seq;
+	size_t fin_hist;        /* the value history's size then */
 };
 
 /* mi.c: helpers for the commands */
@@ -137,6 +146,8 @@ void mi_tensor(struct mi *m, struct mi_buf *b, const char *key);
 void mi_flush_console(struct mi *m, int all);
 /* 1 when the session's probe is a live process */
 int mi_is_live(struct mi *m);
+/* 1 when a live program's end was reported and the playhead is there */
+int mi_program_gone(struct mi *m);
 /* A record for after the result: *stopped once attached (-target-attach). */
 void mi_attached(struct mi *m);
 

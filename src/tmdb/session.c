@@ -281,6 +281,7 @@ void tm_bp_free(struct bp *b)
 	if (!b)
 		return;
 	free(b->where);
+	free(b->src_file);
 	free(b->cond_src);
 	free(b->catch_arg);
 	free(b->core_src);

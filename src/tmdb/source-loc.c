@@ -7,18 +7,21 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tmdb.h"
 
-static int fail(struct tm_session *s, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+static int fail(struct tm_session *s, int quiet, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
-static int fail(struct tm_session *s, const char *fmt, ...)
+static int fail(struct tm_session *s, int quiet, const char *fmt, ...)
 {
 	char buf[512];
 	va_list ap;
 
+	if (quiet)
+		return -1;
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
@@ -45,8 +48,8 @@ static int same_file(const char *recorded, const char *given)
  * with the same number of segments become one pattern with * where they
  * differ (model.layers.0.mlp, model.layers.1.mlp: model.layers.*.mlp).
  */
-int tm_source_location(struct tm_session *s, const char *file, unsigned line,
-		       char *out, size_t len)
+int tm_source_resolve(struct tm_session *s, const char *file, unsigned line,
+		      char *out, size_t len, int quiet)
 {
 	uint32_t i, n = s->nodes ? tm_nodetab_count(s->nodes) : 0;
 	unsigned best = 0;
@@ -61,7 +64,7 @@ int tm_source_location(struct tm_session *s, const char *file, unsigned line,
 			best = nd->line;
 	}
 	if (!best)
-		return fail(s, "No module's forward() in \"%s\" at or before "
+		return fail(s, quiet, "No module's forward() in \"%s\" at or before "
 				"line %u.", file, line);
 	for (i = 0; i < n; i++) {
 		const struct tm_node *nd = tm_nodetab_get(s->nodes, i);
@@ -83,7 +86,7 @@ int tm_source_location(struct tm_session *s, const char *file, unsigned line,
 		for (q = nd->address, k = 1; *q; q++)
 			k += *q == '.';
 		if (k != nseg)
-			return fail(s, "Line %u of \"%s\" is in modules at "
+			return fail(s, quiet, "Line %u of \"%s\" is in modules at "
 					"different depths; break on a node "
 					"address instead.", line, file);
 		p = segs;
@@ -92,7 +95,7 @@ int tm_source_location(struct tm_session *s, const char *file, unsigned line,
 			size_t lp = strcspn(p, "."), lq = strcspn(q, ".");
 
 			if (o + (lp > 1 ? lp : 1) + 2 >= sizeof(merged))
-				return fail(s, "Address too long.");
+				return fail(s, quiet, "Address too long.");
 			if (lp == lq && !strncmp(p, q, lp)) {
 				memcpy(merged + o, p, lp);
 				o += lp;
@@ -114,3 +117,26 @@ int tm_source_location(struct tm_session *s, const char *file, unsigned line,
 	return 0;
 }
 
+
+int tm_source_location(struct tm_session *s, const char *file, unsigned line,
+		       char *out, size_t len)
+{
+	return tm_source_resolve(s, file, line, out, len, 0);
+}
+
+int tm_source_split(const char *loc, char *file, size_t len, unsigned *line)
+{
+	const char *colon = strrchr(loc, ':');
+	size_t fl;
+
+	if (!colon || colon == loc || loc[0] == '@' || !colon[1] ||
+	    strspn(colon + 1, "0123456789") != strlen(colon + 1))
+		return 0;
+	fl = (size_t)(colon - loc);
+	if (fl >= len)
+		return 0;
+	memcpy(file, loc, fl);
+	file[fl] = 0;
+	*line = (unsigned)strtoul(colon + 1, NULL, 10);
+	return 1;
+}

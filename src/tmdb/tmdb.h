@@ -77,6 +77,9 @@ struct bp {
 	struct tm_breakpoint core;      /* location and condition (BP_BREAK);
 					 * only the condition for BP_WATCH */
 	int pending;            /* matches no node yet (live): binds as nodes come */
+	char *src_file;         /* set as FILE:LINE: resolved again as nodes come */
+	unsigned src_line;
+	uint32_t src_seen;      /* nodes there were when FILE:LINE last failed */
 	uint64_t hits;
 	uint64_t ignore;
 	char **cmds;
@@ -612,6 +615,12 @@ void tm_bp_delete(struct tm_session *s, struct bp *b);
  */
 int tm_source_location(struct tm_session *s, const char *file, unsigned line,
 		       char *out, size_t len);
+/* The same, with no message when quiet. */
+int tm_source_resolve(struct tm_session *s, const char *file, unsigned line,
+		      char *out, size_t len, int quiet);
+/* Is loc FILE:LINE (the last ':' followed by digits alone, not "@R:...")?
+ * Then 1, with FILE in file and LINE in *line. */
+int tm_source_split(const char *loc, char *file, size_t len, unsigned *line);
 
 /* ------------------------------------------------------------- cmd-run.c */
 enum stop_why {
@@ -675,6 +684,12 @@ void tm_install_sigint(void);
 int tm_mi_init(struct tm_session *s, int version);
 int tm_mi_run(struct tm_session *s);
 void tm_mi_done(struct tm_session *s);
+/* new-ui INTERP TTY: a second UI speaking MI on TTY beside the command
+ * line; the CLI's input loop polls tm_mi_ui_fd (-1: none) and calls
+ * tm_mi_ui_poll when it is readable (0: the UI's input ended). */
+int tm_mi_new_ui(struct tm_session *s, const char *interp, const char *tty);
+int tm_mi_ui_fd(struct tm_session *s);
+int tm_mi_ui_poll(struct tm_session *s);
 
 /* ------------------------------------------------------------- cmd-compare.c */
 /* tm_tql_env.reference: the aligned reference event's tensor */
@@ -705,6 +720,8 @@ TM_CMD(heatmap); TM_CMD(plot); TM_CMD(x); TM_CMD(tui); TM_CMD(layout);
 TM_CMD(attach); TM_CMD(target); TM_CMD(detach); TM_CMD(kill); TM_CMD(inferior);
 TM_CMD(tty); TM_CMD(start); TM_CMD(advance); TM_CMD(skip); TM_CMD(save);
 TM_CMD(thread); TM_CMD(compare); TM_CMD(whatis); TM_CMD(ptype); TM_CMD(rbreak);
+TM_CMD(clear);
+TM_CMD(new_ui);
 #undef TM_CMD
 
 #endif /* TMDB_H */
