@@ -131,6 +131,8 @@ func s:Main()
   if $TM_MODE == 'prompt'
     call TermDebugSendCommand('-gdb-exit')
   else
+    " a live program makes quit ask (y or n) at a terminal, as GDB's does
+    call TermDebugSendCommand('set confirm off')
     call TermDebugSendCommand('quit')
   endif
   call s:Wait('exists(":Break") != 2', 'tmdb ended and termdebug with it', 20)
