@@ -17,6 +17,7 @@
 #include "tm-internal.h"
 #include "tm-address.h"
 #include "tm-compare.h"
+#include "tm-stats.h"
 
 /* ------------------------------------------------------------- map */
 
@@ -969,46 +970,6 @@ double tm_reldiff(double a, double b)
 	return fabs(a - b) / m;
 }
 
-static double half_to_double(uint16_t h)
-{
-	int e = (h >> 10) & 0x1f, m = h & 0x3ff;
-	double v;
-
-	if (e == 0)
-		v = ldexp(m, -24);
-	else if (e == 31)
-		v = m ? NAN : INFINITY;
-	else
-		v = ldexp(m + 1024, e - 25);
-	return h & 0x8000 ? -v : v;
-}
-
-double tm_tensor_elem(const struct tm_tensor *t, uint64_t i)
-{
-	size_t k, sz = tm_dtype_size(t->dtype);
-	const uint8_t *p = (const uint8_t *)t->payload + i * sz;
-	uint64_t u = 0;
-	union { uint32_t u; float f; } f32;
-	union { uint64_t u; double d; } f64;
-
-	for (k = 0; k < sz && k < 8; k++)
-		u |= (uint64_t)p[k] << (8 * k);
-	switch (t->dtype) {
-	case TM_DT_F32: f32.u = (uint32_t)u; return f32.f;
-	case TM_DT_F64: f64.u = u; return f64.d;
-	case TM_DT_F16: return half_to_double((uint16_t)u);
-	case TM_DT_BF16: f32.u = (uint32_t)u << 16; return f32.f;
-	case TM_DT_I8: return (int8_t)u;
-	case TM_DT_I16: return (int16_t)u;
-	case TM_DT_I32: return (int32_t)u;
-	case TM_DT_I64: return (double)(int64_t)u;
-	case TM_DT_U8: case TM_DT_U16: case TM_DT_U32: case TM_DT_U64:
-	case TM_DT_BOOL:
-		return (double)u;
-	default: return NAN;
-	}
-}
-
 static int readable(const struct tm_tensor *t, uint64_t *numel)
 {
 	uint64_t n = 1;
@@ -1049,7 +1010,7 @@ int tm_contents_diff(const struct tm_tensor *run, const struct tm_tensor *ref,
 	if (na != nb)
 		return TM_ERR_INVALID_ARG;
 	for (i = 0; i < na; i++) {
-		double x = tm_tensor_elem(run, i), y = tm_tensor_elem(ref, i);
+		double x = tm_tensor_element(run, i), y = tm_tensor_element(ref, i);
 
 		if (!isfinite(x) || !isfinite(y)) {
 			/* the same infinity on both sides is no difference;

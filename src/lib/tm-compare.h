@@ -137,8 +137,6 @@ struct tm_contents_diff {
  */
 int tm_contents_diff(const struct tm_tensor *run, const struct tm_tensor *ref,
 		     struct tm_contents_diff *out);
-/* Element i of t's contents as a double (nan for an unreadable dtype). */
-double tm_tensor_elem(const struct tm_tensor *t, uint64_t i);
 
 #ifdef __cplusplus
 }

@@ -53,7 +53,7 @@ static int fill_tensor_grid(const struct tm_tensor *t, const struct sview *v,
 
 			for (rr = r0; rr < r1; rr++) {
 				for (cc = c0; cc < c1; cc++) {
-					double e = view_elem(t, v->base + (uint64_t)rr * rs +
+					double e = tm_tensor_element(t, v->base + (uint64_t)rr * rs +
 							(uint64_t)cc * cs);
 
 					if (isnan(e))

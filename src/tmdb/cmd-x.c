@@ -177,7 +177,7 @@ static int cmd_x_exec(struct tm_session *s, const char *args, int from_tty)
 			union { uint64_t u; double d; } f64;
 
 			if (unit == esize) {
-				v = view_elem(t, e);
+				v = tm_tensor_element(t, e);
 			} else if (unit == 4) {
 				f32.u = (uint32_t)bits;
 				v = f32.f;

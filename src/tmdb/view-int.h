@@ -83,7 +83,6 @@ const struct tm_tensor *view_get_tensor(struct tm_session *s,
 					const struct tref *r,
 					const struct tm_event **ev);
 uint64_t view_tensor_numel(const struct tm_tensor *t);
-double view_elem(const struct tm_tensor *t, uint64_t i);
 int view_payload_ok(struct tm_session *s, const struct tref *r,
 		    const struct tm_tensor *t);
 void view_format_shape(const struct tm_tensor *t, char *buf, size_t len);

@@ -430,47 +430,6 @@ uint64_t view_tensor_numel(const struct tm_tensor *t)
 	return n;
 }
 
-static double half_to_double(uint16_t h)
-{
-	int e = (h >> 10) & 0x1f, m = h & 0x3ff;
-	double v;
-
-	if (e == 0)
-		v = ldexp(m, -24);
-	else if (e == 31)
-		v = m ? NAN : INFINITY;
-	else
-		v = ldexp(m + 1024, e - 25);
-	return h & 0x8000 ? -v : v;
-}
-
-/* Element i of the payload as a double (little-endian, row-major). */
-double view_elem(const struct tm_tensor *t, uint64_t i)
-{
-	const uint8_t *p = (const uint8_t *)t->payload + i * tm_dtype_size(t->dtype);
-	uint64_t u = 0;
-	size_t k, sz = tm_dtype_size(t->dtype);
-	union { uint32_t u; float f; } f32;
-	union { uint64_t u; double d; } f64;
-
-	for (k = 0; k < sz && k < 8; k++)
-		u |= (uint64_t)p[k] << (8 * k);
-	switch (t->dtype) {
-	case TM_DT_F32: f32.u = (uint32_t)u; return f32.f;
-	case TM_DT_F64: f64.u = u; return f64.d;
-	case TM_DT_F16: return half_to_double((uint16_t)u);
-	case TM_DT_BF16: f32.u = (uint32_t)u << 16; return f32.f;
-	case TM_DT_I8: return (int8_t)u;
-	case TM_DT_I16: return (int16_t)u;
-	case TM_DT_I32: return (int32_t)u;
-	case TM_DT_I64: return (double)(int64_t)u;
-	case TM_DT_U8: case TM_DT_U16: case TM_DT_U32: case TM_DT_U64:
-	case TM_DT_BOOL:
-		return (double)u;
-	default: return NAN;
-	}
-}
-
 /* Can we read elements of t?  Says why not. */
 int view_payload_ok(struct tm_session *s, const struct tref *r,
 		    const struct tm_tensor *t)
