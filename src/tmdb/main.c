@@ -94,6 +94,21 @@ static int opt_is(const char *arg, const char *name, const char **value)
 	return 0;
 }
 
+/* The value of option argv[*i]: after '=' (already in *value) or the next
+ * argument, which it consumes.  0, said on stderr, when there is none. */
+static int opt_value(int argc, char **argv, int *i, const char **value)
+{
+	if (*value)
+		return 1;
+	if (*i + 1 >= argc) {
+		fprintf(stderr, "tmdb: option '%s' requires an argument\n"
+			"Use `tmdb --help' for a complete list of options.\n", argv[*i]);
+		return 0;
+	}
+	*value = argv[++*i];
+	return 1;
+}
+
 /* "tmdb --args PROG A 'B C'": the arguments as one shell string. */
 static char *join_args(int argc, char **argv)
 {
@@ -284,14 +299,9 @@ int main(int argc, char **argv)
 			   (early = (is_file = opt_is(a, "ix", &v) ||
 				     opt_is(a, "init-command", &v)) ||
 			    opt_is(a, "iex", &v) || opt_is(a, "init-eval-command", &v))) {
-			if (!v) {
-				if (i + 1 >= argc) {
-					fprintf(stderr, "tmdb: option '%s' requires an argument\n"
-						"Use `tmdb --help' for a complete list of options.\n", a);
-					free(acts);
-					return 1;
-				}
-				v = argv[++i];
+			if (!opt_value(argc, argv, &i, &v)) {
+				free(acts);
+				return 1;
 			}
 			acts[nacts].is_file = is_file;
 			acts[nacts].early = early;
@@ -300,14 +310,9 @@ int main(int argc, char **argv)
 			early = 0;
 		} else if (opt_is(a, "p", &v) || opt_is(a, "pid", &v)) {
 			/* GDB's -p PID: attach once the init files have run */
-			if (!v) {
-				if (i + 1 >= argc) {
-					fprintf(stderr, "tmdb: option '%s' requires an argument\n"
-						"Use `tmdb --help' for a complete list of options.\n", a);
-					free(acts);
-					return 1;
-				}
-				v = argv[++i];
+			if (!opt_value(argc, argv, &i, &v)) {
+				free(acts);
+				return 1;
 			}
 			pid = v;
 		} else if (opt_is(a, "interpreter", &v) || opt_is(a, "i", &v)) {
@@ -332,26 +337,16 @@ int main(int argc, char **argv)
 				return 1;
 			}
 		} else if (opt_is(a, "reference", &v)) {
-			if (!v) {
-				if (i + 1 >= argc) {
-					fprintf(stderr, "tmdb: option '%s' requires an argument\n"
-						"Use `tmdb --help' for a complete list of options.\n", a);
-					free(acts);
-					return 1;
-				}
-				v = argv[++i];
+			if (!opt_value(argc, argv, &i, &v)) {
+				free(acts);
+				return 1;
 			}
 			reference = v;
 		} else if (opt_is(a, "tty", &v) || opt_is(a, "t", &v)) {
 			/* GDB's -tty (Vim's termdebug passes it) */
-			if (!v) {
-				if (i + 1 >= argc) {
-					fprintf(stderr, "tmdb: option '%s' requires an argument\n"
-						"Use `tmdb --help' for a complete list of options.\n", a);
-					free(acts);
-					return 1;
-				}
-				v = argv[++i];
+			if (!opt_value(argc, argv, &i, &v)) {
+				free(acts);
+				return 1;
 			}
 			tty = v;
 		} else if (opt_is(a, "recover", &v)) {
