@@ -277,7 +277,9 @@ def test_raise_and_catch(tmp_path):
     assert re.search(r"^nan: step 5 micro 1$", live, re.M), live
     assert ("Catchpoint 1 (exception raised), model.1 (raise) FloatingPointError "
             "at step 4, fwd\n") in live
-    assert re.search(r"^#0  model.1 \(_Check\) at .*\n#1  model \(Sequential\)", live, re.M)
+    # bt shows each call's inputs as GDB shows arguments: (in=f32[...])
+    assert re.search(r"^#0  model\.1 \(_Check\) \(in=f32\[[0-9,]+\]\) at .*\n"
+                     r"#1  model \(Sequential\) \(in=", live, re.M), live
     assert ('$1 = "raise"\n$2 = "FloatingPointError"\n'
             '$3 = "activation overflow in model.1"\n') in live
     assert "Exception: FloatingPointError: activation overflow in model.1\n" in live
