@@ -20,22 +20,15 @@ record it.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import torch
 from torch import nn
 
 
-class MLP(nn.Module):
-    def __init__(self, approximate: str = "none") -> None:
-        super().__init__()
-        self.fc1 = nn.Linear(16, 32)
-        self.act1 = nn.GELU(approximate=approximate)
-        self.fc2 = nn.Linear(32, 32)
-        self.act2 = nn.GELU()
-        self.head = nn.Linear(32, 4)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.act2(self.fc2(self.act1(self.fc1(x)))))
+# the manual's example is the MLP of the GELU pair: one model, not two copies
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+from compare_gelu import Net as MLP  # noqa: E402
 
 
 def _gelu(approximate: str) -> None:
@@ -49,7 +42,7 @@ def _gelu(approximate: str) -> None:
 
 def _train(dtype: torch.dtype) -> None:
     torch.manual_seed(0)
-    model = MLP().to(dtype)
+    model = MLP("none").to(dtype)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     g = torch.Generator().manual_seed(1)
     x = torch.randn(32, 16, generator=g).to(dtype)
