@@ -108,15 +108,22 @@ def _dtype_codes() -> dict[torch.dtype, int]:
 _DTYPES = _dtype_codes()
 
 
+# probe id -> probe, as traced code finds it (one source for every node:
+# no aliasing guards); while the probe is open
+_live: dict[int, Any] = {}
+
+
 def register(probe: Any) -> int:
     """The id by which compiled regions name probe."""
     pid = id(probe)
     _probes[pid] = weakref.ref(probe)
+    _live[pid] = probe
     return pid
 
 
 def unregister(pid: int) -> None:
     _probes.pop(pid, None)
+    _live.pop(pid, None)
 
 
 def _grad_traced(pid: int, tok: torch.Tensor, ordinal: int, slot_kind: int, index: int,
@@ -157,7 +164,29 @@ def _host_chunk() -> None:
 def _put(kind: int, nid: int, level: int, tensors: Any, slot_kind: int, host: bool) -> None:
     n = len(tensors)
     _nev[0] += 1
-    _table.extend((kind, nid, level, n))
+    if host and level < 3:
+        size = 0
+        for j in range(n):
+            x = tensors[j]
+            if x.device.type != "cpu" or x.layout != torch.strided:
+                break
+            numel = x.numel()
+            if isinstance(numel, int):      # not a dynamic size
+                size += numel
+        else:
+            # host tensors only (the common case): host_stats makes their
+            # rows, metadata and stats, at run time from the tensors
+            # themselves; the trace keeps nothing per tensor, which is less
+            # Python for dynamo to trace
+            _table.extend((kind, nid, level, n, 0))
+            _host.extend(tensors)
+            _hlev.extend((level | slot_kind << 2, n))
+            _hsize[0] += size
+            if len(_host) >= _HOST_CHUNK or _hsize[0] >= _HOST_ELEMS:
+                _host_chunk()
+            return
+    start = len(_table)
+    _table.extend((kind, nid, level, n, 0))
     for j in range(n):
         x = tensors[j]
         dev = x.device
@@ -172,8 +201,8 @@ def _put(kind: int, nid: int, level: int, tensors: Any, slot_kind: int, host: bo
                        dev.index if dev.index is not None else 0, x.numel(), stats, len(shape)))
         _table.extend(shape)
         if stats == _ROW_HOST:
-            _host.append(x.detach())
-            _hlev.append(level)
+            _host.append(x)
+            _hlev.extend((level | slot_kind << 2 | j << 8, 1))
             numel = x.numel()
             if isinstance(numel, int):      # not a dynamic size
                 _hsize[0] += numel
@@ -184,6 +213,8 @@ def _put(kind: int, nid: int, level: int, tensors: Any, slot_kind: int, host: bo
         if stats:
             if level >= 3:
                 _caps.append(x.detach().clone())
+    # the header's last field: how many ints of per-tensor entries follow
+    _table[start + 4] = len(_table) - start - 5
 
 
 def _emit(pid: int) -> None:
@@ -237,8 +268,10 @@ def _snapshot(pid: int, nid: int, args: Any, kwargs: Any) -> None:
         torch.ops.tensormorph.snap(pid, nid, [], -1, "")
 
 
-def region_call(probe: Any, node: Any, inner: Any, args: Any, kwargs: Any) -> Any:
-    """An observed call, traced: its events go to the region's table."""
+def region_call(probe: Any, node: Any, inner: Any, args: Any, kwargs: Any,
+                module: Any = None) -> Any:
+    """An observed call, traced: its events go to the region's table.
+    inner is called with module first unless it is None (a bound method)."""
     level = node.level
     nid = node.id
     outer = not _open
@@ -247,11 +280,16 @@ def region_call(probe: Any, node: Any, inner: Any, args: Any, kwargs: Any) -> An
     host = not probe._force_dev
     if outer and probe._rerun_snap:
         _snapshot(pid, nid, args, kwargs)
-    ins = flatten_call(args, kwargs, _MAX_TENSORS) if level >= 1 else []
+    if level < 1:
+        ins = []
+    elif not kwargs and len(args) == 1 and isinstance(args[0], torch.Tensor):
+        ins = [args[0]]         # the common call: less Python to trace
+    else:
+        ins = flatten_call(args, kwargs, _MAX_TENSORS)
     if level >= 2:
         _grad_hooks(pid, _nev[0], ins, _SLOT_GRAD_IN, host)
     _put(_EV_ENTER, nid, level, ins, _SLOT_IN, host)
-    out = inner(*args, **kwargs)
+    out = inner(*args, **kwargs) if module is None else inner(module, *args, **kwargs)
     outs = flatten(out, _MAX_TENSORS)
     _put(_EV_EXIT, nid, level, outs, _SLOT_OUT, host)
     if level >= 2:
@@ -263,15 +301,22 @@ def region_call(probe: Any, node: Any, inner: Any, args: Any, kwargs: Any) -> An
 
 
 def traced_call(self: Any, *args: Any, **kwargs: Any) -> Any:
-    """Forward.__call__ as dynamo sees it (_hook.c's set_trace_call)."""
+    """Forward.__call__ as dynamo sees it (_hook.c's set_trace_call).  It
+    reads the node's ints rather than the Forward's probe and module: see
+    _Node's slots."""
     if not torch.compiler.is_compiling():
         return self(*args, **kwargs)        # an explicit __call__: the C path
-    probe, node, module = self._tm_probe, self._tm_node, args[0]
-    if probe is None or module is not self._tm_module:
+    node, module = self._tm_node, args[0]
+    if node is None or id(module) != node.mid:
         return type(module).forward(*args, **kwargs)    # released, or a copy
+    probe = _live[node.pid]
+    fn = node.fn
+    if fn is None or self.__name__ != "forward":
+        fn = self._tm_inner             # an instance's own forward, a Lightning step
+        module = None
     if probe._closed or not node.observed:
-        return self._tm_inner(*args[1:], **kwargs)
-    return region_call(probe, node, self._tm_inner, args[1:], kwargs)
+        return fn(*args, **kwargs) if module is not None else fn(*args[1:], **kwargs)
+    return region_call(probe, node, fn, args[1:], kwargs, module)
 
 
 # Host code (a host read, the recorder): inductor's graph partitioning runs
@@ -338,6 +383,8 @@ _HDR = _lib.TENSOR_PACK[0]
 _STATS_OFF = _lib.TENSOR_STATS_OFF
 _HAVE_OFF = _lib.OFF_HAVE
 _HAVE_HIST_OFF = _lib.OFF_HAVE_HIST
+_LEVEL_OFF = _lib.RecTensor.level.offset
+_DONE_OFF = _lib.RecTensor.done.offset
 _stats_fn: list[Any] = []
 
 
@@ -349,19 +396,60 @@ def _c_stats() -> Any:
 
 @_impl("host_stats")
 def host_stats(xs: list[torch.Tensor], levels: list[int]) -> torch.Tensor:
-    """Host tensors' summaries (struct tm_rec_tensor rows, uint8), their
-    stats computed by libtensormorph as eager mode computes them."""
+    """Host tensors' summaries (struct tm_rec_tensor rows, uint8) as the
+    batch takes them: metadata from the tensors, the slots from `levels`
+    (pairs: level | slot kind << 2 | first slot index << 8, and how many
+    tensors of one event take the next indexes), stats computed by
+    libtensormorph as eager mode computes them.  A tensor passed again (a
+    module's output is the next one's input) is reduced once."""
     n = len(xs)
     out = torch.zeros((n, _TSIZE), dtype=torch.uint8)
     buf = out.numpy()
     hold = []
+    seen: dict[tuple[int, int, int, int], int] = {}
+    dst, src = [], []
+    codes = []
+    for k in range(0, len(levels), 2):
+        code = levels[k]
+        codes += range(code, code + (levels[k + 1] << 8), 256)
     for i in range(n):
         x = xs[i]
-        y = x if x.is_contiguous() else x.contiguous()
-        hold.append(y)
-        _HDR.pack_into(buf, i * _TSIZE, y.data_ptr(), y.numel(), 0, 0, 0, 0,
-                       _DTYPES.get(y.dtype, 0), 0, 0, min(levels[i], 2), 0, 0, 0)
+        code = codes[i]
+        lv = min(code & 3, 2)
+        dtype = _DTYPES.get(x.dtype, 0)
+        shape = x.shape
+        rank = len(shape)
+        if rank > _MAX_RANK:
+            shape = [*shape[:_MAX_RANK - 1], -1]
+            rank = _MAX_RANK
+        numel = x.numel()
+        ptr = 0
+        if lv:
+            if x.is_contiguous():
+                key = (x.data_ptr(), numel, dtype, lv)
+                j = seen.get(key)
+                if j is None:
+                    seen[key] = i
+                    ptr = key[0]
+                else:
+                    dst.append(i)
+                    src.append(j)
+                    lv = 0
+            else:
+                y = x.contiguous()
+                hold.append(y)
+                ptr = y.data_ptr()
+        _TENSOR_PACK[rank](buf, i * _TSIZE, ptr, numel, 0, code >> 8, 0, (code >> 2) & 63,
+                           dtype, rank, 0, lv, 0, 0, 0, *shape)
     _c_stats()(None, ctypes.c_void_p(out.data_ptr()), ctypes.c_size_t(n))
+    if dst:
+        buf[dst, _STATS_OFF:] = buf[src, _STATS_OFF:]
+        buf[dst, _HAVE_OFF:_HAVE_OFF + 4] = buf[src, _HAVE_OFF:_HAVE_OFF + 4]
+        buf[dst, _HAVE_HIST_OFF] = buf[src, _HAVE_HIST_OFF]
+    # as the batch holds them: no address, nothing left to compute
+    buf[:, 0:8] = 0
+    buf[:, _LEVEL_OFF] = 0
+    buf[:, _DONE_OFF] = 0
     return out
 
 
@@ -469,10 +557,7 @@ def _levels(table: list[int]) -> list[int]:
     i, end = 0, len(table)
     while i < end:
         seen.add(table[i + 2])
-        n = table[i + 3]
-        i += 4
-        for _ in range(n):
-            i += 8 + table[i + 7]
+        i += 5 + table[i + 4]
     return sorted(seen)
 
 
@@ -484,7 +569,8 @@ def run_flush(p: Any, stats: torch.Tensor, table: list[int],
     stats from the rows of `stats` (one host read) and the summaries of
     `hrecs`, in table order."""
     rows = stats.to("cpu", torch.float64).tolist() if stats.numel() else []
-    hb = (hrecs[0] if len(hrecs) == 1 else torch.cat(hrecs)).numpy().tobytes() if hrecs else b""
+    hb = memoryview((hrecs[0] if len(hrecs) == 1 else torch.cat(hrecs)).numpy().tobytes()
+                    if hrecs else b"")
     sofs, hofs, hhofs = _STATS_OFF, _HAVE_OFF, _HAVE_HIST_OFF
     tbuf = p._tbuf
     h = 0
@@ -497,8 +583,8 @@ def run_flush(p: Any, stats: torch.Tensor, table: list[int],
     i = r = c = 0
     end = len(table)
     while i < end:
-        kind, nid, level, n = table[i], table[i + 1], table[i + 2], table[i + 3]
-        i += 4
+        kind, nid, level, n, m = table[i:i + 5]
+        i += 5
         node = nodes[nid]
         if kind == _EV_ENTER:
             # a root call as Probe._enter counts it (the step, the micro-batch)
@@ -542,7 +628,11 @@ def run_flush(p: Any, stats: torch.Tensor, table: list[int],
         if p._nev >= p._bev or p._nt + n > p._bt:
             p._submit()
         base = p._nt
-        for j in range(n):
+        if not m and n:
+            # host tensors only: their rows as host_stats made them
+            tbuf[base * tsize:(base + n) * tsize] = hb[h * tsize:(h + n) * tsize]
+            h += n
+        for j in range(n if m else 0):
             slot_kind, slot_index, dtype, devtype, devidx, numel, has, rank = table[i:i + 8]
             shape = table[i + 8:i + 8 + rank]
             i += 8 + rank

@@ -169,7 +169,11 @@ class _Node(_NodeBase):
     observed and is_root, and the call counters (depth: calls in flight;
     count: calls in step `epoch`) are _NodeBase's."""
 
-    __slots__ = ("address", "module", "base", "params", "own", "wrapped")
+    # pid, mid and fn are what dynamo reads of a node when it traces its
+    # call (_compiled.traced_call): ints and a function, not the probe and
+    # the module, which reached through every node would each cost an
+    # aliasing guard (a Python lambda) per node, evaluated on every call
+    __slots__ = ("address", "module", "base", "params", "own", "wrapped", "pid", "mid", "fn")
 
     def __init__(self, address: str, module: torch.nn.Module, level: int,
                  observed: bool) -> None:
@@ -187,6 +191,9 @@ class _Node(_NodeBase):
         self.count = 0
         self.own: Any = None            # an instance forward found when wrapping
         self.wrapped: Any = None        # the probe's forward, while it is set
+        self.pid = 0                    # the probe's id for compiled regions
+        self.mid = id(module)
+        self.fn: Any = None             # the class's forward that the wrapper calls
 
 
 def _exc_message(exc: BaseException) -> str:
@@ -611,6 +618,7 @@ class Probe(_ProbeBase):
                 if self._match(pat, address):
                     level = int(lv)
             node = _Node(address, mod, level, observed)
+            node.pid = self._cid
             self._nodes[id(mod)] = node
             if first is None:
                 first = node
@@ -692,6 +700,7 @@ class Probe(_ProbeBase):
             fwd = self._py_wrapper(node, mod, inner, "forward", False)
         functools.update_wrapper(fwd, type(mod).forward if own is None else own)
         node.own = own
+        node.fn = type(mod).forward if own is None else None
         node.wrapped = mod.forward = types.MethodType(fwd, mod)
 
     def _py_wrapper(self, node: _Node, mod: torch.nn.Module, inner: Any, name: str,
