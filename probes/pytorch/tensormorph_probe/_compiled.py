@@ -8,15 +8,21 @@ branches on torch.compiler.is_compiling()).  That path is plain Python and
 tensor code, so the probe adds no graph break:
 
 - at trace time, each observed call appends its events to a table of
-  ints (event kind, node id, level, then per tensor its slot, dtype,
-  device, numel and shape -- SymInts where dynamo made a size dynamic);
+  ints: event kind, node id, level, tensor count, and how many ints of
+  per-tensor entries follow (its slot, dtype, device, numel and shape --
+  SymInts where dynamo made a size dynamic).  An event whose tensors are
+  all host tensors (the common case) has none: its rows come whole from
+  host_stats, so dynamo traces little Python per call;
 - a host tensor's stats are computed by libtensormorph, as in eager mode
   (tm_recorder_stats, one pass in C): the region hands its host tensors,
   a chunk at a time (_HOST_CHUNK), to one opaque op,
   tensormorph::host_stats, which returns their summaries (struct
-  tm_rec_tensor, as bytes).  One node per chunk instead of a few dozen
-  reductions per tensor: the graph and its compile time stay the model's,
-  and a chunk bounds how long the region keeps tensors alive for it;
+  tm_rec_tensor, as bytes), metadata read from the tensors at run time; a
+  tensor passed again (one module's output is the next one's input) is
+  reduced once, as eager mode's reuse does.  One node per chunk instead of
+  a few dozen reductions per tensor: the graph and its compile time stay
+  the model's, and a chunk bounds how long the region keeps tensors alive
+  for it;
 - a device tensor's stats are computed by device_stats (_devstats.py, the
   definitions of stats.c), tensor reductions that inductor fuses with the
   model's kernels and a CUDA graph captures; they are stacked into one
@@ -35,7 +41,11 @@ tracks as side effects of the trace (they are empty again when a region
 ends, and a restarted trace starts from them empty).  Node levels and
 whether a node is observed are read by the traced code, so dynamo guards
 on them: a level a debugger changes recompiles the region (doc/manual.md,
-"Compiled models").
+"Compiled models").  The traced code reaches the probe through _live and
+the module through ints on the node (_Node's pid, mid, fn): reaching the
+one probe and each module through several objects would make dynamo guard
+that they are the same object, a Python lambda per module evaluated on
+every call of the compiled code.
 
 Level 3 passes each tensor's copy to the op, which copies it to the host.
 
@@ -309,12 +319,12 @@ def traced_call(self: Any, *args: Any, **kwargs: Any) -> Any:
     node, module = self._tm_node, args[0]
     if node is None or id(module) != node.mid:
         return type(module).forward(*args, **kwargs)    # released, or a copy
-    probe = _live[node.pid]
+    probe = _live.get(node.pid)
     fn = node.fn
     if fn is None or self.__name__ != "forward":
         fn = self._tm_inner             # an instance's own forward, a Lightning step
         module = None
-    if probe._closed or not node.observed:
+    if probe is None or probe._closed or not node.observed:
         return fn(*args, **kwargs) if module is not None else fn(*args[1:], **kwargs)
     return region_call(probe, node, fn, args[1:], kwargs, module)
 
