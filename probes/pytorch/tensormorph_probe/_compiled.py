@@ -561,14 +561,25 @@ def run_grad(p: Any, stats: torch.Tensor, token: int, meta: list[int], raw: bool
         p._submit_live()
 
 
-def _levels(table: list[int]) -> list[int]:
-    """The levels a region's table observes its calls at."""
-    seen = set()
-    i, end = 0, len(table)
-    while i < end:
-        seen.add(table[i + 2])
-        i += 5 + table[i + 4]
-    return sorted(seen)
+_levels_seen: dict[tuple[int, ...], str] = {}
+
+
+def _levels(table: list[int]) -> str:
+    """The levels a region's table observes its calls at ("1,2"); a region
+    runs the same table every time."""
+    key = tuple(table)
+    got = _levels_seen.get(key)
+    if got is None:
+        seen = set()
+        i, end = 0, len(table)
+        while i < end:
+            seen.add(table[i + 2])
+            i += 5 + table[i + 4]
+        got = ",".join(str(lv) for lv in sorted(seen))
+        if len(_levels_seen) > 1024:
+            _levels_seen.clear()
+        _levels_seen[key] = got
+    return got
 
 
 def run_flush(p: Any, stats: torch.Tensor, table: list[int],
@@ -592,85 +603,97 @@ def run_flush(p: Any, stats: torch.Tensor, table: list[int],
     ev_pack, t_pack, tsize = _lib.EVENT_STRUCT.pack_into, _TENSOR_PACK, _lib.TENSOR_SIZE
     i = r = c = 0
     end = len(table)
+    evbuf, bnev, live, phase = p._evbuf, p._bnev, p._live, _lib.PHASE_FWD
+    step = p.step_count
     while i < end:
         kind, nid, level, n, m = table[i:i + 5]
         i += 5
         node = nodes[nid]
+        is_root = node.is_root
         if kind == _EV_ENTER:
-            # a root call as Probe._enter counts it (the step, the micro-batch)
-            root = node.is_root and not p._root_depth
-            if root:
-                p._root_enter()
-            if node.is_root:
+            if is_root:
+                # a root call as Probe._enter counts it (the step, the micro-batch)
+                root = not p._root_depth
+                if root:
+                    p._root_enter()
+                    step = p.step_count
                 p._root_depth += 1
-            if root and p.on_root_call is not None:
-                # the call's arguments stayed in the compiled code: a
-                # serving probe reads its batch from the worker
-                p.on_root_call((), None)
+                if root and p.on_root_call is not None:
+                    # the call's arguments stayed in the compiled code: a
+                    # serving probe reads its batch from the worker
+                    p.on_root_call((), None)
+            else:
+                root = False
             node.depth += 1
-            step = p.step_count
             if node.epoch != step:
                 node.epoch = step
                 node.count = 0
             call = node.count = node.count + 1
             if root:
                 p._micro = call
-            calls.setdefault(nid, []).append(call)
-            start, tend = t, 0
+            q = calls.get(nid)
+            if q is None:
+                calls[nid] = [call]
+            else:
+                q.append(call)
+            tend = 0
         else:
             call = calls[nid].pop()
             node.depth -= 1
-            start, tend = t, t
+            tend = t
         ordinals.append((nid, call, level))
         if len(ordinals) == 1:
             # the regions of the step so far and their levels: tmdb's
             # `info frame` tells a compiled region's stop by them, `info
             # probe` lists them (one annotation each, the latest has all)
             regs = p._compiled_regions
-            if p._compiled_step != p.step_count:
-                p._compiled_step = p.step_count
+            if p._compiled_step != step:
+                p._compiled_step = step
                 regs.clear()
-            levels = ",".join(str(lv) for lv in _levels(table))
-            if (node.address, levels) not in regs:
-                regs.append((node.address, levels))
+            key = (node.address, _levels(table))
+            if key not in regs:
+                regs.append(key)
                 p.annotate("compiled", [a for a, _ in regs])
                 p.annotate("compiled-levels", [lv for _, lv in regs])
+                step = p.step_count
         if p._nev >= p._bev or p._nt + n > p._bt:
             p._submit()
         base = p._nt
-        if not m and n:
-            # host tensors only: their rows as host_stats made them
-            tbuf[base * tsize:(base + n) * tsize] = hb[h * tsize:(h + n) * tsize]
-            h += n
-        for j in range(n if m else 0):
-            slot_kind, slot_index, dtype, devtype, devidx, numel, has, rank = table[i:i + 8]
-            shape = table[i + 8:i + 8 + rank]
-            i += 8 + rank
-            idx = base + j
-            off = idx * tsize
-            t_pack[rank](tbuf, off, 0, numel, 0, slot_index, devidx, slot_kind,
-                         dtype, rank, devtype, 0, 0, 0, 0, *shape)
-            if has == _ROW_HOST:
-                src = h * tsize
-                tbuf[off + hofs:off + hofs + 4] = hb[src + hofs:src + hofs + 4]
-                tbuf[off + hhofs] = hb[src + hhofs]
-                tbuf[off + sofs:off + tsize] = hb[src + sofs:src + tsize]
-                h += 1
-            elif has:
-                p._pack_stats(idx, rows[r], level)
-                r += 1
-            if has:
-                if level >= 3:
-                    p._put_capture(idx, caps[c])
-                    c += 1
-        ev_pack(p._evbuf, p._nev * 48, p.step_count, t, start, tend, nid, call, n, kind,
-                _lib.PHASE_FWD, level, 0)
+        if not m:
+            if n:
+                # host tensors only: their rows as host_stats made them
+                tbuf[base * tsize:(base + n) * tsize] = hb[h * tsize:(h + n) * tsize]
+                h += n
+        else:
+            for j in range(n):
+                slot_kind, slot_index, dtype, devtype, devidx, numel, has, rank = table[i:i + 8]
+                shape = table[i + 8:i + 8 + rank]
+                i += 8 + rank
+                idx = base + j
+                off = idx * tsize
+                t_pack[rank](tbuf, off, 0, numel, 0, slot_index, devidx, slot_kind,
+                             dtype, rank, devtype, 0, 0, 0, 0, *shape)
+                if has == _ROW_HOST:
+                    src = h * tsize
+                    tbuf[off + hofs:off + hofs + 4] = hb[src + hofs:src + hofs + 4]
+                    tbuf[off + hhofs] = hb[src + hhofs]
+                    tbuf[off + sofs:off + tsize] = hb[src + sofs:src + tsize]
+                    h += 1
+                elif has:
+                    p._pack_stats(idx, rows[r], level)
+                    r += 1
+                if has:
+                    if level >= 3:
+                        p._put_capture(idx, caps[c])
+                        c += 1
+        nev = p._nev
+        ev_pack(evbuf, nev * 48, step, t, t, tend, nid, call, n, kind, phase, level, 0)
         p._nt = base + n
-        p._nev = nev = p._nev + 1
-        p._bnev.value = nev
-        if kind != _EV_ENTER and node.is_root:
+        p._nev = nev = nev + 1
+        bnev.value = nev
+        if is_root and kind != _EV_ENTER:
             p._root_depth -= 1
-        if p._live is not None and p._live.value & 1:
+        if live is not None and live.value & 1:
             p._submit_live()
     if p._srv and p._rerun_snap and end and p._lib.tm_server_rerun(p._srv):
         rerun(p, table[1])
