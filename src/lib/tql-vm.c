@@ -1204,6 +1204,7 @@ int tm_tql_reason_format(uint32_t reason, char *buf, size_t len)
 		{ TM_REF_NO_NODE, "no reference node" },
 		{ TM_REF_NO_EVENT, "no reference event" },
 		{ TM_REF_UNMAPPED, "unmapped" },
+		{ TM_REF_BATCH, "batched differently" },
 		{ TM_TQL_SHAPES, "shapes differ" },
 		{ TM_TQL_RANGE, "index out of range" },
 		{ TM_TQL_NO_PAYLOAD, "contents not captured" },
