@@ -1081,7 +1081,8 @@ static int byreq_build(tm_align *a)
 		const struct tm_annot *an = NULL;
 
 		rc = tm_reader_annotation(a->r, st, "request", &an);
-		if (rc == TM_ERR_NOT_FOUND)
+		/* an empty list (a warm-up forward) is no ids */
+		if (rc == TM_ERR_NOT_FOUND || (!rc && !an->nvalues))
 			goto next;
 		if (rc)
 			return rc;
