@@ -10,6 +10,7 @@
  */
 #include <math.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -407,6 +408,8 @@ int tm_align_new(tm_reader *ref, const tm_cmp_map *map, tm_align **out)
 		}
 	}
 	a->r = ref;
+	/* the window keeps stats: the reference's histograms are read past */
+	tm_reader_skip_hist(ref, 1);
 	*out = a;
 	return TM_OK;
 }
@@ -556,9 +559,14 @@ static int win_add(struct win *w, const struct tm_event *ev)
 	w->ev[w->nev] = *ev;
 	w->ev[w->nev].tensors = (struct tm_tensor *)(uintptr_t)w->nts;
 	for (i = 0; i < ev->ntensors; i++) {
-		w->ts[w->nts + i] = ev->tensors[i];
-		w->ts[w->nts + i].payload = NULL;
-		w->ts[w->nts + i].payload_len = 0;
+		struct tm_tensor *t = &w->ts[w->nts + i];
+
+		/* what comes before the histogram: the stats (the window
+		 * keeps neither histograms nor contents) */
+		memcpy(t, &ev->tensors[i], offsetof(struct tm_tensor, have_hist));
+		t->have_hist = 0;
+		t->payload = NULL;
+		t->payload_len = 0;
 	}
 	w->nts += ev->ntensors;
 	w->nev++;
@@ -781,6 +789,7 @@ int tm_align_set_prefetch(tm_align *a, int on)
 		free(p);
 		return rc;
 	}
+	tm_reader_skip_hist(p->r, 1);
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->cv, NULL);
 	for (i = 0; i < PF_WINS; i++)
