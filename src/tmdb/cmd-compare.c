@@ -824,6 +824,20 @@ out:
 	return ret;
 }
 
+int tm_compare_loaded(struct tm_session *s, struct tm_compare_state *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!s->ref)
+		return 0;
+	out->path = s->ref->path;
+	out->ranks = s->ref->nal;
+	out->manifest = s->ref->manifest;
+	out->events = s->ref->nevents;
+	out->by_request = s->ref->by_request;
+	out->map = tm_align_map(s->ref->al[0]);
+	return 1;
+}
+
 int tm_info_compare(struct tm_session *s, const char *args)
 {
 	return cmd_info_compare(s, args);

@@ -699,6 +699,16 @@ const struct tm_tensor *tm_compare_reference(void *user, const struct tm_event *
 					     uint32_t *reason);
 void tm_compare_free(struct tm_session *s);
 int tm_info_compare(struct tm_session *s, const char *args);
+/* What is loaded, for front ends (MI's -tmdb-compare): 0 when nothing. */
+struct tm_compare_state {
+	const char *path;       /* as given */
+	int ranks;              /* aligners: one, or a reference job's ranks */
+	int manifest;
+	uint64_t events;
+	int by_request;
+	const tm_cmp_map *map;
+};
+int tm_compare_loaded(struct tm_session *s, struct tm_compare_state *out);
 /* print EXPR: the reference's value beside the run's, when one is loaded */
 void tm_compare_print_beside(struct tm_session *s, const char *expr);
 
