@@ -370,6 +370,7 @@ struct byreq {
 	struct rq_ent *run;     /* id -> forwards so far (k) */
 	size_t nrun, caprun;
 	struct run_step *map;   /* by run step */
+	size_t mapcap;
 	uint64_t first, next;   /* run steps [first, next) are mapped; first 0 */
 };
 
@@ -1177,16 +1178,21 @@ static int byreq_step(tm_align *a, const struct tm_event *ev, uint64_t *st, uint
 	/* a request's forwards are counted from the run's step 0, whichever
 	 * step is asked for first */
 	if (*st >= q->next) {
-		uint64_t n = *st - q->first + 1, cap = q->next - q->first, s;
+		uint64_t n = *st - q->first + 1, s;
 		struct run_step *m;
 
-		if (n > SIZE_MAX / sizeof(*m))
+		if (n > SIZE_MAX / sizeof(*m) / 2)
 			return TM_ERR_NOMEM;
-		if (n > cap) {
-			m = realloc(q->map, (size_t)n * sizeof(*m));
+		if (n > q->mapcap) {
+			size_t cap = q->mapcap ? q->mapcap : 64;
+
+			while (cap < n)
+				cap *= 2;
+			m = realloc(q->map, cap * sizeof(*m));
 			if (!m)
 				return TM_ERR_NOMEM;
 			q->map = m;
+			q->mapcap = cap;
 		}
 		for (s = q->next; s <= *st; s++)
 			if ((rc = byreq_map_one(a, ev, s, &q->map[s - q->first])))
