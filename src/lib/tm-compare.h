@@ -72,7 +72,9 @@ typedef struct tm_align tm_align;
 
 /*
  * Takes ref (closed by tm_align_free) and a copy of map's rules (map may
- * be NULL: addresses as they are).
+ * be NULL: addresses as they are).  ref reads past histograms from then
+ * on: alignment keeps stats only, and decoding the bins was most of the
+ * cost of reading a level-2 reference.
  */
 int tm_align_new(tm_reader *ref, const tm_cmp_map *map, tm_align **out);
 void tm_align_free(tm_align *a);
