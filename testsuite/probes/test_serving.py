@@ -559,6 +559,9 @@ def test_compare_aligns_serving_runs_by_request(tmp_path):
     assert m, out
     total, aligned, missed = map(int, m.groups())
     assert total % 9 == 0 and missed == 3 * total // 9, out
+    # of the reference's 7 steps only req-1-*'s pair is left
+    per = total // 9
+    assert f"Reference events not aligned: {per} of {7 * per}." in by_request, out
     assert re.search(r"^  model\S*\s+.*batched differently$", by_request, re.M), out
     assert re.search(r"^  mean\s+none", by_request, re.M), out
     assert "Breakpoint 1," not in by_request, out
