@@ -290,7 +290,13 @@ struct win {
  * with a reader of its own into whole step windows, PF_WINS of them in
  * all, so that a forward scan decodes the two recordings side by side.
  */
-#define PF_WINS 4
+#define PF_WINS 8
+/*
+ * A side that waits is woken once half the windows are ready for it, not
+ * at each one: with steps of a hundred events a wake-up per step (a
+ * futex and a context switch on each side) cost more than it saved.
+ */
+#define PF_BATCH (PF_WINS / 2)
 struct pf {
 	pthread_t th;
 	tm_reader *r;
@@ -301,6 +307,7 @@ struct pf {
 	struct win *free[PF_WINS];
 	size_t nfree;
 	int stop;
+	int cwait, pwait;               /* the consumer / the thread waits */
 	struct win *held;               /* popped, for a later step */
 	int ended;
 	int served;                     /* a step was served: last is it */
@@ -680,8 +687,11 @@ static struct win *pf_take_free(struct pf *p)
 	struct win *w = NULL;
 
 	pthread_mutex_lock(&p->mu);
-	while (!p->nfree && !p->stop)
+	while (!p->nfree && !p->stop) {
+		p->pwait = 1;
 		pthread_cond_wait(&p->cv, &p->mu);
+	}
+	p->pwait = 0;
 	if (!p->stop)
 		w = p->free[--p->nfree];
 	pthread_mutex_unlock(&p->mu);
@@ -694,7 +704,8 @@ static void pf_push(struct pf *p, struct win *w)
 	pthread_mutex_lock(&p->mu);
 	p->q[(p->qh + p->qn) % PF_WINS] = w;
 	p->qn++;
-	pthread_cond_broadcast(&p->cv);
+	if (p->cwait && (p->qn >= PF_BATCH || w->end))
+		pthread_cond_broadcast(&p->cv);
 	pthread_mutex_unlock(&p->mu);
 }
 
@@ -702,7 +713,8 @@ static void pf_recycle(struct pf *p, struct win *w)
 {
 	pthread_mutex_lock(&p->mu);
 	p->free[p->nfree++] = w;
-	pthread_cond_broadcast(&p->cv);
+	if (p->pwait && p->nfree >= PF_BATCH)
+		pthread_cond_broadcast(&p->cv);
 	pthread_mutex_unlock(&p->mu);
 }
 
@@ -711,8 +723,11 @@ static struct win *pf_pop(struct pf *p)
 	struct win *w;
 
 	pthread_mutex_lock(&p->mu);
-	while (!p->qn)
+	while (!p->qn) {
+		p->cwait = 1;
 		pthread_cond_wait(&p->cv, &p->mu);
+	}
+	p->cwait = 0;
 	w = p->q[p->qh];
 	p->qh = (p->qh + 1) % PF_WINS;
 	p->qn--;
