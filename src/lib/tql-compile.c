@@ -1347,6 +1347,12 @@ static int check_word(struct tql_cc *cc, struct tql_node *n)
 			n->lo -= 4;
 			if (t == T_ERR)
 				return T_ERR;
+			if (n->res == R_RANKSET) {
+				tql_error(cc, n->lo, n->lo, n->hi, 0, 0,
+					  "'ref.' reads one rank's term, not '@*:' (write "
+					  "'ref.@R:PATH:SLOT.FIELD' for rank R)");
+				return T_ERR;
+			}
 			n->res = R_REF_ADDR;
 			cc->prog->uses_reference = 1;
 			return t;

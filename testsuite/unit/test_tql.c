@@ -1178,9 +1178,63 @@ static const struct tm_tensor *id_lookup(void *user, uint32_t node, struct tm_sl
 	t.slot = slot;
 	t.have = TM_STAT_BIT(TM_STAT_STD);
 	t.stat[TM_STAT_STD] = node;
+	ev.node = node;
 	*event = &ev;
 	*reason = 0;
 	return &t;
+}
+
+/* The reference of the run event ev: std 100 + the event's node id. */
+static const struct tm_tensor *id_reference(void *user, const struct tm_event *ev,
+					    struct tm_slot slot, int contents,
+					    const struct tm_event **ref_event, uint32_t *reason)
+{
+	static struct tm_tensor t;
+
+	(void)user;
+	(void)contents;
+	*reason = 0;
+	*ref_event = ev;
+	if (!ev)
+		return NULL;
+	memset(&t, 0, sizeof(t));
+	t.slot = slot;
+	t.have = TM_STAT_BIT(TM_STAT_STD);
+	t.stat[TM_STAT_STD] = 100 + ev->node;
+	return &t;
+}
+
+static void expect_error(tm_nodetab *t, int32_t rank, const char *src, const char *msg);
+
+/* ref.@R:PATH: the reference of the run's event of that rank's node. */
+static void test_rank_ref(void)
+{
+	tm_nodetab *t = rank_nodes();
+	struct tm_tql_compile_opts opts = { t, NULL, 0, 0 };
+	struct tm_tql_env env = { NULL, id_lookup, NULL, NULL, NULL, id_reference };
+	struct tm_tql_ctx ctx = { NULL, NULL, t, &env, 0 };
+	struct tm_tql_value v;
+	tm_tql_prog *p = NULL;
+	char *err = NULL;
+
+	CU_ASSERT_EQUAL_FATAL(tm_tql_compile("ref.@1:model.fc:out.std - @1:model.fc.std", &opts,
+					     &p, &err), TM_OK);
+	CU_ASSERT_EQUAL(tm_tql_uses_reference(p), 1);
+	CU_ASSERT_EQUAL(tm_tql_eval(p, &ctx, &v), TM_OK);
+	CU_ASSERT_EQUAL(v.type, TM_TQL_NUM);
+	CU_ASSERT_EQUAL(v.v.d, 100);
+	tm_tql_free(p);
+	/* without "@R:", the session's rank (opts.rank 1): node 3 */
+	opts.rank = 1;
+	CU_ASSERT_EQUAL_FATAL(tm_tql_compile("ref.model.fc:out.std", &opts, &p, &err), TM_OK);
+	CU_ASSERT_EQUAL(tm_tql_eval(p, &ctx, &v), TM_OK);
+	CU_ASSERT_EQUAL(v.v.d, 103);
+	tm_tql_free(p);
+	expect_error(t, 0, "max(ref.@*:model.fc:out.std)", "'ref.' reads one rank's term");
+	expect_error(t, 0, "ref.@*:model.fc:out.std", "'@*:' names every rank");
+	expect_error(t, 0, "ref.@9:model.fc:out.std", "no node '@9:model.fc'");
+	expect_error(t, 0, "ref.@:model.fc:out.std", "a rank is written '@R:'");
+	tm_nodetab_free(t);
 }
 
 /* The node id an expression's addressed term resolved to, -1 on a compile
@@ -1807,7 +1861,7 @@ int main(void)
 		TM_TEST(test_rank_field),
 		TM_TEST(test_request_field),
 		TM_TEST(test_rank_names),
-		TM_TEST(test_rank_resolution),
+		TM_TEST(test_rank_resolution), TM_TEST(test_rank_ref),
 		TM_TEST(test_rank_node_path),
 		TM_TEST(test_rankset_values),
 		TM_TEST(test_rankset_step),
