@@ -96,15 +96,17 @@ _TENSOR_PACK = [p.pack_into for p in _lib.TENSOR_PACK]
 _STRIDED = torch.strided
 _SLOT_PACK = struct.Struct("<H").pack_into
 # elements, by level: below this, reading the data again is cheaper than
-# looking the tensor up.  Level 1 reads about 0.4 ns an element, level 2
-# about three times that.  A lookup costs about a microsecond in _hook.c
+# looking the tensor up.  A lookup costs about a microsecond in _hook.c
 # (several tensor attributes, a table entry on a miss) and 2-3 us in
-# Python, hit or miss.  At level 2 most inputs and grad_in are hits; at
-# level 1 only a container's output (its last child's) can hit, one lookup
-# in four or fewer.  The hook-bound benchmark's level 1 measured 1.09x with
-# lookups from 32768 elements and 1.04-1.05x from 65536 (when a lookup also
-# meant the Python path).
-_REUSE_MIN = (1 << 62, 1 << 16, 1024, 1024)
+# Python, hit or miss.  In a chain of modules each output is the next
+# module's input, so half the lookups hit, each saving a pass over the
+# data: level 1 reads an 8192-element f32 tensor in about 1.4 us
+# (testsuite/perf/stats-bench), level 2 in about 3.3 us.  A chain of leaf
+# modules on 4x32x64 floats, one thread, no grad, thread CPU time:
+# level 1 costs 4.5 us a call without lookups and 4.0 with them from 8192
+# elements; on 4x32x256, 16.5 us without, 8.4-11 with (probe-overhead's
+# hook model: 122 of its 250 level-1 events a step are hits).
+_REUSE_MIN = (1 << 62, 8192, 1024, 1024)
 _now = time.monotonic_ns
 _Tensor = torch.Tensor
 _TSIZE = _lib.TENSOR_SIZE
