@@ -96,17 +96,20 @@ _TENSOR_PACK = [p.pack_into for p in _lib.TENSOR_PACK]
 _STRIDED = torch.strided
 _SLOT_PACK = struct.Struct("<H").pack_into
 # elements, by level: below this, reading the data again is cheaper than
-# looking the tensor up.  A lookup costs about a microsecond in _hook.c
-# (several tensor attributes, a table entry on a miss) and 2-3 us in
-# Python, hit or miss.  In a chain of modules each output is the next
-# module's input, so half the lookups hit, each saving a pass over the
-# data: level 1 reads an 8192-element f32 tensor in about 1.4 us
-# (testsuite/perf/stats-bench), level 2 in about 3.3 us.  A chain of leaf
-# modules on 4x32x64 floats, one thread, no grad, thread CPU time:
-# level 1 costs 4.5 us a call without lookups and 4.0 with them from 8192
-# elements; on 4x32x256, 16.5 us without, 8.4-11 with (probe-overhead's
-# hook model: 122 of its 250 level-1 events a step are hits).
-_REUSE_MIN = (1 << 62, 8192, 1024, 1024)
+# looking the tensor up in the batch's table (_seen).  A lookup costs about
+# a microsecond in _hook.c (several tensor attributes, a table entry on a
+# miss) and 2-3 us in Python, hit or miss.  At level 2 most inputs and
+# grad_in are hits; at level 1 a hit saves about 1.4 us at 8192 f32
+# elements (testsuite/perf/stats-bench), less than the two lookups it takes.
+_REUSE_MIN = (1 << 62, 1 << 16, 1024, 1024)
+# elements: from here _hook.c first tries the last tensor it summarised,
+# held, by identity (the same object, unchanged): in a chain of modules
+# each output is the next one's input.  About three attribute reads on a
+# hit, one on each summary it remembers.  A chain of leaf modules on 4x32x64
+# f32, no grad, one thread, thread CPU time, level 1: 4.6 us a call without
+# reuse, 3.8 with table lookups from 8192 elements, 2.9 with this alone;
+# level 2: 8.3, 5.8 (table), 4.8 (this and the table).
+_LAST_MIN = 4096
 _now = time.monotonic_ns
 _Tensor = torch.Tensor
 _TSIZE = _lib.TENSOR_SIZE
@@ -440,6 +443,7 @@ class Probe(_ProbeBase):
         self._stats = lib.tm_recorder_stats_raw
         self._stats_addr = ctypes.cast(lib.tm_recorder_stats, ctypes.c_void_p).value or 0
         self._reuse_min1, self._reuse_min2 = _REUSE_MIN[1], _REUSE_MIN[2]
+        self._last_min = _LAST_MIN
         self._vp = ctypes.c_void_p(0)
         self._hold: list[torch.Tensor] = []
         self._dev_pending: list[tuple[int, torch.Tensor, int]] = []
@@ -1034,6 +1038,7 @@ class Probe(_ProbeBase):
         self._nt = 0
         self._keep.clear()
         self._seen.clear()
+        self._last = None
         if self._live is not None and self._live.value >> 1 != self._gen:
             self._refresh()
         fl = self._flight
@@ -1059,6 +1064,7 @@ class Probe(_ProbeBase):
             self._keep.clear()
         if self._seen:
             self._seen.clear()      # summaries are reused within a batch only
+        self._last = None
         if err:
             _check(err, "submitting events")
         if self._live is not None and self._live.value >> 1 != self._gen:
