@@ -10,6 +10,7 @@
  */
 #include <math.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -289,7 +290,13 @@ struct win {
  * with a reader of its own into whole step windows, PF_WINS of them in
  * all, so that a forward scan decodes the two recordings side by side.
  */
-#define PF_WINS 4
+#define PF_WINS 8
+/*
+ * A side that waits is woken once half the windows are ready for it, not
+ * at each one: with steps of a hundred events a wake-up per step (a
+ * futex and a context switch on each side) cost more than it saved.
+ */
+#define PF_BATCH (PF_WINS / 2)
 struct pf {
 	pthread_t th;
 	tm_reader *r;
@@ -300,6 +307,7 @@ struct pf {
 	struct win *free[PF_WINS];
 	size_t nfree;
 	int stop;
+	int cwait, pwait;               /* the consumer / the thread waits */
 	struct win *held;               /* popped, for a later step */
 	int ended;
 	int served;                     /* a step was served: last is it */
@@ -329,6 +337,48 @@ struct tm_align {
 	size_t ahead_cap;
 
 	struct pf *pf;          /* prefetching, NULL: reads on demand */
+
+	struct byreq *rq;       /* aligning by request ids, NULL: by step */
+};
+
+/*
+ * Aligning by request ids (tm_align_set_requests).  The reference's side,
+ * read once: (request id, k) -> the step of that request's k-th forward,
+ * and step -> how many requests it served.  The run's side, built as its
+ * steps are asked for, in step order: each request's forwards so far, and
+ * what each run step aligns with.
+ */
+struct rq_ent {
+	char *id;               /* NULL: empty */
+	uint32_t k;             /* the forward of the request, from 1 */
+	uint64_t step;
+};
+
+struct step_ent {
+	uint64_t step;
+	uint32_t n;             /* requests served (the annotation's count) */
+	int used;
+};
+
+struct run_step {
+	uint64_t ref;           /* the reference step */
+	uint32_t reason;        /* TM_REF_BATCH / 0 */
+};
+
+struct byreq {
+	const struct tm_annot *(*fn)(void *user, const struct tm_event *ev, uint64_t step);
+	void *user;
+	int built;              /* the reference's side is read */
+	int any;                /* the reference has request ids */
+	struct rq_ent *ref;     /* open addressing */
+	size_t nref, capref;
+	struct step_ent *steps;
+	size_t nsteps, capsteps;
+	struct rq_ent *run;     /* id -> forwards so far (k) */
+	size_t nrun, caprun;
+	struct run_step *map;   /* by run step */
+	size_t mapcap;
+	uint64_t first, next;   /* run steps [first, next) are mapped; first 0 */
 };
 
 static void win_free(struct win *w)
@@ -366,8 +416,27 @@ int tm_align_new(tm_reader *ref, const tm_cmp_map *map, tm_align **out)
 		}
 	}
 	a->r = ref;
+	/* the window keeps stats: the reference's histograms are read past */
+	tm_reader_skip_hist(ref, 1);
 	*out = a;
 	return TM_OK;
+}
+
+static void byreq_free(struct byreq *q)
+{
+	size_t i;
+
+	if (!q)
+		return;
+	for (i = 0; i < q->capref; i++)
+		free(q->ref[i].id);
+	for (i = 0; i < q->caprun; i++)
+		free(q->run[i].id);
+	free(q->ref);
+	free(q->run);
+	free(q->steps);
+	free(q->map);
+	free(q);
 }
 
 void tm_align_free(tm_align *a)
@@ -377,6 +446,7 @@ void tm_align_free(tm_align *a)
 	if (!a)
 		return;
 	pf_stop(a);
+	byreq_free(a->rq);
 	for (i = 0; i < NCACHE; i++)
 		free(a->cache[i].addr);
 	tm_reader_close(a->r);
@@ -497,9 +567,14 @@ static int win_add(struct win *w, const struct tm_event *ev)
 	w->ev[w->nev] = *ev;
 	w->ev[w->nev].tensors = (struct tm_tensor *)(uintptr_t)w->nts;
 	for (i = 0; i < ev->ntensors; i++) {
-		w->ts[w->nts + i] = ev->tensors[i];
-		w->ts[w->nts + i].payload = NULL;
-		w->ts[w->nts + i].payload_len = 0;
+		struct tm_tensor *t = &w->ts[w->nts + i];
+
+		/* what comes before the histogram: the stats (the window
+		 * keeps neither histograms nor contents) */
+		memcpy(t, &ev->tensors[i], offsetof(struct tm_tensor, have_hist));
+		t->have_hist = 0;
+		t->payload = NULL;
+		t->payload_len = 0;
 	}
 	w->nts += ev->ntensors;
 	w->nev++;
@@ -612,8 +687,11 @@ static struct win *pf_take_free(struct pf *p)
 	struct win *w = NULL;
 
 	pthread_mutex_lock(&p->mu);
-	while (!p->nfree && !p->stop)
+	while (!p->nfree && !p->stop) {
+		p->pwait = 1;
 		pthread_cond_wait(&p->cv, &p->mu);
+	}
+	p->pwait = 0;
 	if (!p->stop)
 		w = p->free[--p->nfree];
 	pthread_mutex_unlock(&p->mu);
@@ -626,7 +704,8 @@ static void pf_push(struct pf *p, struct win *w)
 	pthread_mutex_lock(&p->mu);
 	p->q[(p->qh + p->qn) % PF_WINS] = w;
 	p->qn++;
-	pthread_cond_broadcast(&p->cv);
+	if (p->cwait && (p->qn >= PF_BATCH || w->end))
+		pthread_cond_broadcast(&p->cv);
 	pthread_mutex_unlock(&p->mu);
 }
 
@@ -634,7 +713,8 @@ static void pf_recycle(struct pf *p, struct win *w)
 {
 	pthread_mutex_lock(&p->mu);
 	p->free[p->nfree++] = w;
-	pthread_cond_broadcast(&p->cv);
+	if (p->pwait && p->nfree >= PF_BATCH)
+		pthread_cond_broadcast(&p->cv);
 	pthread_mutex_unlock(&p->mu);
 }
 
@@ -643,8 +723,11 @@ static struct win *pf_pop(struct pf *p)
 	struct win *w;
 
 	pthread_mutex_lock(&p->mu);
-	while (!p->qn)
+	while (!p->qn) {
+		p->cwait = 1;
 		pthread_cond_wait(&p->cv, &p->mu);
+	}
+	p->cwait = 0;
 	w = p->q[p->qh];
 	p->qh = (p->qh + 1) % PF_WINS;
 	p->qn--;
@@ -722,6 +805,7 @@ int tm_align_set_prefetch(tm_align *a, int on)
 		free(p);
 		return rc;
 	}
+	tm_reader_skip_hist(p->r, 1);
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->cv, NULL);
 	for (i = 0; i < PF_WINS; i++)
@@ -866,10 +950,280 @@ static int win_load(tm_align *a, uint64_t step)
 	return win_index(a);
 }
 
+/* ------------------------------------------------------------- by request */
+
+int tm_align_set_requests(tm_align *a,
+			  const struct tm_annot *(*fn)(void *user, const struct tm_event *ev,
+						       uint64_t step),
+			  void *user)
+{
+	if (!a)
+		return TM_ERR_INVALID_ARG;
+	byreq_free(a->rq);
+	a->rq = NULL;
+	if (!fn)
+		return TM_OK;
+	if (a->have)
+		return TM_ERR_INVALID_ARG;
+	a->rq = calloc(1, sizeof(*a->rq));
+	if (!a->rq)
+		return TM_ERR_NOMEM;
+	a->rq->fn = fn;
+	a->rq->user = user;
+	return TM_OK;
+}
+
+int tm_align_by_requests(const tm_align *a)
+{
+	return a && a->rq;
+}
+
+static uint64_t rq_hash(const char *id, uint32_t k)
+{
+	return fnv(id) ^ ((uint64_t)k * 0x9e3779b97f4a7c15ull);
+}
+
+/* The slot of (id, k) in t (cap a power of two), empty or equal. */
+static struct rq_ent *rq_slot(struct rq_ent *t, size_t cap, const char *id, uint32_t k)
+{
+	size_t h = rq_hash(id, k) & (cap - 1);
+
+	while (t[h].id && (t[h].k != k || strcmp(t[h].id, id)))
+		h = (h + 1) & (cap - 1);
+	return &t[h];
+}
+
+/* Room for one more entry in table *t (load <= 1/2). */
+static int rq_grow(struct rq_ent **t, size_t *n, size_t *cap)
+{
+	struct rq_ent *nt;
+	size_t nc, i;
+
+	if ((*n + 1) * 2 <= *cap)
+		return TM_OK;
+	nc = *cap ? *cap * 2 : 64;
+	nt = calloc(nc, sizeof(*nt));
+	if (!nt)
+		return TM_ERR_NOMEM;
+	for (i = 0; i < *cap; i++)
+		if ((*t)[i].id)
+			*rq_slot(nt, nc, (*t)[i].id, (*t)[i].k) = (*t)[i];
+	free(*t);
+	*t = nt;
+	*cap = nc;
+	return TM_OK;
+}
+
+static struct step_ent *step_slot(struct step_ent *t, size_t cap, uint64_t step)
+{
+	size_t h = (size_t)(step * 0x9e3779b97f4a7c15ull >> 17) & (cap - 1);
+
+	while (t[h].used && t[h].step != step)
+		h = (h + 1) & (cap - 1);
+	return &t[h];
+}
+
+static int step_put(struct byreq *q, uint64_t step, uint32_t n)
+{
+	struct step_ent *e;
+
+	if ((q->nsteps + 1) * 2 > q->capsteps) {
+		size_t nc = q->capsteps ? q->capsteps * 2 : 64, i;
+		struct step_ent *nt = calloc(nc, sizeof(*nt));
+
+		if (!nt)
+			return TM_ERR_NOMEM;
+		for (i = 0; i < q->capsteps; i++)
+			if (q->steps[i].used)
+				*step_slot(nt, nc, q->steps[i].step) = q->steps[i];
+		free(q->steps);
+		q->steps = nt;
+		q->capsteps = nc;
+	}
+	e = step_slot(q->steps, q->capsteps, step);
+	if (!e->used)
+		q->nsteps++;
+	e->used = 1;
+	e->step = step;
+	e->n = n;
+	return TM_OK;
+}
+
+/*
+ * Counts a step's requests in table t: entry (id, 0) holds the request's
+ * forwards so far (in its step field), and (id, k) -> step is added for
+ * each request's new forward k.
+ */
+static int count_forwards(struct rq_ent **t, size_t *n, size_t *cap, const struct tm_annot *an,
+			  uint64_t step)
+{
+	uint32_t i;
+	int rc;
+
+	for (i = 0; i < an->nvalues; i++) {
+		const char *id = an->values[i];
+		struct rq_ent *e;
+		uint32_t k;
+
+		/* the forward count: entries (id, 0) */
+		if ((rc = rq_grow(t, n, cap)))
+			return rc;
+		e = rq_slot(*t, *cap, id, 0);
+		if (!e->id) {
+			if (!(e->id = strdup(id)))
+				return TM_ERR_NOMEM;
+			e->k = 0;
+			e->step = 0;
+			(*n)++;
+		}
+		k = (uint32_t)++e->step;
+		if ((rc = rq_grow(t, n, cap)))
+			return rc;
+		e = rq_slot(*t, *cap, id, k);
+		if (!e->id) {
+			if (!(e->id = strdup(id)))
+				return TM_ERR_NOMEM;
+			e->k = k;
+			e->step = step;
+			(*n)++;
+		}
+	}
+	return TM_OK;
+}
+
+/* Reads the reference's request ids, every step's. */
+static int byreq_build(tm_align *a)
+{
+	struct byreq *q = a->rq;
+	const struct tm_summary *sum = tm_reader_summary(a->r);
+	uint64_t st;
+	int rc;
+
+	q->built = 1;
+	if (!sum->nevents)
+		return TM_OK;
+	for (st = sum->first_step; st <= sum->last_step; st++) {
+		const struct tm_annot *an = NULL;
+
+		rc = tm_reader_annotation(a->r, st, "request", &an);
+		/* an empty list (a warm-up forward) is no ids */
+		if (rc == TM_ERR_NOT_FOUND || (!rc && !an->nvalues))
+			goto next;
+		if (rc)
+			return rc;
+		q->any = 1;
+		if ((rc = step_put(q, st, an->count)) ||
+		    (rc = count_forwards(&q->ref, &q->nref, &q->capref, an, st)))
+			return rc;
+next:
+		if (st == UINT64_MAX)
+			break;
+	}
+	return TM_OK;
+}
+
+/* What run step st (after the steps before it) aligns with. */
+static int byreq_map_one(tm_align *a, const struct tm_event *ev, uint64_t st,
+			 struct run_step *out)
+{
+	struct byreq *q = a->rq;
+	const struct tm_annot *an = q->fn(q->user, ev, st);
+	struct step_ent *se;
+	uint32_t i;
+	int rc, found = 0;
+	uint64_t t = 0;
+
+	out->ref = st;
+	out->reason = 0;
+	if (!an || !an->nvalues) {
+		/* no ids: the same number, if the reference's has none either */
+		se = q->capsteps ? step_slot(q->steps, q->capsteps, st) : NULL;
+		if (se && se->used)
+			out->reason = TM_REF_BATCH;
+		return TM_OK;
+	}
+	for (i = 0; i < an->nvalues; i++) {
+		const char *id = an->values[i];
+		struct rq_ent *e;
+		uint32_t k;
+
+		if ((rc = rq_grow(&q->run, &q->nrun, &q->caprun)))
+			return rc;
+		e = rq_slot(q->run, q->caprun, id, 0);
+		if (!e->id) {
+			if (!(e->id = strdup(id)))
+				return TM_ERR_NOMEM;
+			e->k = 0;
+			e->step = 0;
+			q->nrun++;
+		}
+		k = (uint32_t)++e->step;
+		e = q->capref ? rq_slot(q->ref, q->capref, id, k) : NULL;
+		if (!e || !e->id) {
+			out->reason = TM_REF_BATCH;
+			continue;
+		}
+		if (found && e->step != t)
+			out->reason = TM_REF_BATCH;
+		t = e->step;
+		found = 1;
+	}
+	if (!found)
+		out->reason = TM_REF_BATCH;
+	if (!out->reason) {
+		se = step_slot(q->steps, q->capsteps, t);
+		if (!se->used || se->n != an->count)
+			out->reason = TM_REF_BATCH;     /* other requests too */
+	}
+	out->ref = t;
+	return TM_OK;
+}
+
+/* The reference step run step st aligns with, or *reason. */
+static int byreq_step(tm_align *a, const struct tm_event *ev, uint64_t *st, uint32_t *reason)
+{
+	struct byreq *q = a->rq;
+	int rc;
+
+	*reason = 0;
+	if (!q->built && (rc = byreq_build(a)))
+		return rc;
+	if (!q->any)
+		return TM_OK;           /* no ids in the reference: by step */
+	/* a request's forwards are counted from the run's step 0, whichever
+	 * step is asked for first */
+	if (*st >= q->next) {
+		uint64_t n = *st - q->first + 1, s;
+		struct run_step *m;
+
+		if (n > SIZE_MAX / sizeof(*m) / 2)
+			return TM_ERR_NOMEM;
+		if (n > q->mapcap) {
+			size_t cap = q->mapcap ? q->mapcap : 64;
+
+			while (cap < n)
+				cap *= 2;
+			m = realloc(q->map, cap * sizeof(*m));
+			if (!m)
+				return TM_ERR_NOMEM;
+			q->map = m;
+			q->mapcap = cap;
+		}
+		for (s = q->next; s <= *st; s++)
+			if ((rc = byreq_map_one(a, ev, s, &q->map[s - q->first])))
+				return rc;
+		q->next = *st + 1;
+	}
+	*reason = q->map[*st - q->first].reason;
+	*st = q->map[*st - q->first].ref;
+	return TM_OK;
+}
+
 int tm_align_event(tm_align *a, const char *addr, const struct tm_event *ev,
 		   const struct tm_event **ref, uint32_t *reason)
 {
 	uint32_t node, why;
+	uint64_t step;
 	size_t h, found = SIZE_MAX;
 	int rc;
 
@@ -882,8 +1236,20 @@ int tm_align_event(tm_align *a, const char *addr, const struct tm_event *ev,
 	rc = ref_node(a, addr, &node, &why);
 	if (rc)
 		return rc;
-	if (!a->have || a->cur.step != ev->step) {
-		rc = win_load(a, ev->step);
+	step = ev->step;
+	if (a->rq) {
+		uint32_t batch;
+
+		rc = byreq_step(a, ev, &step, &batch);
+		if (rc)
+			return rc;
+		if (batch) {
+			*reason = node == TM_NODE_NONE ? why : batch;
+			return TM_ERR_NOT_FOUND;
+		}
+	}
+	if (!a->have || a->cur.step != step) {
+		rc = win_load(a, step);
 		if (rc) {
 			a->have = 0;
 			return rc;

@@ -412,7 +412,32 @@ struct tm_decoder {
 	char *strs;
 	size_t strs_len, strs_cap;
 	char detail[160];
+	int skip_hist;          /* tm_decoder_skip_hist */
 };
+
+void tm_decoder_skip_hist(tm_decoder *d, int on)
+{
+	if (d)
+		d->skip_hist = on;
+}
+
+/* Passes over a varint as tm_rd_uvarint reads it, without its value. */
+static void skip_uvarint(struct tm_rd *r)
+{
+	const uint8_t *p = r->p, *end = r->end;
+	unsigned n = 0;
+
+	while (p < end && (*p & 0x80) && n < 10) {
+		p++;
+		n++;
+	}
+	if (p == end || n == 10) {
+		r->bad = 1;
+		r->p = end;
+		return;
+	}
+	r->p = p + 1;
+}
 
 tm_decoder *tm_decoder_new(void)
 {
@@ -605,7 +630,14 @@ static int dec_tensor(tm_decoder *d, struct tm_rd *r, struct tm_tensor *t)
 		return dec_fail(d, TM_ERR_CORRUPT, "tensor: log2 flag without a histogram");
 	t->have_hist = !(flags & TENSOR_FLAG_HIST) ? 0 :
 		       (flags & TENSOR_FLAG_LOG2) ? TM_HIST_LOG2 : TM_HIST_LINEAR;
-	if (t->have_hist) {
+	if (t->have_hist && d->skip_hist) {
+		/* a reader of stats only (the reference of a comparison):
+		 * decoding the bins is most of a level-2 tensor's cost */
+		(void)tm_rd_bytes(r, 16);
+		for (i = 0; i < TM_HIST_BINS; i++)
+			skip_uvarint(r);
+		t->have_hist = 0;
+	} else if (t->have_hist) {
 		t->hist_lo = tm_rd_f64(r);
 		t->hist_hi = tm_rd_f64(r);
 		for (i = 0; i < TM_HIST_BINS; i++) {

@@ -595,6 +595,12 @@ int tm_reader_annotation(tm_reader *r, uint64_t step, const char *key,
 	return tm_reader_annotation_at(r, step, UINT64_MAX, key, out);
 }
 
+void tm_reader_skip_hist(tm_reader *r, int on)
+{
+	if (r)
+		tm_decoder_skip_hist(r->dec, on);
+}
+
 int tm_reader_set_filter(tm_reader *r, const tm_address *pattern)
 {
 	uint32_t i, n = tm_nodetab_count(r->nodes);

@@ -30,7 +30,12 @@ extern "C" {
 				      * kind: "no reference event" */
 #define TM_REF_UNMAPPED (1u << 22)   /* a map rule with an empty right side
 				      * excludes the address: "unmapped" */
-#define TM_REF__ALL (TM_REF_NONE | TM_REF_NO_NODE | TM_REF_NO_EVENT | TM_REF_UNMAPPED)
+/* Aligned by request ids (tm_align_set_requests): the reference served the
+ * run step's requests in other batches, or the run step has no request ids
+ * where the reference's step has: "batched differently". */
+#define TM_REF_BATCH (1u << 27)
+#define TM_REF__ALL (TM_REF_NONE | TM_REF_NO_NODE | TM_REF_NO_EVENT | TM_REF_UNMAPPED | \
+		     TM_REF_BATCH)
 
 /* ------------------------------------------------------------- map */
 
@@ -67,7 +72,9 @@ typedef struct tm_align tm_align;
 
 /*
  * Takes ref (closed by tm_align_free) and a copy of map's rules (map may
- * be NULL: addresses as they are).
+ * be NULL: addresses as they are).  ref reads past histograms from then
+ * on: alignment keeps stats only, and decoding the bins was most of the
+ * cost of reading a level-2 reference.
  */
 int tm_align_new(tm_reader *ref, const tm_cmp_map *map, tm_align **out);
 void tm_align_free(tm_align *a);
@@ -110,6 +117,33 @@ void tm_align_finish(tm_align *a);
  * ends prefetching (the reference is then read on demand).
  */
 int tm_align_set_prefetch(tm_align *a, int on);
+
+/*
+ * Serving recordings: steps aligned by request ids instead of step numbers.
+ * Two servers batch requests differently and run warm-up forwards of their
+ * own, so step N of one is rarely step N of the other.  Each step of a
+ * serving recording carries the ids of the requests its forward served
+ * (annotation key "request"); a request's k-th forward is its k-th step
+ * in the step order.  Run step S is aligned with the reference step T
+ * where each of S's requests had the same forward (the same k) and that
+ * served no other request (the same batch); the events of S then align
+ * with those of T by address, call, kind and op index as usual.  When
+ * S's requests were served in other batches by the reference, or S has
+ * no request ids where step T = S of the reference has, its events have
+ * no reference (TM_REF_BATCH).  A run step without request ids aligns
+ * with the reference's step of the same number if that one has none.
+ *
+ * fn answers the run's "request" annotation of step (NULL: none); ev is
+ * the run event being aligned (a multi-rank session tells the rank by it).
+ * Call before the first tm_align_event.  The reference's annotations are
+ * read once, at the first alignment (one pass over its chunks).
+ */
+int tm_align_set_requests(tm_align *a,
+			  const struct tm_annot *(*fn)(void *user, const struct tm_event *ev,
+						       uint64_t step),
+			  void *user);
+/* 1 when aligning by request ids. */
+int tm_align_by_requests(const tm_align *a);
 
 /* ------------------------------------------------------------- measures */
 

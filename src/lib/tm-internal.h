@@ -191,4 +191,13 @@ struct tm_server *tm_recorder__crash(struct tm_recorder *r, struct tm_crash *c,
 /* nodetab.c: forgets the nodes with ids >= n (tm_recover). */
 void tm_nodetab_truncate(tm_nodetab *t, uint32_t n);
 
+/*
+ * Histograms skipped (read past, have_hist 0) by a decoder, or by a
+ * reader's: for readers of stats only, the reference of a comparison.
+ */
+struct tm_decoder;
+struct tm_reader;
+void tm_decoder_skip_hist(struct tm_decoder *d, int on);
+void tm_reader_skip_hist(struct tm_reader *r, int on);
+
 #endif /* TM_INTERNAL_H */

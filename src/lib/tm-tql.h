@@ -59,9 +59,9 @@ struct tm_tql_value {
  * not a missing record either. */
 #define TM_TQL_OVERFLOW (1u << 17)
 #define TM_TQL_DIV_ZERO (1u << 18)
-/* Bits 19..23 are tm-compare.h's TM_REF_* (why there is no aligned
- * reference), and TM_TQL_SHAPES: the run's and the reference's contents
- * differ in size ("shapes differ"). */
+/* Bits 19..22 and 27 are tm-compare.h's TM_REF_* (why there is no
+ * aligned reference), and TM_TQL_SHAPES: the run's and the reference's
+ * contents differ in size ("shapes differ"). */
 #define TM_TQL_SHAPES (1u << 23)
 /* Beside them too: an index past a shape's rank or a tensor's size ("index
  * out of range"), an element of a tensor whose contents were not captured

@@ -595,6 +595,8 @@ static void gen(struct tql_gen *g, const struct tql_node *n)
 			emit(g, OP_ADDR, 0, n->aux);
 		else if (n->res == R_REF)
 			emit(g, OP_REF, (uint16_t)n->aux, 0);
+		else if (n->res == R_REF_ADDR)
+			emit(g, OP_REF_ADDR, 0, n->aux);
 		else if (n->res == R_EVENT)
 			emit(g, OP_EFIELD, (uint16_t)n->aux,
 			     n->aux == EF_ANNOT ? (uint32_t)(n->word.s - g->p->pool) : 0);
@@ -1245,11 +1247,35 @@ static int check_addressed(struct tql_cc *cc, struct tql_node *n)
 }
 
 /*
+ * Is "ref.REST" meant as an addressed term?  REST names a node when its
+ * first segment is none of TQL's field prefixes (ref.node.path and the
+ * like get ref.'s own message).
+ */
+static int ref_addressed(const struct tql_node *n)
+{
+	static const char *const fields[] = { "tensor", "node", "annot", "scaler",
+					      "exception", "request", "step", "phase",
+					      "seq", "time", "rank", "event", "op" };
+	const char *rest = n->word.s + 4;
+	size_t len = n->word.len - 4, first = 0, i;
+
+	while (first < len && rest[first] != '.' && rest[first] != ':' && rest[first] != '#')
+		first++;
+	if (first == len)
+		return 0;       /* one segment: no field */
+	for (i = 0; i < TM_ARRAY_LEN(fields); i++)
+		if (strlen(fields[i]) == first && !memcmp(rest, fields[i], first))
+			return 0;
+	return 1;
+}
+
+/*
  * field := "tensor." ( stat | "shape" | "dtype" | "rank" | "numel" )
  *        | "node." ( "path" | "type" | "depth" )
  *        | "step" | "phase" | "seq" | "time" | "rank" | "event"
  *        | "exception." ( "type" | "message" )
  *        | addressed
+ *        | "ref.tensor." FIELD | "ref." addressed
  * ("rank" is the process's rank in a distributed run; "tensor.rank" the
  * number of dimensions.)
  */
@@ -1307,9 +1333,34 @@ static int check_word(struct tql_cc *cc, struct tql_node *n)
 			cc->prog->uses_reference = 1;
 			return tensor_field_type(f);
 		}
+		if (ref_addressed(n)) {
+			/* ref.NODE:SLOT.field: the term checked as written
+			 * without "ref.", then read through the reference */
+			int t;
+
+			n->word.s += 4;
+			n->word.len -= 4;
+			n->lo += 4;
+			t = check_addressed(cc, n);
+			n->word.s -= 4;
+			n->word.len += 4;
+			n->lo -= 4;
+			if (t == T_ERR)
+				return T_ERR;
+			if (n->res == R_RANKSET) {
+				tql_error(cc, n->lo, n->lo, n->hi, 0, 0,
+					  "'ref.' reads one rank's term, not '@*:' (write "
+					  "'ref.@R:PATH:SLOT.FIELD' for rank R)");
+				return T_ERR;
+			}
+			n->res = R_REF_ADDR;
+			cc->prog->uses_reference = 1;
+			return t;
+		}
 		tql_error(cc, n->lo, n->lo, n->hi, 0, 0,
-			  "'ref.' reads the reference's tensor in focus: ref.tensor.FIELD, "
-			  "e.g. 'ref.tensor.mean'");
+			  "'ref.' reads the reference's tensor in focus (ref.tensor.FIELD, "
+			  "e.g. 'ref.tensor.mean') or an addressed term's "
+			  "(ref.NODE:SLOT.FIELD, e.g. 'ref.model.fc1:out.std')");
 		return T_ERR;
 	}
 	if (n->word.len > 7 && !memcmp(n->word.s, "tensor.", 7) &&

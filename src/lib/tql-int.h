@@ -114,6 +114,7 @@ enum tql_resolved {
 	R_PREV,         /* aux = site */
 	R_DELTA,        /* aux = site */
 	R_REF,          /* ref.tensor.FIELD: aux = stat or TF_* */
+	R_REF_ADDR,     /* ref.NODE:SLOT.field: aux as R_ADDR */
 	R_RANKSET       /* "@*:" argument of max/min/spread: aux = first index
 			 * into the addressed-term table, nargs = how many
 			 * (one per rank, in rank order) */

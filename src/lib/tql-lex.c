@@ -432,6 +432,13 @@ void tql_lex_next(struct tql_cc *cc)
 		lex_var(cc, t);
 		return;
 	}
+	/* "ref.@1:model.fc:out.std": a rank after ref., one token */
+	if (c == 'r' && cc->pos + 5 < cc->len && !memcmp(cc->src + cc->pos, "ref.@", 5) &&
+	    (cc->pos == 0 || !is_name_char(at(cc, cc->pos - 1)))) {
+		cc->pos += 4;
+		lex_ranked(cc, t);
+		return;
+	}
 	if (is_name_start(c)) {
 		lex_word(cc, t);
 		return;

@@ -728,6 +728,38 @@ void tql_run(tm_tql_prog *p, const struct tql_insn *code,
 		sp++;
 		DISPATCH();
 	}
+	L_REF_ADDR: {
+		/* the reference event aligned with the run's event that the
+		 * addressed term reads */
+		const struct tql_addr *ad = &p->addrs[in.b];
+		const struct tm_tensor *t = NULL;
+		const struct tm_event *ev = NULL, *rev = NULL;
+		uint32_t reason = TM_REF_NONE, why = 0;
+
+		if (ctx && ctx->env && ctx->env->reference) {
+			reason = 0;
+			if (ctx->env->lookup)
+				t = ctx->env->lookup(ctx->env->user, ad->node, ad->slot,
+						     ad->call, &ev, &why);
+			if (!t || !ev) {
+				/* no run event: its reason, and "no reference"
+				 * when there is none */
+				ctx->env->reference(ctx->env->user, NULL, ad->slot, 0,
+						    &rev, &reason);
+				reason |= why & TM_GAP__ALL;
+				t = NULL;
+			} else {
+				t = ctx->env->reference(ctx->env->user, ev, ad->slot, 0,
+							&rev, &reason);
+			}
+		}
+		if (t)
+			tensor_field(rev, t, ad->field, sp);
+		else
+			set_unknown(sp, reason);
+		sp++;
+		DISPATCH();
+	}
 	L_RELDIFF:
 		BINARY();
 		set_num(a, tm_reldiff(a->v.d, b->v.d));
@@ -1172,6 +1204,7 @@ int tm_tql_reason_format(uint32_t reason, char *buf, size_t len)
 		{ TM_REF_NO_NODE, "no reference node" },
 		{ TM_REF_NO_EVENT, "no reference event" },
 		{ TM_REF_UNMAPPED, "unmapped" },
+		{ TM_REF_BATCH, "batched differently" },
 		{ TM_TQL_SHAPES, "shapes differ" },
 		{ TM_TQL_RANGE, "index out of range" },
 		{ TM_TQL_NO_PAYLOAD, "contents not captured" },

@@ -24,6 +24,7 @@ struct tm_ref {
 	int manifest;
 	char *path;             /* as given */
 	uint64_t nevents;       /* the reference's, from the summaries */
+	int by_request;         /* steps aligned by request ids */
 };
 
 static void ref_free(struct tm_ref *ref)
@@ -121,6 +122,49 @@ const struct tm_tensor *tm_compare_reference(void *user, const struct tm_event *
 
 /* ------------------------------------------------------------- compare */
 
+/* The run's request ids of step (ev tells the rank), for the aligner. */
+static const struct tm_annot *run_requests(void *user, const struct tm_event *ev,
+					   uint64_t step)
+{
+	struct tm_session *s = user;
+	struct tm_event e = *ev;
+
+	if (!s->probe || !s->probe->ops->annotation)
+		return NULL;
+	e.step = step;
+	e.seq = UINT64_MAX;     /* the step's last word on it */
+	return s->probe->ops->annotation(s->probe, &e, "request");
+}
+
+static int serving_kind(const char *k)
+{
+	return k && (!strcmp(k, "vllm") || !strcmp(k, "sglang"));
+}
+
+/*
+ * -by request / -by step, or by default request ids when both the run and
+ * the reference were recorded by the serving plugins.
+ */
+static int want_by_request(struct tm_session *s, int by, tm_reader *ref)
+{
+	struct tm_probe_info pi;
+	const struct tm_run_meta *rm = tm_reader_meta(ref);
+
+	if (by >= 0)
+		return by;
+	memset(&pi, 0, sizeof(pi));
+	if (!s->probe)
+		return 0;
+	s->probe->ops->describe(s->probe, &pi);
+	return pi.meta && serving_kind(pi.meta->probe_kind) && rm &&
+	       serving_kind(rm->probe_kind);
+}
+
+static int align_setup(struct tm_session *s, tm_align *al, int by_request)
+{
+	return by_request ? tm_align_set_requests(al, run_requests, s) : TM_OK;
+}
+
 static void show_reference(struct tm_session *s)
 {
 	const tm_cmp_map *m;
@@ -139,6 +183,8 @@ static void show_reference(struct tm_session *s)
 		       s->ref->nevents);
 	for (i = 0; i < tm_cmp_map_count(m); i++)
 		tm_out(s, "  map %s\n", tm_cmp_map_rule(m, i));
+	if (s->ref->by_request)
+		tm_out(s, "  steps aligned by request ids\n");
 }
 
 /* Splits args into words (quotes '' and "" group), at most cap. */
@@ -214,7 +260,7 @@ static int cmd_compare_exec(struct tm_session *s, const char *args, int from_tty
 	tm_cmp_map *map;
 	tm_reader *r = NULL;
 	struct tm_ref *ref;
-	int n, i, rc;
+	int n, i, rc, by = -1;
 
 	(void)from_tty;
 	n = split_words(args, buf, sizeof(buf), w, 64);
@@ -252,9 +298,16 @@ static int cmd_compare_exec(struct tm_session *s, const char *args, int from_tty
 				free(err);
 				goto fail;
 			}
+		} else if (!strcmp(w[i], "-by") || !strcmp(w[i], "--by")) {
+			if (i + 1 >= n || (strcmp(w[i + 1], "step") &&
+					   strcmp(w[i + 1], "request"))) {
+				tm_error(s, "-by needs 'step' or 'request'.");
+				goto fail;
+			}
+			by = !strcmp(w[++i], "request");
 		} else if (w[i][0] == '-') {
-			tm_error(s, "Unknown option '%s' (compare FILE [-map RUN=REF ...]).",
-				 w[i]);
+			tm_error(s, "Unknown option '%s' (compare FILE [-map RUN=REF ...] "
+				 "[-by step|request]).", w[i]);
 			goto fail;
 		} else if (file) {
 			tm_error(s, "One reference at a time ('%s' and '%s').", file, w[i]);
@@ -294,6 +347,11 @@ static int cmd_compare_exec(struct tm_session *s, const char *args, int from_tty
 		tm_reader_close(r);
 		rc = ref_open_paths(ref, &one, 1, map, &detail);
 	}
+	if (!rc) {
+		ref->by_request = want_by_request(s, by, tm_align_reader(ref->al[0]));
+		for (i = 0; i < ref->nal && !rc; i++)
+			rc = align_setup(s, ref->al[i], ref->by_request);
+	}
 	if (rc) {
 		tm_error(s, "%s.", detail ? detail : tm_strerror(rc));
 		free(detail);
@@ -314,7 +372,7 @@ fail:
 
 const struct cmd_entry cmd_compare_entry = {
 	.name = "compare",
-	.usage = "compare [FILE [-map RUN=REF ...] | off]",
+	.usage = "compare [FILE [-map RUN=REF ...] [-by step|request] | off]",
 	.help = "Load a recording as the reference of this run (live or replayed).\n"
 		"Each event of the run is aligned with the reference's event of the\n"
 		"same address, call number, step and kind; -map RUN=REF renames\n"
@@ -325,6 +383,9 @@ const struct cmd_entry cmd_compare_entry = {
 		"the reason, where there is none), reldiff(a, b), maxabsdiff(),\n"
 		"relerr() and cosine() measure the difference, print and info stats\n"
 		"show the reference beside the run, and info compare summarises.\n"
+		"-by request aligns steps by the serving plugins' request ids (a\n"
+		"request's k-th forward with its k-th in the reference), the default\n"
+		"when both recordings are a serving plugin's; -by step by number.\n"
 		"With no argument: the reference loaded.  \"compare off\" unloads it.",
 	.exec = cmd_compare_exec, .klass = "data",
 };
@@ -586,6 +647,8 @@ static int cmd_info_compare(struct tm_session *s, const char *args)
 		rc = tm_reader_open(s->ref->paths[j], 0, &r, &detail);
 		if (!rc)
 			rc = tm_align_new(r, tm_align_map(s->ref->al[0]), &als[j]);
+		if (!rc && (rc = align_setup(s, als[j], s->ref->by_request)) != TM_OK)
+			r = NULL;       /* the aligner has it */
 		if (rc) {
 			if (r && !als[j])
 				tm_reader_close(r);
@@ -645,7 +708,8 @@ static int cmd_info_compare(struct tm_session *s, const char *args)
 			unmatched++;
 			/* a longer run than its reference: one line, not a
 			 * line per node */
-			if (al && tas[rk].last_known && ev->step > tas[rk].last_step) {
+			if (al && !tm_align_by_requests(al) && tas[rk].last_known &&
+			    ev->step > tas[rk].last_step) {
 				past++;
 				continue;
 			}
@@ -758,6 +822,20 @@ out:
 	free(tas);
 	free(als);
 	return ret;
+}
+
+int tm_compare_loaded(struct tm_session *s, struct tm_compare_state *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!s->ref)
+		return 0;
+	out->path = s->ref->path;
+	out->ranks = s->ref->nal;
+	out->manifest = s->ref->manifest;
+	out->events = s->ref->nevents;
+	out->by_request = s->ref->by_request;
+	out->map = tm_align_map(s->ref->al[0]);
+	return 1;
 }
 
 int tm_info_compare(struct tm_session *s, const char *args)

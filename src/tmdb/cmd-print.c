@@ -77,6 +77,9 @@ static int simple_term(struct tm_session *s, const char *src, struct tm_expr *e)
 		e->field = field;
 		return 1;
 	}
+	/* ref.NODE:SLOT.field: TQL's, read through the reference */
+	if (!strncmp(src, "ref.", 4))
+		return 0;
 	if (src[0] == '$' && tm_history_is_name(src + 1) &&
 	    !tm_history_ref(s, src + 1)) {
 		/* GDB: "print $" on an empty history is an error, not a value. */

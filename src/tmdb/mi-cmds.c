@@ -157,7 +157,7 @@ static int mi_list_features(struct mi *m, struct mi_parse *c)
 	static const char *const f[] = {
 		"thread-info", "breakpoint-notifications",
 		"undefined-command-error-code", "info-gdb-mi-command",
-		"exec-run-start-option", "tmdb-graph", NULL
+		"exec-run-start-option", "tmdb-graph", "tmdb-compare", NULL
 	};
 	size_t i;
 
@@ -506,6 +506,52 @@ static int mi_environment_pwd(struct mi *m, struct mi_parse *c)
 	if (!getcwd(buf, sizeof(buf)))
 		return mi_error(m, "Cannot get the working directory.");
 	mi_kv(&m->res, "cwd", buf);
+	return 0;
+}
+
+/* ------------------------------------------------------------- compare */
+
+/*
+ * -tmdb-compare [FILE [-map RUN=REF]... [-by step|request] | off]: the
+ * CLI's compare, then what is loaded: reference={file,events,ranks,
+ * aligned-by,map=[...]}, nothing when none is.
+ */
+static int mi_tmdb_compare(struct mi *m, struct mi_parse *c)
+{
+	struct tm_compare_state cs;
+	struct mi_buf b = { 0 };
+	size_t i;
+	int rc = 0;
+
+	if (c->argc) {
+		/* each argument one word for the CLI's splitting */
+		mi_buf_puts(&b, "compare");
+		for (i = 0; i < c->argc; i++) {
+			mi_buf_puts(&b, strchr(c->argv[i], '"') ? " '" : " \"");
+			mi_buf_puts(&b, c->argv[i]);
+			mi_buf_puts(&b, strchr(c->argv[i], '"') ? "'" : "\"");
+		}
+		if (b.oom) {
+			mi_buf_free(&b);
+			return mi_error(m, "Out of memory.");
+		}
+		rc = mi_cli(m, NULL, "%s", b.p);
+		mi_buf_free(&b);
+		if (rc)
+			return -1;
+	}
+	if (!tm_compare_loaded(m->s, &cs))
+		return 0;
+	mi_open(&m->res, "reference", '{');
+	mi_kv(&m->res, "file", cs.path);
+	mi_kvf(&m->res, "events", "%" PRIu64, cs.events);
+	mi_kvf(&m->res, "ranks", "%d", cs.manifest ? cs.ranks : 1);
+	mi_kv(&m->res, "aligned-by", cs.by_request ? "request" : "step");
+	mi_open(&m->res, "map", '[');
+	for (i = 0; i < tm_cmp_map_count(cs.map); i++)
+		mi_val(&m->res, tm_cmp_map_rule(cs.map, i));
+	mi_close(&m->res, ']');
+	mi_close(&m->res, '}');
 	return 0;
 }
 
@@ -1716,6 +1762,7 @@ static const struct mi_cmd mi_cmds[] = {
 	{ "thread-info", mi_thread_info },
 	{ "thread-list-ids", mi_thread_list_ids },
 	{ "thread-select", mi_thread_select },
+	{ "tmdb-compare", mi_tmdb_compare },
 	{ "var-assign", mi_var_assign },
 	{ "var-create", mi_var_create },
 	{ "var-delete", mi_var_delete },

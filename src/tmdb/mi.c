@@ -525,15 +525,48 @@ static void stat_text(const struct tm_tensor *t, int i, char *buf, size_t len)
 	tm_tql_format(&v, buf, len);
 }
 
+static void tensor_tuple(struct mi_buf *b, const char *key, const struct tm_tensor *t);
+
 /* tensor={slot,dtype,shape=[...],<stat>=...} for the focus tensor. */
 void mi_tensor(struct mi *m, struct mi_buf *b, const char *key)
 {
 	const struct tm_tensor *t = tm_focus_tensor(m->s);
+
+	if (t)
+		tensor_tuple(b, key, t);
+}
+
+/*
+ * With a reference loaded (compare): reference={...} of the aligned
+ * reference event's tensor in the focus tensor's slot, as tensor={...},
+ * or reference={unknown="REASON"} where there is none.
+ */
+void mi_reference(struct mi *m, struct mi_buf *b, const char *key)
+{
+	const struct tm_tensor *t = tm_focus_tensor(m->s), *rt;
+	const struct tm_event *rev = NULL;
+	struct tm_compare_state cs;
+	uint32_t why = 0;
+	char words[128];
+
+	if (!t || !m->s->have_cur || !tm_compare_loaded(m->s, &cs))
+		return;
+	rt = tm_compare_reference(m->s, &m->s->cur, t->slot, 0, &rev, &why);
+	if (rt) {
+		tensor_tuple(b, key, rt);
+		return;
+	}
+	tm_tql_reason_format(why, words, sizeof(words));
+	mi_open(b, key, '{');
+	mi_kv(b, "unknown", words);
+	mi_close(b, '}');
+}
+
+static void tensor_tuple(struct mi_buf *b, const char *key, const struct tm_tensor *t)
+{
 	char buf[64];
 	int i;
 
-	if (!t)
-		return;
 	mi_open(b, key, '{');
 	tm_slot_format(t->slot, buf, sizeof(buf));
 	mi_kv(b, "slot", buf);
@@ -1005,6 +1038,7 @@ static void mi_on_stop(struct tm_session *s, const struct tm_stop *st)
 		if (s->probe->ops->nranks)
 			mi_kvf(b, "rank", "%d", tm_session_rank(s));
 		mi_tensor(m, b, "tensor");
+		mi_reference(m, b, "reference");
 	}
 	if (st->why == STOP_CRASH && st->crash) {
 		uint32_t k;

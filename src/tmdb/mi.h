@@ -143,6 +143,7 @@ int mi_error(struct mi *m, const char *fmt, ...)
 int mi_frame(struct mi *m, struct mi_buf *b, const char *key, size_t level);
 void mi_bkpt(struct mi *m, struct mi_buf *b, const char *key, struct bp *bp);
 void mi_tensor(struct mi *m, struct mi_buf *b, const char *key);
+void mi_reference(struct mi *m, struct mi_buf *b, const char *key);
 void mi_flush_console(struct mi *m, int all);
 /* 1 when the session's probe is a live process */
 int mi_is_live(struct mi *m);

@@ -699,29 +699,39 @@ const struct tm_tensor *tm_compare_reference(void *user, const struct tm_event *
 					     uint32_t *reason);
 void tm_compare_free(struct tm_session *s);
 int tm_info_compare(struct tm_session *s, const char *args);
+/* What is loaded, for front ends (MI's -tmdb-compare): 0 when nothing. */
+struct tm_compare_state {
+	const char *path;       /* as given */
+	int ranks;              /* aligners: one, or a reference job's ranks */
+	int manifest;
+	uint64_t events;
+	int by_request;
+	const tm_cmp_map *map;
+};
+int tm_compare_loaded(struct tm_session *s, struct tm_compare_state *out);
 /* print EXPR: the reference's value beside the run's, when one is loaded */
 void tm_compare_print_beside(struct tm_session *s, const char *expr);
 
 /* ------------------------------------------------------------- command entries */
-#define TM_CMD(n) extern const struct cmd_entry cmd_##n##_entry
-TM_CMD(file); TM_CMD(run); TM_CMD(continue); TM_CMD(step); TM_CMD(next);
-TM_CMD(finish); TM_CMD(rerun); TM_CMD(until); TM_CMD(reverse_continue); TM_CMD(reverse_step);
-TM_CMD(reverse_next); TM_CMD(stepi); TM_CMD(nexti); TM_CMD(reverse_stepi);
-TM_CMD(reverse_nexti); TM_CMD(reverse_finish); TM_CMD(goto); TM_CMD(find);
-TM_CMD(break); TM_CMD(tbreak); TM_CMD(catch); TM_CMD(tcatch); TM_CMD(watch); TM_CMD(condition); TM_CMD(ignore);
-TM_CMD(delete); TM_CMD(disable); TM_CMD(enable); TM_CMD(commands);
-TM_CMD(print); TM_CMD(output); TM_CMD(printf); TM_CMD(echo); TM_CMD(display);
-TM_CMD(undisplay); TM_CMD(backtrace); TM_CMD(frame); TM_CMD(up); TM_CMD(down);
-TM_CMD(list); TM_CMD(info); TM_CMD(set); TM_CMD(show); TM_CMD(define);
-TM_CMD(document); TM_CMD(if); TM_CMD(while); TM_CMD(source); TM_CMD(help);
-TM_CMD(apropos); TM_CMD(quit); TM_CMD(end); TM_CMD(capture);
-TM_CMD(level); TM_CMD(record); TM_CMD(dump);
-TM_CMD(heatmap); TM_CMD(plot); TM_CMD(x); TM_CMD(tui); TM_CMD(layout);
-TM_CMD(attach); TM_CMD(target); TM_CMD(detach); TM_CMD(kill); TM_CMD(inferior);
-TM_CMD(tty); TM_CMD(start); TM_CMD(advance); TM_CMD(skip); TM_CMD(save);
-TM_CMD(thread); TM_CMD(compare); TM_CMD(whatis); TM_CMD(ptype); TM_CMD(rbreak);
-TM_CMD(clear);
-TM_CMD(new_ui);
-#undef TM_CMD
+/*
+ * Every command, in the order `help` and completion list them.  Adding
+ * a command: its cmd_entry in a cmd-*.c and its name here; this one list
+ * declares the entries and builds cmd.c's table.
+ */
+#define TM_COMMANDS(X) \
+	X(file) X(run) X(continue) X(step) X(next) X(finish) X(rerun) X(until) \
+	X(reverse_continue) X(reverse_step) X(reverse_next) X(stepi) X(nexti) X(reverse_stepi) \
+	X(reverse_nexti) X(reverse_finish) X(goto) X(find) X(break) X(tbreak) X(catch) \
+	X(tcatch) X(watch) X(condition) X(ignore) X(delete) X(clear) X(disable) X(enable) \
+	X(commands) X(print) X(output) X(printf) X(echo) X(display) X(undisplay) X(backtrace) \
+	X(frame) X(up) X(down) X(list) X(info) X(set) X(show) X(define) X(document) X(if) \
+	X(while) X(source) X(help) X(apropos) X(quit) X(end) X(capture) X(level) X(record) \
+	X(dump) X(heatmap) X(plot) X(x) X(tui) X(layout) X(attach) X(target) X(detach) X(kill) \
+	X(inferior) X(tty) X(start) X(advance) X(skip) X(save) X(thread) X(new_ui) X(compare) \
+	X(whatis) X(ptype) X(rbreak)
+
+#define TM_CMD_DECLARE(n) extern const struct cmd_entry cmd_##n##_entry;
+TM_COMMANDS(TM_CMD_DECLARE)
+#undef TM_CMD_DECLARE
 
 #endif /* TMDB_H */

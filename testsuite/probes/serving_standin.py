@@ -30,6 +30,9 @@ FLAVOUR compiled: the framework resolved a compiled / CUDA graph
   skipped, as in a CUDA graph replay.
 SERVE_BREAK=register|attach|requests makes that part of the plugin raise,
   to show the server serving on.
+SERVE_EXTRA_WARMUP=N (vLLM) runs N more warm-up forwards; SERVE_SPLIT=K
+  serves step K's two requests in two forwards: two servers that batch
+  differently, for compare's alignment by request ids.
 
 Each process prints "proc ROLE RANK PID" first; a worker prints "status
 JSON" at its end.  Exit status: 0 when every process ended well.
@@ -311,7 +314,9 @@ class StandInWorker(StandInWorkerBase):
         return 1 << 30
 
     def compile_or_warm_up_model(self):
-        for n in (1, 2):                       # warm-up / capture sizes
+        # warm-up / capture sizes; SERVE_EXTRA_WARMUP=N: N more, as another
+        # configuration would run
+        for n in (1, 2) + (1,) * int(os.environ.get("SERVE_EXTRA_WARMUP", "0")):
             self.model_runner._dummy_run(n)
 
     def execute_model(self, scheduler_output):
@@ -408,8 +413,16 @@ def vllm_worker(rank):
     w.execute_method("compile_or_warm_up_model")
     say("ready")
     torch.manual_seed(1)
+    split = int(os.environ.get("SERVE_SPLIT", "-1"))
     for step in range(STEPS):
-        w.execute_method("execute_model", steps_of(step))
+        ids, input_ids = steps_of(step)
+        if step == split:
+            # SERVE_SPLIT=K: step K's requests in a forward each, as
+            # another scheduler would batch them
+            for j, rid in enumerate(ids):
+                w.execute_method("execute_model", ([rid], input_ids[j:j + 1]))
+        else:
+            w.execute_method("execute_model", (ids, input_ids))
         time.sleep(SLEEP)
     model = w.worker.model_runner.get_model()
     if os.environ.get("SERVE_RPC"):

@@ -528,3 +528,43 @@ def test_execution_decisions():
         assert not ex.eager and "unresolved" in common.unobserved(ex)[0]
     finally:
         sglang._runtime_context = orig
+
+
+# ---------------------------------------------------------------- compare
+
+@needs_tmdb
+def test_compare_aligns_serving_runs_by_request(tmp_path):
+    """Two recordings of the vLLM stand-in that batch differently: the run
+    has one warm-up forward more and serves the second step's two requests
+    one at a time.  compare aligns them by request ids (both are a serving
+    plugin's): a request's k-th forward with its k-th in the reference, so
+    the requests served alike match exactly (same weights, same tokens) and
+    the forwards batched otherwise are named, not compared; by step numbers
+    every forward after the extra warm-up is compared with another."""
+    ref, run = tmp_path / "ref.tmrun", tmp_path / "run.tmrun"
+    _finish(_server(tmp_path, "vllm", steps=4, TENSORMORPH_RECORD=str(ref)))
+    _finish(_server(tmp_path, "vllm", steps=4, TENSORMORPH_RECORD=str(run),
+                    SERVE_EXTRA_WARMUP="1", SERVE_SPLIT="1"))
+    tm = _tmdb([f"compare {ref}", "info compare",
+                "break model.** if tensor.mean != ref.tensor.mean", "run",
+                "goto step 5", "print ref.tensor.mean",
+                f"compare {ref} -by step", "info compare"], str(run))
+    out = tm.stdout
+    assert tm.returncode == 0, out + tm.stderr
+    by_request, by_step = out.split(f"Reference: {ref}", 2)[1:]
+    assert "steps aligned by request ids" in by_request, out
+    # steps 0-2 warm-up (by number), 3 the extra warm-up, 4 req-0-*,
+    # 5 and 6 req-1-0 and req-1-1 alone, 7 and 8 req-2-* and req-3-*
+    m = re.search(r"Run events: (\d+), aligned (\d+), not aligned (\d+)", by_request)
+    assert m, out
+    total, aligned, missed = map(int, m.groups())
+    assert total % 9 == 0 and missed == 3 * total // 9, out
+    # of the reference's 7 steps only req-1-*'s pair is left
+    per = total // 9
+    assert f"Reference events not aligned: {per} of {7 * per}." in by_request, out
+    assert re.search(r"^  model\S*\s+.*batched differently$", by_request, re.M), out
+    assert re.search(r"^  mean\s+none", by_request, re.M), out
+    assert "Breakpoint 1," not in by_request, out
+    assert "<unknown: batched differently>" in by_request, out
+    assert "steps aligned by request ids" not in by_step, out
+    assert not re.search(r"^  mean\s+none", by_step, re.M), out

@@ -469,12 +469,183 @@ static void test_measures(void)
 	CU_ASSERT_EQUAL(tm_contents_diff(&a, &b, &d), TM_ERR_UNSUPPORTED);
 }
 
+/* ------------------------------------------------------------- by request */
+
+/*
+ * A serving recording: per step one EXIT of "model" whose mean is the step
+ * number, annotated with the step's request ids ("" for none).
+ */
+static void write_served(const char *path, const char *const *steps, unsigned nsteps)
+{
+	struct tm_writer_opts o;
+	struct tm_run_meta meta = { 0 };
+	struct tm_node n = { 0 };
+	tm_writer *w;
+	uint32_t id;
+	unsigned s;
+
+	tm_writer_opts_default(&o);
+	o.chunk_bytes = 256;
+	CU_ASSERT_EQUAL_FATAL(tm_writer_open(path, &o, &w), TM_OK);
+	meta.probe_kind = "vllm";
+	meta.rank = -1;
+	CU_ASSERT_EQUAL(tm_writer_meta(w, &meta), TM_OK);
+	n.address = "model";
+	n.type = "M";
+	n.parent = TM_NODE_NONE;
+	CU_ASSERT_EQUAL(tm_writer_node(w, &n, &id), TM_OK);
+	for (s = 0; s < nsteps; s++) {
+		struct tm_event e = { 0 };
+		struct tm_tensor t = { 0 };
+		char buf[64], *save = NULL, *v;
+		const char *vals[8];
+		struct tm_annot an = { 0 };
+
+		snprintf(buf, sizeof(buf), "%s", steps[s]);
+		for (v = strtok_r(buf, ",", &save); v && an.nvalues < 8; v = strtok_r(NULL, ",", &save))
+			vals[an.nvalues++] = v;
+		if (an.nvalues) {
+			an.seq = s;
+			an.step = s;
+			an.time_ns = s;
+			an.key = "request";
+			an.count = an.nvalues;
+			an.values = vals;
+			CU_ASSERT_EQUAL(tm_writer_annot(w, &an), TM_OK);
+		}
+		e.seq = s;
+		e.step = s;
+		e.kind = TM_EV_EXIT;
+		e.phase = TM_PHASE_FWD;
+		e.level = 2;
+		e.node = id;
+		e.call = 1;
+		e.time_ns = s;
+		e.ntensors = 1;
+		e.tensors = &t;
+		t.slot.kind = TM_SLOT_OUT;
+		t.dtype = TM_DT_F32;
+		t.have = TM_STAT_BIT(TM_STAT_MEAN);
+		t.stat[TM_STAT_MEAN] = s;
+		CU_ASSERT_EQUAL(tm_writer_event(w, &e), TM_OK);
+	}
+	CU_ASSERT_EQUAL(tm_writer_close(w), TM_OK);
+}
+
+/* The run's steps, as the run's recording would answer them. */
+static const char *const run_steps[] = {
+	"",             /* 0: warm-up, as the reference's 0 */
+	"",             /* 1: warm-up where the reference serves a, b */
+	"a,b",          /* 2: a's and b's first forward: the reference's 1 */
+	"b,a",          /* 3: their second, in another order: 2 */
+	"c",            /* 4: c alone, as in the reference's 3 */
+	"d",            /* 5: d, which the reference served with c */
+	"c",            /* 6: c's second, served with d there */
+	"e",            /* 7: a request the reference never saw */
+	"a,b",          /* 8: their third: 6 (the reference's 5 between) */
+};
+static struct tm_annot run_an;
+static const char *run_vals[8];
+static char run_buf[64];
+static unsigned run_calls;
+
+static const struct tm_annot *run_requests(void *user, const struct tm_event *ev, uint64_t step)
+{
+	char *save = NULL, *v;
+
+	(void)user;
+	(void)ev;
+	run_calls++;
+	if (step >= sizeof(run_steps) / sizeof(run_steps[0]) || !run_steps[step][0])
+		return NULL;
+	memset(&run_an, 0, sizeof(run_an));
+	snprintf(run_buf, sizeof(run_buf), "%s", run_steps[step]);
+	for (v = strtok_r(run_buf, ",", &save); v && run_an.nvalues < 8;
+	     v = strtok_r(NULL, ",", &save))
+		run_vals[run_an.nvalues++] = v;
+	run_an.key = "request";
+	run_an.step = step;
+	run_an.count = run_an.nvalues;
+	run_an.values = run_vals;
+	return &run_an;
+}
+
+/* The reference step run step st aligns with (its mean), -1: none. */
+static double served_step(tm_align *a, uint64_t st, uint32_t *why)
+{
+	struct tm_tensor t = { 0 };
+	struct tm_event e = { 0 };
+	const struct tm_event *ref;
+	int rc;
+
+	t.slot.kind = TM_SLOT_OUT;
+	e.step = st;
+	e.call = 1;
+	e.kind = TM_EV_EXIT;
+	e.ntensors = 1;
+	e.tensors = &t;
+	*why = 0;
+	rc = tm_align_event(a, "model", &e, &ref, why);
+	if (rc)
+		return rc == TM_ERR_NOT_FOUND ? -1 : -2;
+	return tm_event_tensor(ref, t.slot)->stat[TM_STAT_MEAN];
+}
+
+static void test_by_request(void)
+{
+	static const char *const ref_steps[] = {
+		"", "a,b", "a,b", "c", "c,d", "x", "a,b",
+	};
+	const char *ref = tmp_path("served.tmrun");
+	tm_align *a;
+	uint32_t why;
+	char words[64];
+
+	write_served(ref, ref_steps, 7);
+	a = open_align(ref, NULL);
+	CU_ASSERT_EQUAL(tm_align_by_requests(a), 0);
+	CU_ASSERT_EQUAL(tm_align_set_requests(a, run_requests, NULL), TM_OK);
+	CU_ASSERT_EQUAL(tm_align_by_requests(a), 1);
+	/* asked out of order: a request's forwards count from step 0 */
+	CU_ASSERT_EQUAL(served_step(a, 3, &why), 2);
+	CU_ASSERT_EQUAL(served_step(a, 0, &why), 0);
+	CU_ASSERT_EQUAL(served_step(a, 1, &why), -1);
+	CU_ASSERT_EQUAL(why, TM_REF_BATCH);
+	CU_ASSERT_EQUAL(tm_tql_reason_format(why, words, sizeof(words)), TM_OK);
+	CU_ASSERT_STRING_EQUAL(words, "batched differently");
+	CU_ASSERT_EQUAL(served_step(a, 2, &why), 1);
+	CU_ASSERT_EQUAL(served_step(a, 4, &why), 3);
+	CU_ASSERT_EQUAL(served_step(a, 5, &why), -1);
+	CU_ASSERT_EQUAL(why, TM_REF_BATCH);
+	CU_ASSERT_EQUAL(served_step(a, 6, &why), -1);
+	CU_ASSERT_EQUAL(why, TM_REF_BATCH);
+	CU_ASSERT_EQUAL(served_step(a, 7, &why), -1);
+	CU_ASSERT_EQUAL(why, TM_REF_BATCH);
+	CU_ASSERT_EQUAL(served_step(a, 8, &why), 6);
+	/* each run step's ids are asked for once */
+	CU_ASSERT_EQUAL(run_calls, 9);
+	CU_ASSERT_EQUAL(served_step(a, 2, &why), 1);
+	CU_ASSERT_EQUAL(run_calls, 9);
+	/* a reference without request ids: by step */
+	tm_align_free(a);
+	write_ref(tmp_path("plain.tmrun"), ref_nodes, 5, 4, -1, 0);
+	a = open_align(tmp_path("plain.tmrun"), NULL);
+	CU_ASSERT_EQUAL(tm_align_set_requests(a, run_requests, NULL), TM_OK);
+	CU_ASSERT_EQUAL(served_step(a, 3, &why), 301);
+	tm_align_free(a);
+	/* by step, the same recordings part at the run's warm-up */
+	a = open_align(ref, NULL);
+	CU_ASSERT_EQUAL(served_step(a, 2, &why), 2);
+	CU_ASSERT_EQUAL(tm_align_set_requests(a, run_requests, NULL), TM_ERR_INVALID_ARG);
+	tm_align_free(a);
+}
+
 int main(void)
 {
 	static const struct tm_test_case cases[] = {
 		TM_TEST(test_map_rules), TM_TEST(test_map_errors), TM_TEST(test_align),
 		TM_TEST(test_align_map_and_unmatched), TM_TEST(test_prefetch),
-		TM_TEST(test_contents),
+		TM_TEST(test_contents), TM_TEST(test_by_request),
 		TM_TEST(test_measures), { NULL, NULL }
 	};
 	char cmd[128];

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "tensormorph.h"
+#include "tm-internal.h"
 #include "tm-test.h"
 
 /* A tensor as a probe at `level` would fill it. */
@@ -138,6 +139,49 @@ static void test_event_roundtrip_every_level(void)
 			CU_ASSERT_EQUAL(o->tensors[0].have, 0);
 		tm_buf_free(&b);
 	}
+	tm_decoder_free(d);
+}
+
+/* A decoder that skips histograms (the reference of a comparison reads
+ * stats only): the same record, bytes consumed and stats, no histogram;
+ * a histogram cut short is still an error. */
+static void test_skip_hist(void)
+{
+	tm_decoder *d = tm_decoder_new();
+	struct tm_tensor ts[2];
+	struct tm_event e = { 0 };
+	struct tm_buf b = { 0 };
+	struct tm_record rec;
+	size_t used, i;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+	tm_decoder_skip_hist(d, 1);
+	for (i = 0; i < 2; i++)
+		make_tensor(&ts[i], 2, (unsigned)i);
+	CU_ASSERT(ts[0].have_hist && ts[1].have_hist);
+	ts[0].hist[3] = 300000;         /* a varint of three bytes */
+	e.kind = TM_EV_EXIT;
+	e.level = 2;
+	e.ntensors = 2;
+	e.tensors = ts;
+	CU_ASSERT_EQUAL_FATAL(tm_encode_event(&b, &e), TM_OK);
+	CU_ASSERT_EQUAL_FATAL(tm_decode_record(d, b.data, b.len, &rec, &used), TM_OK);
+	CU_ASSERT_EQUAL(used, b.len);
+	CU_ASSERT_EQUAL_FATAL(rec.u.event.ntensors, 2);
+	for (i = 0; i < 2; i++) {
+		const struct tm_tensor *o = &rec.u.event.tensors[i];
+
+		CU_ASSERT_EQUAL(o->have_hist, 0);
+		CU_ASSERT_EQUAL(o->have, ts[i].have);
+		CU_ASSERT_EQUAL(memcmp(o->stat, ts[i].stat, sizeof(o->stat)), 0);
+		CU_ASSERT_EQUAL(o->shape[2], ts[i].shape[2]);
+	}
+	/* cut inside the second tensor's bins */
+	CU_ASSERT_NOT_EQUAL(tm_decode_record(d, b.data, b.len - 20, &rec, &used), TM_OK);
+	tm_decoder_skip_hist(d, 0);
+	CU_ASSERT_EQUAL_FATAL(tm_decode_record(d, b.data, b.len, &rec, &used), TM_OK);
+	CU_ASSERT_EQUAL(rec.u.event.tensors[0].hist[3], 300000);
+	tm_buf_free(&b);
 	tm_decoder_free(d);
 }
 
@@ -509,7 +553,7 @@ int main(void)
 		TM_TEST(test_encoder_rejects_nonsense),
 		TM_TEST(test_decoder_hostile_input),
 		TM_TEST(test_event_copy_is_deep),
-		TM_TEST(test_hist_flag_needs_histogram),
+		TM_TEST(test_hist_flag_needs_histogram), TM_TEST(test_skip_hist),
 		TM_TEST(test_op_event_roundtrip),
 		TM_TEST(test_annotation_roundtrip_and_limits),
 		{ NULL, NULL }

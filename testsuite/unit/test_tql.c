@@ -23,6 +23,13 @@
  *     annot.KEY[@SEQ]=V1,V2,...                an annotation of the event's
  *                                              step made before event SEQ
  *                                              (default 0), "" for none
+ *     ref@ADDR:SLOT [why=node|event|unmapped] STAT=VALUE ...
+ *                                              the tensor of the reference
+ *                                              event aligned with the run's
+ *                                              event of ADDR (the one in
+ *                                              focus, or an @ADDR's); with
+ *                                              why=, none for that reason
+ * Without a ref@ word there is no env->reference ("no reference").
  * The stats after an @ belong to that tensor; absent stats are unknown.
  */
 #include "config.h"
@@ -97,6 +104,7 @@ static void make_nodes(void)
 
 #define MAX_OTHERS 8
 #define MAX_VARS 8
+#define MAX_REFS 4
 
 struct test_event {
 	int none;                       /* "-": no event at all */
@@ -109,7 +117,15 @@ struct test_event {
 		uint32_t node, call;
 		uint32_t reason;
 		struct tm_tensor t;
+		struct tm_event ev;     /* what lookup answers with */
 	} others[MAX_OTHERS];
+	int nrefs;
+	struct {
+		uint32_t node;
+		uint32_t why;
+		struct tm_tensor t;
+		struct tm_event ev;
+	} refs[MAX_REFS];
 	int nvars;
 	struct {
 		char name[32];
@@ -159,10 +175,48 @@ static const struct tm_tensor *env_lookup(void *user, uint32_t node, struct tm_s
 			*reason = o->reason;
 			return NULL;
 		}
-		*event = &te->ev;
+		/* an event of that node, for ref. to align */
+		o->ev = te->ev;
+		o->ev.node = o->node;
+		o->ev.call = o->call ? o->call : te->ev.call;
+		o->ev.ntensors = 1;
+		o->ev.tensors = &o->t;
+		*event = &o->ev;
 		return &o->t;
 	}
 	*reason = 0;
+	return NULL;
+}
+
+/* env->reference: the ref@ tensor of ev's node and slot. */
+static const struct tm_tensor *env_reference(void *user, const struct tm_event *ev,
+					     struct tm_slot slot, int contents,
+					     const struct tm_event **ref_event,
+					     uint32_t *reason)
+{
+	struct test_event *te = user;
+	int i;
+
+	(void)contents;
+	*ref_event = NULL;
+	*reason = 0;
+	if (!ev)
+		return NULL;
+	for (i = 0; i < te->nrefs; i++) {
+		if (te->refs[i].node != ev->node || te->refs[i].t.slot.kind != slot.kind ||
+		    te->refs[i].t.slot.index != slot.index)
+			continue;
+		if (te->refs[i].why) {
+			*reason = te->refs[i].why;
+			return NULL;
+		}
+		te->refs[i].ev = *ev;
+		te->refs[i].ev.ntensors = 1;
+		te->refs[i].ev.tensors = &te->refs[i].t;
+		*ref_event = &te->refs[i].ev;
+		return &te->refs[i].t;
+	}
+	*reason = TM_REF_NO_EVENT;
 	return NULL;
 }
 
@@ -261,6 +315,30 @@ static int parse_event(char *text, struct test_event *te)
 				return -1;
 			o->node = n->id;
 			cur = &o->t;
+		} else if (!strncmp(w, "ref@", 4)) {
+			char *colon = strchr(w, ':');
+			const struct tm_node *n;
+			int i = te->nrefs;
+
+			if (!colon || i == MAX_REFS)
+				return -1;
+			*colon = '\0';
+			memset(&te->refs[i], 0, sizeof(te->refs[i]));
+			te->refs[i].t.dtype = TM_DT_F32;
+			n = tm_nodetab_find(nodes, w + 4);
+			if (!n || parse_slot(colon + 1, &te->refs[i].t.slot))
+				return -1;
+			te->refs[i].node = n->id;
+			te->nrefs++;
+			cur = &te->refs[i].t;
+		} else if (!strcmp(w, "why")) {
+			if (!te->nrefs)
+				return -1;
+			te->refs[te->nrefs - 1].why = !strcmp(val, "node") ? TM_REF_NO_NODE :
+				!strcmp(val, "event") ? TM_REF_NO_EVENT :
+				!strcmp(val, "unmapped") ? TM_REF_UNMAPPED : 0;
+			if (!te->refs[te->nrefs - 1].why)
+				return -1;
 		} else if (!strcmp(w, "gap")) {
 			if (!te->nothers || parse_gap(val, &te->others[te->nothers - 1].reason))
 				return -1;
@@ -394,6 +472,8 @@ static int run_values(struct block *b, tm_tql_prog *p)
 		env.lookup = env_lookup;
 		env.variable = env_variable;
 		env.annotation = env_annotation;
+		if (te.nrefs)
+			env.reference = env_reference;
 		for (int i = 0; i < te.nannots; i++)
 			te.annots[i].a.step = te.ev.step;
 		ctx.event = te.none ? NULL : &te.ev;
@@ -1098,9 +1178,63 @@ static const struct tm_tensor *id_lookup(void *user, uint32_t node, struct tm_sl
 	t.slot = slot;
 	t.have = TM_STAT_BIT(TM_STAT_STD);
 	t.stat[TM_STAT_STD] = node;
+	ev.node = node;
 	*event = &ev;
 	*reason = 0;
 	return &t;
+}
+
+/* The reference of the run event ev: std 100 + the event's node id. */
+static const struct tm_tensor *id_reference(void *user, const struct tm_event *ev,
+					    struct tm_slot slot, int contents,
+					    const struct tm_event **ref_event, uint32_t *reason)
+{
+	static struct tm_tensor t;
+
+	(void)user;
+	(void)contents;
+	*reason = 0;
+	*ref_event = ev;
+	if (!ev)
+		return NULL;
+	memset(&t, 0, sizeof(t));
+	t.slot = slot;
+	t.have = TM_STAT_BIT(TM_STAT_STD);
+	t.stat[TM_STAT_STD] = 100 + ev->node;
+	return &t;
+}
+
+static void expect_error(tm_nodetab *t, int32_t rank, const char *src, const char *msg);
+
+/* ref.@R:PATH: the reference of the run's event of that rank's node. */
+static void test_rank_ref(void)
+{
+	tm_nodetab *t = rank_nodes();
+	struct tm_tql_compile_opts opts = { t, NULL, 0, 0 };
+	struct tm_tql_env env = { NULL, id_lookup, NULL, NULL, NULL, id_reference };
+	struct tm_tql_ctx ctx = { NULL, NULL, t, &env, 0 };
+	struct tm_tql_value v;
+	tm_tql_prog *p = NULL;
+	char *err = NULL;
+
+	CU_ASSERT_EQUAL_FATAL(tm_tql_compile("ref.@1:model.fc:out.std - @1:model.fc.std", &opts,
+					     &p, &err), TM_OK);
+	CU_ASSERT_EQUAL(tm_tql_uses_reference(p), 1);
+	CU_ASSERT_EQUAL(tm_tql_eval(p, &ctx, &v), TM_OK);
+	CU_ASSERT_EQUAL(v.type, TM_TQL_NUM);
+	CU_ASSERT_EQUAL(v.v.d, 100);
+	tm_tql_free(p);
+	/* without "@R:", the session's rank (opts.rank 1): node 3 */
+	opts.rank = 1;
+	CU_ASSERT_EQUAL_FATAL(tm_tql_compile("ref.model.fc:out.std", &opts, &p, &err), TM_OK);
+	CU_ASSERT_EQUAL(tm_tql_eval(p, &ctx, &v), TM_OK);
+	CU_ASSERT_EQUAL(v.v.d, 103);
+	tm_tql_free(p);
+	expect_error(t, 0, "max(ref.@*:model.fc:out.std)", "'ref.' reads one rank's term");
+	expect_error(t, 0, "ref.@*:model.fc:out.std", "'@*:' names every rank");
+	expect_error(t, 0, "ref.@9:model.fc:out.std", "no node '@9:model.fc'");
+	expect_error(t, 0, "ref.@:model.fc:out.std", "a rank is written '@R:'");
+	tm_nodetab_free(t);
 }
 
 /* The node id an expression's addressed term resolved to, -1 on a compile
@@ -1727,7 +1861,7 @@ int main(void)
 		TM_TEST(test_rank_field),
 		TM_TEST(test_request_field),
 		TM_TEST(test_rank_names),
-		TM_TEST(test_rank_resolution),
+		TM_TEST(test_rank_resolution), TM_TEST(test_rank_ref),
 		TM_TEST(test_rank_node_path),
 		TM_TEST(test_rankset_values),
 		TM_TEST(test_rankset_step),
