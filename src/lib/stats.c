@@ -4,11 +4,13 @@
  *
  * This is the probe's CPU hot path: every observed CPU tensor goes through
  * tm_stats_compute() once per module call, so the common case (all elements
- * finite) must run at memory speed.  The main pass works on blocks of LANES
- * elements with independent accumulators per lane, which lets the compiler
- * keep them in vector registers and needs no branch per element; one test
- * per block ("is any element NaN or Inf?") sends the rare block with a
- * non-finite element to a per-element path.
+ * finite) must run at memory speed.  The main pass works on groups of SETS
+ * blocks of LANES elements, with independent accumulators per lane and per
+ * block of the group (SETS chains of vector adds instead of one, which ran
+ * at a fraction of the adder's rate: testsuite/perf/stats-bench), which
+ * lets the compiler keep them in vector registers and needs no branch per
+ * element; one test per group ("is any element NaN or Inf?") sends the
+ * rare group with a non-finite element to a per-element path.
  *
  * Numerics: sums are kept in double.  The variance uses sums of x - K where
  * K is the first finite element (a shifted-data computation), so a tensor
@@ -264,9 +266,9 @@ static inline int any_lane(const void *mask, size_t n)
 
 /*
  * The per-element path, for blocks holding a NaN or Inf and for the tail:
- * classify, and fold finite values into lane L.
+ * classify, and fold finite values into lane L of accumulator set U.
  */
-#define SLOW_ELEMENT(v, L, FULL) do { \
+#define SLOW_ELEMENT(v, U, L, FULL) do { \
 	if ((v) != (v)) { \
 		r->nan++; \
 	} else if (NONFINITE(v)) { \
@@ -276,17 +278,75 @@ static inline int any_lane(const void *mask, size_t n)
 			r->ninf++; \
 	} else { \
 		double d_ = (double)(v) - k; \
-		lo[L] = (v) < lo[L] ? (v) : lo[L]; \
-		hi[L] = (v) > hi[L] ? (v) : hi[L]; \
-		s1[L] += d_; \
+		lo[U][L] = (v) < lo[U][L] ? (v) : lo[U][L]; \
+		hi[U][L] = (v) > hi[U][L] ? (v) : hi[U][L]; \
+		s1[U][L] += d_; \
 		if (FULL) \
-			s2[L] += d_ * d_; \
-		q[L] += (double)(v) * (double)(v); \
+			s2[U][L] += d_ * d_; \
+		q[U][L] += (double)(v) * (double)(v); \
 		if (FULL) { \
-			z[L] += (v) == 0; \
+			z[U][L] += (v) == 0; \
 			fh[(L) & (FINE_COPIES - 1)][FINE_IDX(v)]++; \
 		} \
 	} \
+} while (0)
+
+/*
+ * Independent accumulator sets: the main loop takes SETS blocks of LANES
+ * elements at a time, one block into each set, so that the additions into
+ * a set do not wait for each other (a vector add's latency is several of
+ * its issue slots; one chain of adds ran at half the loop's speed).
+ */
+#define SETS 4
+
+/* Block u of a group (x[u], xv[u]) into accumulator set u. */
+#define STATS_BLOCK(u, FULL) do { \
+	vm_ m_; \
+	vd_ e_, d_; \
+\
+	m_ = xv[u] < vlo[u]; \
+	vlo[u] = (vt_)(((vm_)xv[u] & m_) | ((vm_)vlo[u] & ~m_)); \
+	m_ = xv[u] > vhi[u]; \
+	vhi[u] = (vt_)(((vm_)xv[u] & m_) | ((vm_)vhi[u] & ~m_)); \
+	e_ = __builtin_convertvector(xv[u], vd_); \
+	d_ = e_ - kvec; \
+	vs1[u] += d_; \
+	vq[u] += e_ * e_; \
+	if (FULL) { \
+		vs2[u] += d_ * d_; \
+		vz[u] += (vd_)((vdm_)one & (e_ == 0)); \
+		for (l = 0; l < LANES; l += 4) { \
+			fh[0][FINE_IDX(x[u][l])]++; \
+			fh[1][FINE_IDX(x[u][l + 1])]++; \
+			fh[2][FINE_IDX(x[u][l + 2])]++; \
+			fh[3][FINE_IDX(x[u][l + 3])]++; \
+		} \
+	} \
+} while (0)
+
+/* A group of NB blocks at i holding a NaN or Inf: element by element. */
+#define STATS_SLOW_GROUP(NB, VT, LOAD, FULL) do { \
+	VT x_[SETS][LANES]; \
+\
+	memcpy(lo, vlo, sizeof(vlo)); \
+	memcpy(hi, vhi, sizeof(vhi)); \
+	memcpy(s1, vs1, sizeof(vs1)); \
+	memcpy(s2, vs2, sizeof(vs2)); \
+	memcpy(q, vq, sizeof(vq)); \
+	memcpy(z, vz, sizeof(vz)); \
+	for (u = 0; u < (NB); u++) \
+		for (l = 0; l < LANES; l++) \
+			x_[u][l] = LOAD(p, i + (uint64_t)u * LANES + l, tab); \
+	for (u = 0; u < (NB); u++) \
+		for (l = 0; l < LANES; l++) \
+			SLOW_ELEMENT(x_[u][l], u, l, FULL); \
+	memcpy(vlo, lo, sizeof(vlo)); \
+	memcpy(vhi, hi, sizeof(vhi)); \
+	memcpy(vs1, s1, sizeof(vs1)); \
+	memcpy(vs2, s2, sizeof(vs2)); \
+	memcpy(vq, q, sizeof(vq)); \
+	memcpy(vz, z, sizeof(vz)); \
+	i += (uint64_t)(NB) * LANES; \
 } while (0)
 
 /*
@@ -295,15 +355,17 @@ static inline int any_lane(const void *mask, size_t n)
  * FULL 0 builds the level-1 variant, without the sum of squared deviations,
  * the zero count and the fine histogram, which only level 2 reports.
  *
- * The main loop takes blocks of LANES elements as one vector while they are
- * all finite, with every accumulator in a vector variable: GCC's generic
+ * The main loop takes groups of SETS x LANES elements while they are all
+ * finite, with every accumulator in a vector variable: GCC's generic
  * vectors of 8 doubles are one register with AVX-512, two with AVX2, four
- * with SSE2, so the one loop serves each clone (TM_KERNEL_CLONES).  A block
- * holding a NaN or Inf goes element by element (SLOW_ELEMENT), into the
- * same lanes in the same order; both levels do the same operations on
- * what they share, so level-1 stats are the same bits as level 2's
- * (test_stats checks this).  The fine histogram is counted per element
- * from the block's values, apart from the vector sums.
+ * with SSE2, so the one loop serves each clone (TM_KERNEL_CLONES).  What
+ * is left after the last whole group goes block by block into set 0, then
+ * element by element into its lane 0.  A block holding a NaN or Inf goes
+ * element by element (SLOW_ELEMENT), into the same set and lanes in the
+ * same order; both levels do the same operations on what they share, so
+ * level-1 stats are the same bits as level 2's (test_stats checks this).
+ * The fine histogram is counted per element from the block's values,
+ * apart from the vector sums.
  */
 #define STATS_KERNEL(NAME, VT, LOAD, FULL) \
 TM_KERNEL_CLONES \
@@ -314,12 +376,12 @@ static void NAME(struct acc *r, const uint8_t *p, uint64_t n, const float *tab, 
 	typedef __typeof__((vt_){0} < (vt_){0}) vm_; \
 	typedef double vd_ __attribute__((vector_size(LANES * sizeof(double)))); \
 	typedef __typeof__((vd_){0} < (vd_){0}) vdm_; \
-	VT lo[LANES], hi[LANES], kv = 0; \
-	double s1[LANES], s2[LANES], q[LANES], z[LANES], k; \
-	vt_ vlo, vhi; \
-	vd_ vs1, vs2, vq, vz, kvec, one; \
+	VT lo[SETS][LANES], hi[SETS][LANES], kv = 0; \
+	double s1[SETS][LANES], s2[SETS][LANES], q[SETS][LANES], z[SETS][LANES], k; \
+	vt_ vlo[SETS], vhi[SETS]; \
+	vd_ vs1[SETS], vs2[SETS], vq[SETS], vz[SETS], kvec, one; \
 	uint64_t i = 0; \
-	int l; \
+	int l, u; \
 \
 	/* Find the shift: the first finite element. */ \
 	for (; i < n; i++) { \
@@ -338,98 +400,92 @@ static void NAME(struct acc *r, const uint8_t *p, uint64_t n, const float *tab, 
 	if (i == n) \
 		return; \
 	k = (double)kv; \
-	for (l = 0; l < LANES; l++) { \
-		lo[l] = hi[l] = kv; \
-		s1[l] = s2[l] = q[l] = z[l] = 0; \
+	for (u = 0; u < SETS; u++) { \
+		for (l = 0; l < LANES; l++) { \
+			lo[u][l] = hi[u][l] = kv; \
+			s1[u][l] = s2[u][l] = q[u][l] = z[u][l] = 0; \
+		} \
 	} \
 	for (l = 0; l < LANES; l++) { \
 		kvec[l] = k; \
 		one[l] = 1.0; \
 	} \
-	memcpy(&vlo, lo, sizeof(vlo)); \
-	memcpy(&vhi, hi, sizeof(vhi)); \
-	memcpy(&vs1, s1, sizeof(vs1)); \
-	vs2 = vq = vz = vs1; \
+	memcpy(vlo, lo, sizeof(vlo)); \
+	memcpy(vhi, hi, sizeof(vhi)); \
+	memcpy(vs1, s1, sizeof(vs1)); \
+	memcpy(vs2, s2, sizeof(vs2)); \
+	memcpy(vq, q, sizeof(vq)); \
+	memcpy(vz, z, sizeof(vz)); \
+	/* whole groups of SETS blocks, then single blocks into set 0 */ \
 	for (;;) { \
-		for (; i + LANES <= n; i += LANES) { \
-			VT x[LANES]; \
-			vt_ xv; \
+		for (; i + SETS * LANES <= n; i += SETS * LANES) { \
+			VT x[SETS][LANES]; \
+			vt_ xv[SETS]; \
 			vm_ m; \
-			vd_ e, d; \
 \
-			for (l = 0; l < LANES; l++) \
-				x[l] = LOAD(p, i + l, tab); \
-			memcpy(&xv, x, sizeof(xv)); \
-			m = (xv - xv) != 0; \
+			_Pragma("GCC unroll 8") \
+			for (u = 0; u < SETS; u++) { \
+				for (l = 0; l < LANES; l++) \
+					x[u][l] = LOAD(p, i + (uint64_t)u * LANES + l, tab); \
+				memcpy(&xv[u], x[u], sizeof(xv[u])); \
+			} \
+			m = (xv[0] - xv[0]) != 0; \
+			_Pragma("GCC unroll 8") \
+			for (u = 1; u < SETS; u++) \
+				m |= (xv[u] - xv[u]) != 0; \
 			if (TM_UNLIKELY(any_lane(&m, sizeof(m)))) \
 				break; \
-			m = xv < vlo; \
-			vlo = (vt_)(((vm_)xv & m) | ((vm_)vlo & ~m)); \
-			m = xv > vhi; \
-			vhi = (vt_)(((vm_)xv & m) | ((vm_)vhi & ~m)); \
-			e = __builtin_convertvector(xv, vd_); \
-			d = e - kvec; \
-			vs1 += d; \
-			vq += e * e; \
-			if (FULL) { \
-				vs2 += d * d; \
-				vz += (vd_)((vdm_)one & (e == 0)); \
-				for (l = 0; l < LANES; l += 4) { \
-					fh[0][FINE_IDX(x[l])]++; \
-					fh[1][FINE_IDX(x[l + 1])]++; \
-					fh[2][FINE_IDX(x[l + 2])]++; \
-					fh[3][FINE_IDX(x[l + 3])]++; \
-				} \
-			} \
+			_Pragma("GCC unroll 8") \
+			for (u = 0; u < SETS; u++) \
+				STATS_BLOCK(u, FULL); \
+		} \
+		if (i + SETS * LANES > n) \
+			break; \
+		STATS_SLOW_GROUP(SETS, VT, LOAD, FULL); \
+	} \
+	for (;;) { \
+		for (; i + LANES <= n; i += LANES) { \
+			VT x[1][LANES]; \
+			vt_ xv[1]; \
+			vm_ m; \
+\
+			for (l = 0; l < LANES; l++) \
+				x[0][l] = LOAD(p, i + l, tab); \
+			memcpy(&xv[0], x[0], sizeof(xv[0])); \
+			m = (xv[0] - xv[0]) != 0; \
+			if (TM_UNLIKELY(any_lane(&m, sizeof(m)))) \
+				break; \
+			STATS_BLOCK(0, FULL); \
 		} \
 		if (i + LANES > n) \
 			break; \
-		/* a block with a NaN or Inf */ \
-		{ \
-			VT x[LANES]; \
-\
-			memcpy(lo, &vlo, sizeof(vlo)); \
-			memcpy(hi, &vhi, sizeof(vhi)); \
-			memcpy(s1, &vs1, sizeof(vs1)); \
-			memcpy(s2, &vs2, sizeof(vs2)); \
-			memcpy(q, &vq, sizeof(vq)); \
-			memcpy(z, &vz, sizeof(vz)); \
-			for (l = 0; l < LANES; l++) \
-				x[l] = LOAD(p, i + l, tab); \
-			for (l = 0; l < LANES; l++) \
-				SLOW_ELEMENT(x[l], l, FULL); \
-			memcpy(&vlo, lo, sizeof(vlo)); \
-			memcpy(&vhi, hi, sizeof(vhi)); \
-			memcpy(&vs1, s1, sizeof(vs1)); \
-			memcpy(&vs2, s2, sizeof(vs2)); \
-			memcpy(&vq, q, sizeof(vq)); \
-			memcpy(&vz, z, sizeof(vz)); \
-			i += LANES; \
-		} \
+		STATS_SLOW_GROUP(1, VT, LOAD, FULL); \
 	} \
-	memcpy(lo, &vlo, sizeof(vlo)); \
-	memcpy(hi, &vhi, sizeof(vhi)); \
-	memcpy(s1, &vs1, sizeof(vs1)); \
-	memcpy(s2, &vs2, sizeof(vs2)); \
-	memcpy(q, &vq, sizeof(vq)); \
-	memcpy(z, &vz, sizeof(vz)); \
+	memcpy(lo, vlo, sizeof(vlo)); \
+	memcpy(hi, vhi, sizeof(vhi)); \
+	memcpy(s1, vs1, sizeof(vs1)); \
+	memcpy(s2, vs2, sizeof(vs2)); \
+	memcpy(q, vq, sizeof(vq)); \
+	memcpy(z, vz, sizeof(vz)); \
 	for (; i < n; i++) { \
 		VT v = LOAD(p, i, tab); \
-		SLOW_ELEMENT(v, 0, FULL); \
+		SLOW_ELEMENT(v, 0, 0, FULL); \
 	} \
 	r->any = 1; \
 	r->k = k; \
-	r->lo = lo[0]; \
-	r->hi = hi[0]; \
-	for (l = 0; l < LANES; l++) { \
-		if (lo[l] < r->lo) \
-			r->lo = lo[l]; \
-		if (hi[l] > r->hi) \
-			r->hi = hi[l]; \
-		r->s1 += s1[l]; \
-		r->s2 += s2[l]; \
-		r->q += q[l]; \
-		r->zeros += (uint64_t)z[l]; \
+	r->lo = lo[0][0]; \
+	r->hi = hi[0][0]; \
+	for (u = 0; u < SETS; u++) { \
+		for (l = 0; l < LANES; l++) { \
+			if (lo[u][l] < r->lo) \
+				r->lo = lo[u][l]; \
+			if (hi[u][l] > r->hi) \
+				r->hi = hi[u][l]; \
+			r->s1 += s1[u][l]; \
+			r->s2 += s2[u][l]; \
+			r->q += q[u][l]; \
+			r->zeros += (uint64_t)z[u][l]; \
+		} \
 	} \
 }
 

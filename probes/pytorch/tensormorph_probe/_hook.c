@@ -123,6 +123,17 @@ typedef struct {
 	PyObject *grad_pending;         /* pid -> (pid, node, param): PARAM grad
 					 * events of the backward in flight */
 	char grad_queued;               /* _grads_done is queued on autograd */
+	/* The last tensor this batch summarised from a contiguous host
+	 * buffer, held (so the object cannot be another one at the same
+	 * address): in a chain of modules it is the next one's input, found
+	 * by identity instead of a lookup in seen (last_reuse).  Probe sets
+	 * _last to None wherever it empties the batch. */
+	PyObject *last;
+	unsigned int last_idx;
+	int last_level;
+	unsigned long long last_data;
+	long long last_version;
+	unsigned long long last_min;    /* elements: _LAST_MIN */
 } ProbeBase;
 
 typedef struct {
@@ -375,6 +386,72 @@ data_ptr(PyObject *x)
 }
 
 /*
+ * x is the last tensor summarised (ProbeBase.last) and unchanged: the same
+ * object, version, address, shape, dtype and level, contiguous then and
+ * now (so its elements are read in the same order): that summary copied
+ * to idx.  About three attribute reads against a pass over the data.
+ * 1: copied, 0: not, -1: error.
+ */
+static int
+last_reuse(ProbeBase *p, PyObject *x, unsigned int idx, const int64_t *dims, Py_ssize_t rank,
+	   long dtype, uint64_t numel, const struct ev1 *e)
+{
+	struct rec_tensor *base = (struct rec_tensor *)(uintptr_t)p->taddr, *h;
+	PyObject *version;
+	long long ver;
+	uint64_t data;
+	int c;
+
+	if (p->last != x || p->last_idx >= idx || p->last_level != (e->level >= 2 ? 2 : 1))
+		return 0;
+	h = &base[p->last_idx];
+	if (h->numel != numel || h->rank != (uint8_t)rank || h->dtype != (uint8_t)dtype ||
+	    h->capture || memcmp(h->shape, dims, (size_t)rank * sizeof(dims[0])))
+		return 0;
+	if ((version = PyObject_GetAttr(x, s_version)) == NULL)
+		return -1;
+	ver = PyLong_AsLongLong(version);
+	Py_DECREF(version);
+	if (ver == -1 && PyErr_Occurred())
+		return -1;
+	if (ver != p->last_version)
+		return 0;
+	if ((c = get_bool(x, s_is_contiguous, 1)) <= 0)
+		return c;
+	data = data_ptr(x);
+	if (PyErr_Occurred())
+		return -1;
+	if (data != p->last_data || h->data != data)
+		return 0;
+	base[idx] = *h;
+	base[idx].slot_index = (uint16_t)e->slot_index;
+	base[idx].slot_kind = (uint8_t)e->slot_kind;
+	p->reused++;
+	return 1;
+}
+
+/* x, contiguous, was summarised at idx: remember it for last_reuse. */
+static void
+last_remember(ProbeBase *p, PyObject *x, unsigned int idx, int level, uint64_t data)
+{
+	PyObject *version = PyObject_GetAttr(x, s_version);
+	long long ver = version != NULL ? PyLong_AsLongLong(version) : -1;
+
+	Py_XDECREF(version);
+	if (PyErr_Occurred()) {         /* an inference tensor: no version */
+		PyErr_Clear();
+		Py_CLEAR(p->last);
+		return;
+	}
+	Py_INCREF(x);
+	Py_XSETREF(p->last, x);
+	p->last_idx = idx;
+	p->last_level = level;
+	p->last_data = data;
+	p->last_version = ver;
+}
+
+/*
  * Probe._event1 for a host tensor: its summary at the batch's next tensor
  * slot, its stats computed now (the tensor may change in place after the
  * hook), the event after it.  Returns 1 when written, 0 when x is for
@@ -428,7 +505,11 @@ event1(ProbeBase *p, const struct ev1 *e, PyObject *x)
 	if (e->level >= 1 && v) {
 		unsigned long long min = e->level == 1 ? p->reuse_min1 : p->reuse_min2;
 
-		if (numel >= min && e->kind != EV_PARAM) {
+		/* the last tensor summarised first: no lookup */
+		if (x == p->last && numel >= p->last_min && e->kind != EV_PARAM && e->level < 3 &&
+		    (reused = last_reuse(p, x, idx, dims, rank, dtype, numel, e)) < 0)
+			goto python;
+		if (!reused && numel >= min && e->kind != EV_PARAM) {
 			uint64_t addr = data_ptr(x);
 
 			if (PyErr_Occurred())
@@ -480,6 +561,8 @@ event1(ProbeBase *p, const struct ev1 *e, PyObject *x)
 		/* a level-3 copy is read before submit copies it as the payload;
 		 * an empty tensor (no address) gets its counts */
 		((stats_fn)(uintptr_t)p->stats_addr)(NULL, rt, 1);
+		if (!capture && y == x && numel >= p->last_min && e->kind != EV_PARAM)
+			last_remember(p, x, idx, clevel, data);
 	}
 	Py_XDECREF(y);
 	Py_DECREF(shape);
@@ -1532,6 +1615,7 @@ probe_traverse(ProbeBase *p, visitproc visit, void *arg)
 	Py_VISIT(p->seen);
 	Py_VISIT(p->keep);
 	Py_VISIT(p->grad_pending);
+	Py_VISIT(p->last);
 	return 0;
 }
 
@@ -1542,6 +1626,7 @@ probe_clear(ProbeBase *p)
 	Py_CLEAR(p->seen);
 	Py_CLEAR(p->keep);
 	Py_CLEAR(p->grad_pending);
+	Py_CLEAR(p->last);
 	return 0;
 }
 
@@ -1592,6 +1677,8 @@ static PyMemberDef probe_members[] = {
 	M("_keep", T_OBJECT, keep),
 	M("_grad_pending", T_OBJECT, grad_pending),
 	M("_grad_queued", T_BOOL, grad_queued),
+	M("_last", T_OBJECT, last),
+	M("_last_min", T_ULONGLONG, last_min),
 	{ NULL, 0, 0, 0, NULL }
 };
 #undef M
