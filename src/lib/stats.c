@@ -324,28 +324,37 @@ static inline int any_lane(const void *mask, size_t n)
 	} \
 } while (0)
 
-/* A group of NB blocks at i holding a NaN or Inf: element by element. */
-#define STATS_SLOW_GROUP(NB, VT, LOAD, FULL) do { \
-	VT x_[SETS][LANES]; \
-\
+/* The accumulators between their vector variables (the main loop's) and
+ * their arrays (the per-element path's and the final fold's). */
+#define ACC_TO_ARRAYS() do { \
 	memcpy(lo, vlo, sizeof(vlo)); \
 	memcpy(hi, vhi, sizeof(vhi)); \
 	memcpy(s1, vs1, sizeof(vs1)); \
 	memcpy(s2, vs2, sizeof(vs2)); \
 	memcpy(q, vq, sizeof(vq)); \
 	memcpy(z, vz, sizeof(vz)); \
-	for (u = 0; u < (NB); u++) \
-		for (l = 0; l < LANES; l++) \
-			x_[u][l] = LOAD(p, i + (uint64_t)u * LANES + l, tab); \
-	for (u = 0; u < (NB); u++) \
-		for (l = 0; l < LANES; l++) \
-			SLOW_ELEMENT(x_[u][l], u, l, FULL); \
+} while (0)
+#define ACC_TO_VECTORS() do { \
 	memcpy(vlo, lo, sizeof(vlo)); \
 	memcpy(vhi, hi, sizeof(vhi)); \
 	memcpy(vs1, s1, sizeof(vs1)); \
 	memcpy(vs2, s2, sizeof(vs2)); \
 	memcpy(vq, q, sizeof(vq)); \
 	memcpy(vz, z, sizeof(vz)); \
+} while (0)
+
+/* A group of NB blocks at i holding a NaN or Inf: element by element. */
+#define STATS_SLOW_GROUP(NB, VT, LOAD, FULL) do { \
+	VT x_[SETS][LANES]; \
+\
+	ACC_TO_ARRAYS(); \
+	for (u = 0; u < (NB); u++) \
+		for (l = 0; l < LANES; l++) \
+			x_[u][l] = LOAD(p, i + (uint64_t)u * LANES + l, tab); \
+	for (u = 0; u < (NB); u++) \
+		for (l = 0; l < LANES; l++) \
+			SLOW_ELEMENT(x_[u][l], u, l, FULL); \
+	ACC_TO_VECTORS(); \
 	i += (uint64_t)(NB) * LANES; \
 } while (0)
 
@@ -410,12 +419,7 @@ static void NAME(struct acc *r, const uint8_t *p, uint64_t n, const float *tab, 
 		kvec[l] = k; \
 		one[l] = 1.0; \
 	} \
-	memcpy(vlo, lo, sizeof(vlo)); \
-	memcpy(vhi, hi, sizeof(vhi)); \
-	memcpy(vs1, s1, sizeof(vs1)); \
-	memcpy(vs2, s2, sizeof(vs2)); \
-	memcpy(vq, q, sizeof(vq)); \
-	memcpy(vz, z, sizeof(vz)); \
+	ACC_TO_VECTORS(); \
 	/* whole groups of SETS blocks, then single blocks into set 0 */ \
 	for (;;) { \
 		for (; i + SETS * LANES <= n; i += SETS * LANES) { \
@@ -461,12 +465,7 @@ static void NAME(struct acc *r, const uint8_t *p, uint64_t n, const float *tab, 
 			break; \
 		STATS_SLOW_GROUP(1, VT, LOAD, FULL); \
 	} \
-	memcpy(lo, vlo, sizeof(vlo)); \
-	memcpy(hi, vhi, sizeof(vhi)); \
-	memcpy(s1, vs1, sizeof(vs1)); \
-	memcpy(s2, vs2, sizeof(vs2)); \
-	memcpy(q, vq, sizeof(vq)); \
-	memcpy(z, vz, sizeof(vz)); \
+	ACC_TO_ARRAYS(); \
 	for (; i < n; i++) { \
 		VT v = LOAD(p, i, tab); \
 		SLOW_ELEMENT(v, 0, 0, FULL); \
