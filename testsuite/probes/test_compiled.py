@@ -397,6 +397,37 @@ def test_gpt2_fullgraph(tmp_path):
     assert_same(e, c)
 
 
+def test_aliasing_guards_do_not_grow_with_modules():
+    """dynamo guards an object it reaches two ways with a Python lambda
+    evaluated on every call of the compiled code; the probe's forward must
+    not give it a second way to each module (a method bound to the module
+    did: `module is module.forward.__self__`, one per module).  The same
+    model with twice the blocks has the same aliasing guards, none of them
+    through a forward."""
+    class Deep(nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.blocks = nn.ModuleList(Block(False) for _ in range(n))
+
+        def forward(self, x):
+            for b in self.blocks:
+                x = b(x)
+            return x
+
+    def aliasing(n):
+        torch.manual_seed(0)
+        torch._dynamo.reset()
+        model, guards = Deep(n), []
+        with tp.attach(model, level=1, record=None):
+            run = torch._dynamo.optimize("eager", guard_export_fn=guards.extend)(model)
+            run(torch.randn(4, 16))
+        return {(g.name, g.create_fn.keywords["source_b"].name) for g in guards
+                if g.create_fn_name() == "DUPLICATE_INPUT"}
+    two, four = aliasing(2), aliasing(4)
+    assert not [a for a in two | four if "forward" in a[0] or "forward" in a[1]], two | four
+    assert two == four
+
+
 def test_level_change_recompiles(tmp_path):
     """A node's level is read by the traced code: changing it (as a
     debugger's `set level` does) fails dynamo's guard and recompiles, and

@@ -121,6 +121,9 @@ _DTYPES = _dtype_codes()
 # probe id -> probe, as traced code finds it (one source for every node:
 # no aliasing guards); while the probe is open
 _live: dict[int, Any] = {}
+# id(module) -> module, for each module whose forward a probe wraps: the
+# traced code's way to the module (_attr_call)
+_modules: dict[int, Any] = {}
 
 
 def register(probe: Any) -> int:
@@ -310,12 +313,35 @@ def region_call(probe: Any, node: Any, inner: Any, args: Any, kwargs: Any,
     return out
 
 
+def _attr_call(fwd: Any, args: Any, kwargs: Any) -> Any:
+    """A Forward that is the module's forward attribute (not bound), traced.
+    The module is reached through _live (a global), never through the
+    Forward: dynamo guards an object it reaches by two local paths with a
+    Python lambda (module is module.forward._tm_module), evaluated on every
+    call; by a local path and a global one, it does not.  (Not through the
+    probe's nodes either: the node is reached locally, as fwd._tm_node.)"""
+    node = fwd._tm_node
+    probe = _live.get(node.pid) if node is not None else None
+    if probe is None:
+        return fwd._tm_inner(*args, **kwargs)       # released
+    module = _modules[node.mid]
+    fn = node.fn
+    if fn is None:
+        fn = fwd._tm_inner              # an instance's own forward
+        module = None
+    if probe._closed or not node.observed:
+        return fn(*args, **kwargs) if module is None else fn(module, *args, **kwargs)
+    return region_call(probe, node, fn, args, kwargs, module)
+
+
 def traced_call(self: Any, *args: Any, **kwargs: Any) -> Any:
     """Forward.__call__ as dynamo sees it (_hook.c's set_trace_call).  It
     reads the node's ints rather than the Forward's probe and module: see
     _Node's slots."""
     if not torch.compiler.is_compiling():
         return self(*args, **kwargs)        # an explicit __call__: the C path
+    if not self._tm_bound:
+        return _attr_call(self, args, kwargs)
     node, module = self._tm_node, args[0]
     if node is None or id(module) != node.mid:
         return type(module).forward(*args, **kwargs)    # released, or a copy

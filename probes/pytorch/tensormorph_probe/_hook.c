@@ -158,6 +158,9 @@ typedef struct {
 	PyObject *name;                 /* the method it stands for: "forward", or a
 					 * framework's root method ("training_step") */
 	int scope;                      /* an evaluation scope while it runs */
+	int bound;                      /* called as a method bound to module (its
+					 * first argument), else as the module's
+					 * instance attribute: see forward_call */
 	vectorcallfunc vectorcall;
 } Forward;
 
@@ -1249,9 +1252,8 @@ slow_exit(ProbeBase *p, NodeBase *n, long long start, unsigned long long call, P
 }
 
 static PyObject *
-forward_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+forward_body(Forward *f, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-	Forward *f = (Forward *)self;
 	Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
 	ProbeBase *p = f->probe;
 	NodeBase *n = f->node;
@@ -1346,19 +1348,66 @@ done:
 	return out;
 }
 
+/* A Forward is either bound to its module as a method (a framework's root
+ * method) or, for forward itself, the module's instance attribute called
+ * without the module: dynamo, tracing a bound method, reaches the module a
+ * second way (module.forward.__self__) and guards that both are the same
+ * object with a Python lambda per module, evaluated on every call of the
+ * compiled code; the attribute leaves it nothing to alias.  Copies of the
+ * module get their own forward (forward_deepcopy). */
+static PyObject *
+forward_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+	Forward *f = (Forward *)self;
+	Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), total;
+	PyObject *small[8], **stack, *tmp, *r;
+
+	if (f->bound)
+		return forward_body(f, args, nargsf, kwnames);
+	if (f->probe == NULL || f->module == NULL) {
+		/* released: another tool that wrapped ours calls it */
+		if (f->inner == NULL) {
+			PyErr_SetString(PyExc_RuntimeError, "forward() of a released module");
+			return NULL;
+		}
+		return PyObject_Vectorcall(f->inner, args, nargsf, kwnames);
+	}
+	if (nargsf & PY_VECTORCALL_ARGUMENTS_OFFSET) {
+		/* the caller lets args[-1] be borrowed: the module goes there */
+		PyObject **a = (PyObject **)args - 1;
+
+		tmp = a[0];
+		a[0] = f->module;
+		r = forward_body(f, a, (size_t)(nargs + 1), kwnames);
+		a[0] = tmp;
+		return r;
+	}
+	total = nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
+	stack = total < 8 ? small : PyMem_Malloc((size_t)(total + 1) * sizeof(PyObject *));
+	if (stack == NULL)
+		return PyErr_NoMemory();
+	stack[0] = f->module;
+	memcpy(stack + 1, args, (size_t)total * sizeof(PyObject *));
+	r = forward_body(f, stack, (size_t)(nargs + 1), kwnames);
+	if (stack != small)
+		PyMem_Free(stack);
+	return r;
+}
+
 /* ------------------------------------------------------------ Forward */
 
 static PyObject *
 forward_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
-	static char *names[] = { "probe", "node", "module", "inner", "name", "scope", NULL };
+	static char *names[] = { "probe", "node", "module", "inner", "name", "scope", "bound",
+				 NULL };
 	PyObject *probe, *node, *module, *inner, *name = NULL;
-	int scope = 0;
+	int scope = 0, bound = 1;
 	Forward *f;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!OO|U$p:Forward", names, &ProbeBaseType,
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!OO|U$pp:Forward", names, &ProbeBaseType,
 					 &probe, &NodeBaseType, &node, &module, &inner, &name,
-					 &scope))
+					 &scope, &bound))
 		return NULL;
 	if (tensor_type == NULL) {
 		PyErr_SetString(PyExc_RuntimeError, "_hook.setup() was not called");
@@ -1373,6 +1422,7 @@ forward_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 	f->inner = (Py_INCREF(inner), inner);
 	f->name = name ? (Py_INCREF(name), name) : NULL;
 	f->scope = scope;
+	f->bound = bound;
 	f->vectorcall = forward_call;
 	return (PyObject *)f;
 }
@@ -1410,7 +1460,9 @@ forward_dealloc(Forward *f)
 }
 
 /* Lets go of the probe, the node and the module: a copy of the module
- * made while it was observed keeps this object, and must keep nothing. */
+ * made while it was observed keeps this object, and must keep nothing.
+ * An attribute (not bound) keeps the forward it wraps, which another tool
+ * that wrapped it may still call: no copy holds it (forward_deepcopy). */
 static PyObject *
 forward_release(PyObject *self, PyObject *unused)
 {
@@ -1420,13 +1472,59 @@ forward_release(PyObject *self, PyObject *unused)
 	Py_CLEAR(f->probe);
 	Py_CLEAR(f->node);
 	Py_CLEAR(f->module);
-	Py_CLEAR(f->inner);
+	if (f->bound)
+		Py_CLEAR(f->inner);
 	Py_RETURN_NONE;
+}
+
+/* A deep copy of an observed module (an EMA copy, a compiled twin) is not
+ * observed: its forward is the one this wraps, bound to the copy. */
+static PyObject *
+forward_deepcopy(PyObject *self, PyObject *memo)
+{
+	Forward *f = (Forward *)self;
+	PyObject *copy, *r;
+
+	if (f->inner == NULL)
+		Py_RETURN_NONE;
+	copy = PyImport_ImportModule("copy");
+	if (copy == NULL)
+		return NULL;
+	r = PyObject_CallMethod(copy, "deepcopy", "OO", f->inner, memo);
+	Py_DECREF(copy);
+	return r;
+}
+
+/* Pickled as a bound method is, getattr(module, name): unpickled, the
+ * module's class forward. */
+static PyObject *
+forward_reduce(PyObject *self, PyObject *unused)
+{
+	Forward *f = (Forward *)self;
+	PyObject *owner = f->module, *b, *ga;
+
+	(void)unused;
+	if (owner == NULL && f->inner != NULL && PyMethod_Check(f->inner))
+		owner = PyMethod_GET_SELF(f->inner);
+	if (owner == NULL) {
+		PyErr_SetString(PyExc_TypeError, "cannot pickle a released forward");
+		return NULL;
+	}
+	b = PyImport_ImportModule("builtins");
+	ga = b != NULL ? PyObject_GetAttrString(b, "getattr") : NULL;
+	Py_XDECREF(b);
+	if (ga == NULL)
+		return NULL;
+	return Py_BuildValue("N(OO)", ga, owner, f->name ? f->name : s_forward);
 }
 
 static PyMethodDef forward_methods[] = {
 	{ "release", forward_release, METH_NOARGS,
 	  "Stops observing: calls go to the class's forward from now." },
+	{ "__deepcopy__", forward_deepcopy, METH_O,
+	  "The forward it wraps, bound to the module's copy." },
+	{ "__reduce__", forward_reduce, METH_NOARGS,
+	  "getattr(module, name), as a bound method pickles." },
 	{ NULL, NULL, 0, NULL }
 };
 
@@ -1437,6 +1535,7 @@ static PyMemberDef forward_members[] = {
 	{ "_tm_node", T_OBJECT, offsetof(Forward, node), READONLY, NULL },
 	{ "_tm_module", T_OBJECT, offsetof(Forward, module), READONLY, NULL },
 	{ "_tm_inner", T_OBJECT, offsetof(Forward, inner), READONLY, NULL },
+	{ "_tm_bound", T_INT, offsetof(Forward, bound), READONLY, NULL },
 	{ NULL, 0, 0, 0, NULL }
 };
 
@@ -1481,10 +1580,13 @@ wrapped_by(ProbeBase *p, PyObject *module)
 		return 0;
 	}
 	fw = PyDict_GetItemWithError(d, s_forward);
-	known = fw != NULL && PyMethod_Check(fw) &&
-		Py_IS_TYPE(PyMethod_GET_FUNCTION(fw), &ForwardType) &&
-		((Forward *)PyMethod_GET_FUNCTION(fw))->probe == p &&
-		PyMethod_GET_SELF(fw) == module;
+	if (fw != NULL && Py_IS_TYPE(fw, &ForwardType))
+		known = ((Forward *)fw)->probe == p && ((Forward *)fw)->module == module;
+	else
+		known = fw != NULL && PyMethod_Check(fw) &&
+			Py_IS_TYPE(PyMethod_GET_FUNCTION(fw), &ForwardType) &&
+			((Forward *)PyMethod_GET_FUNCTION(fw))->probe == p &&
+			PyMethod_GET_SELF(fw) == module;
 	PyErr_Clear();
 	Py_DECREF(d);
 	return known;

@@ -201,6 +201,48 @@ class _Node(_NodeBase):
         self.fn: Any = None             # the class's forward that the wrapper calls
 
 
+class _PyForward:
+    """Without the extension: _hook.c's Forward as a module's forward
+    attribute (not bound: see forward_call there), in Python."""
+
+    _tm_bound = 0
+
+    def __init__(self, probe: Any, node: _Node, module: torch.nn.Module, inner: Any) -> None:
+        self._tm_probe = probe
+        self._tm_node: Any = node
+        self._tm_module: Any = module
+        self._tm_inner = inner
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if torch.compiler.is_compiling():
+            # traced by dynamo: as _hook.c's Forward (_compiled.py)
+            return _compiled._attr_call(self, args, kwargs)
+        probe, node = self._tm_probe, self._tm_node
+        if probe is None or probe._closed or node.wrapped is None:
+            return self._tm_inner(*args, **kwargs)      # released
+        # looked up per call: an op recorder replaces them
+        start, call = probe._enter(node, args, kwargs)
+        try:
+            out = self._tm_inner(*args, **kwargs)
+        except BaseException as exc:
+            probe._raise(node, start, call, exc)        # the call still ends
+            raise
+        probe._exit(node, start, call, out)
+        return out
+
+    def release(self) -> None:
+        self._tm_probe = self._tm_node = self._tm_module = None
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        import copy
+        return copy.deepcopy(self._tm_inner, memo)
+
+    def __reduce__(self) -> Any:
+        # as a bound method pickles: unpickled, the class's forward
+        owner = self._tm_module if self._tm_module is not None else self._tm_inner.__self__
+        return getattr, (owner, "forward")
+
+
 def _exc_message(exc: BaseException) -> str:
     """The exception's message as its traceback's last line shows it."""
     try:
@@ -687,11 +729,14 @@ class Probe(_ProbeBase):
         forward costs; testsuite/perf/probe-overhead's empty-hooks row), and
         a pre-hook and a forward hook are two calls where one frame around
         forward keeps the call's start and number in local variables.
-        The wrapper is a method bound to the module, named forward and
+        The wrapper is the module's forward attribute, named forward and
         wrapping the class's forward (inspect.signature and
-        transformers' argument checks see the real signature); a deepcopy
-        of the module gets it rebound to the copy, which it does not
-        observe, and pickling saves it as getattr(module, "forward").
+        transformers' argument checks see the real signature); with the C
+        path it is not a bound method, so that dynamo, tracing a compiled
+        model, does not reach the module a second way and guard on it
+        (_hook.c's forward_call).  A deepcopy of the module gets the
+        forward it wraps, bound to the copy, which is not observed, and
+        pickling saves it as getattr(module, "forward").
         What it sees is the forward's own inputs and outputs: after the
         module's pre-hooks, before its forward hooks.  Unwrapping
         releases the C wrapper, so that copies keep neither probe nor
@@ -700,14 +745,14 @@ class Probe(_ProbeBase):
         own = mod.__dict__.get("forward")
         inner = own if own is not None else types.MethodType(type(mod).forward, mod)
         fwd: Any
-        if _hook is not None:
-            fwd = _hook.Forward(self, node, mod, inner)
-        else:
-            fwd = self._py_wrapper(node, mod, inner, "forward", False)
-        functools.update_wrapper(fwd, type(mod).forward if own is None else own)
         node.own = own
         node.fn = type(mod).forward if own is None else None
-        node.wrapped = mod.forward = types.MethodType(fwd, mod)
+        fwd = (_hook.Forward(self, node, mod, inner, bound=False) if _hook is not None
+               else _PyForward(self, node, mod, inner))
+        functools.update_wrapper(fwd, type(mod).forward if own is None else own)
+        fwd.__wrapped__ = inner         # its signature: the bound forward's
+        node.wrapped = mod.forward = fwd
+        _compiled._modules[id(mod)] = mod
 
     def _py_wrapper(self, node: _Node, mod: torch.nn.Module, inner: Any, name: str,
                     scope: bool) -> Any:
@@ -742,7 +787,7 @@ class Probe(_ProbeBase):
 
     def _is_wrapper(self, fwd: Any) -> bool:
         """Whether fwd is a forward this probe installed."""
-        mod = getattr(fwd, "__self__", None)
+        mod = getattr(fwd, "_tm_module", None) or getattr(fwd, "__self__", None)
         node = self._nodes.get(id(mod)) if mod is not None else None
         return node is not None and node.wrapped is fwd
 
@@ -753,8 +798,8 @@ class Probe(_ProbeBase):
             mine, node.wrapped = node.wrapped, None
             if mine is None:
                 continue
-            if _hook is not None:
-                mine.__func__.release()     # copies made meanwhile keep nothing
+            mine.release()                  # copies made meanwhile keep nothing
+            _compiled._modules.pop(node.mid, None)
             d = node.module.__dict__
             if d.get("forward") is mine:
                 if node.own is not None:
