@@ -1925,6 +1925,165 @@ layout(PyObject *mod, PyObject *unused)
 	return d;
 }
 
+/*
+ * host_stats(xs, levels, dtypes, out, stats): _compiled.host_stats's rows,
+ * in one call: for each host tensor of xs a struct tm_rec_tensor at out
+ * (an address, len(xs) rows, zeroed) with its metadata, its slot from
+ * levels (pairs: level | slot kind << 2 | first slot index << 8, and how
+ * many tensors take the next indexes) and its stats computed by
+ * tm_recorder_stats (the address stats), as eager mode computes them.  A
+ * tensor passed again (a module's output is the next one's input) is
+ * reduced once.  Rows as the batch takes them: no address, level 0, not
+ * done.
+ */
+static PyObject *
+host_stats(PyObject *unused, PyObject *args)
+{
+	PyObject *xs, *levels, *dtypes, *hold = NULL, *shape = NULL, *dt = NULL, *y = NULL;
+	unsigned long long out_addr, stats_addr;
+	struct rec_tensor *rows, *rt;
+	Py_ssize_t n, nl, i, k, j, rank, r;
+	long long *codes = NULL;
+	Py_ssize_t *src = NULL;
+
+	(void)unused;
+	if (!PyArg_ParseTuple(args, "O!O!O!KK:host_stats", &PyList_Type, &xs, &PyList_Type,
+			      &levels, &PyDict_Type, &dtypes, &out_addr, &stats_addr))
+		return NULL;
+	n = PyList_GET_SIZE(xs);
+	nl = PyList_GET_SIZE(levels);
+	rows = (struct rec_tensor *)(uintptr_t)out_addr;
+	codes = PyMem_Calloc((size_t)n + 1, sizeof(*codes));
+	src = PyMem_Calloc((size_t)n + 1, sizeof(*src));
+	hold = PyList_New(0);
+	if (codes == NULL || src == NULL || hold == NULL) {
+		PyErr_NoMemory();
+		goto fail;
+	}
+	for (k = 0, i = 0; k + 1 < nl; k += 2) {
+		long long code = PyLong_AsLongLong(PyList_GET_ITEM(levels, k));
+		long long cnt = PyLong_AsLongLong(PyList_GET_ITEM(levels, k + 1));
+
+		if (PyErr_Occurred())
+			goto fail;
+		for (j = 0; j < cnt && i < n; j++)
+			codes[i++] = code + j * 256;
+	}
+	for (i = 0; i < n; i++) {
+		PyObject *x = PyList_GET_ITEM(xs, i), *c;
+		long long code = codes[i];
+		int lv = (int)(code & 3) > 2 ? 2 : (int)(code & 3), v;
+		uint64_t numel = 1, ptr = 0;
+		int64_t dims[MAX_RANK];
+		long dtype = 0;
+
+		src[i] = -1;
+		if ((shape = PyObject_GetAttr(x, s_shape)) == NULL)
+			goto fail;
+		if (!PyTuple_Check(shape)) {
+			PyErr_SetString(PyExc_TypeError, "host_stats: a tensor's shape is not a tuple");
+			goto fail;
+		}
+		rank = PyTuple_GET_SIZE(shape);
+		for (r = 0; r < rank; r++) {
+			long long d = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, r));
+
+			if (d == -1 && PyErr_Occurred())
+				goto fail;
+			numel *= (uint64_t)d;
+			if (r < MAX_RANK)
+				dims[r] = d;
+		}
+		if (rank > MAX_RANK) {          /* as the Python path cuts it */
+			dims[MAX_RANK - 1] = -1;
+			rank = MAX_RANK;
+		}
+		Py_CLEAR(shape);
+		if ((dt = PyObject_GetAttr(x, s_dtype)) == NULL)
+			goto fail;
+		c = PyDict_GetItemWithError(dtypes, dt);
+		if (c != NULL && (dtype = PyLong_AsLong(c)) < 0)
+			goto fail;
+		if (c == NULL && PyErr_Occurred())
+			goto fail;
+		Py_CLEAR(dt);
+		if (lv) {
+			if ((v = get_bool(x, s_is_contiguous, 1)) < 0)
+				goto fail;
+			if (v) {
+				ptr = data_ptr(x);
+				if (PyErr_Occurred())
+					goto fail;
+				/* the same data at the same level: reduced once */
+				for (j = 0; j < i; j++)
+					if (rows[j].data == ptr && ptr && rows[j].numel == numel &&
+					    rows[j].dtype == (uint8_t)dtype && rows[j].level == lv &&
+					    src[j] < 0)
+						break;
+				if (j < i) {
+					src[i] = j;
+					ptr = 0;
+					lv = 0;
+				}
+			} else {
+				y = PyObject_CallMethodNoArgs(x, s_contiguous);
+				if (y == NULL || PyList_Append(hold, y) < 0)
+					goto fail;
+				ptr = data_ptr(y);
+				Py_CLEAR(y);
+				if (PyErr_Occurred())
+					goto fail;
+			}
+		}
+		rt = rows + i;
+		rt->data = ptr;
+		rt->numel = numel;
+		rt->have = 0;
+		rt->slot_index = (uint16_t)(code >> 8);
+		rt->device_index = 0;
+		rt->slot_kind = (uint8_t)((code >> 2) & 63);
+		rt->dtype = (uint8_t)dtype;
+		rt->rank = (uint8_t)rank;
+		rt->device_type = 0;
+		rt->level = (uint8_t)lv;
+		rt->capture = 0;
+		rt->have_hist = 0;
+		rt->done = 0;
+		memcpy(rt->shape, dims, (size_t)rank * sizeof(dims[0]));
+	}
+	if (n && ((stats_fn)(uintptr_t)stats_addr)(NULL, rows, (size_t)n) != 0) {
+		PyErr_SetString(PyExc_RuntimeError, "host_stats: tm_recorder_stats failed");
+		goto fail;
+	}
+	for (i = 0; i < n; i++) {
+		rt = rows + i;
+		if (src[i] >= 0) {
+			const struct rec_tensor *st = rows + src[i];
+
+			rt->have = st->have;
+			rt->have_hist = st->have_hist;
+			memcpy(rt->stat, st->stat, sizeof(*rt) - offsetof(struct rec_tensor, stat));
+		}
+	}
+	for (i = 0; i < n; i++) {
+		rows[i].data = 0;
+		rows[i].level = 0;
+		rows[i].done = 0;
+	}
+	PyMem_Free(codes);
+	PyMem_Free(src);
+	Py_DECREF(hold);
+	Py_RETURN_NONE;
+fail:
+	PyMem_Free(codes);
+	PyMem_Free(src);
+	Py_XDECREF(hold);
+	Py_XDECREF(shape);
+	Py_XDECREF(dt);
+	Py_XDECREF(y);
+	return NULL;
+}
+
 /* set_trace_call(fn): Forward.__call__ becomes fn for whoever looks it up
  * in the type's dictionary -- torch.compile's dynamo does, to trace a call
  * of a Forward -- while calls keep going through tp_call and vectorcall
@@ -2030,6 +2189,8 @@ pause_entry(PyObject *unused, PyObject *args)
 static PyMethodDef module_methods[] = {
 	{ "pause_entry", pause_entry, METH_VARARGS,
 	  "pause_entry(tm_server_hold address, server address, after) -> pause function address" },
+	{ "host_stats", host_stats, METH_VARARGS,
+	  "host_stats(xs, levels, dtypes, out, stats): compiled regions' host tensors summarised" },
 	{ "set_trace_call", set_trace_call, METH_O,
 	  "set_trace_call(fn): the Python __call__ dynamo traces in place of a Forward's C call" },
 	{ "set_discover_trace_call", set_discover_trace_call, METH_O,
