@@ -61,6 +61,7 @@ are made outside compiled code as in eager mode.
 
 from __future__ import annotations
 
+import array
 import ctypes
 import functools
 import time
@@ -600,24 +601,37 @@ def run_grad(p: Any, stats: torch.Tensor, token: int, meta: list[int], raw: bool
         p._submit_live()
 
 
-_levels_seen: dict[tuple[int, ...], str] = {}
+_plans: dict[tuple[int, ...], tuple[Any, int, str]] = {}
 
 
-def _levels(table: list[int]) -> str:
-    """The levels a region's table observes its calls at ("1,2"); a region
-    runs the same table every time."""
+def _plan(table: list[int]) -> tuple[Any, int, str]:
+    """A region's table read once (a region runs the same table every
+    time): 7 int64 per event (kind, node, level, tensors, per-tensor ints,
+    their offset in the table, the index of an EXIT's ENTER, else -1), the
+    number of events, and the levels it observes its calls at ("1,2")."""
     key = tuple(table)
-    got = _levels_seen.get(key)
+    got = _plans.get(key)
     if got is None:
+        meta = array.array("q")
+        open_: dict[int, list[int]] = {}
         seen = set()
-        i, end = 0, len(table)
+        i, e, end = 0, 0, len(table)
         while i < end:
-            seen.add(table[i + 2])
-            i += 5 + table[i + 4]
-        got = ",".join(str(lv) for lv in sorted(seen))
-        if len(_levels_seen) > 1024:
-            _levels_seen.clear()
-        _levels_seen[key] = got
+            kind, nid, level, n, m = table[i:i + 5]
+            if kind == _EV_ENTER:
+                open_.setdefault(nid, []).append(e)
+                pair = -1
+            else:
+                q = open_.get(nid)
+                pair = q.pop() if q else -1
+            meta.extend((kind, nid, level, n, m, i + 5, pair))
+            seen.add(level)
+            e += 1
+            i += 5 + m
+        got = (meta, e, ",".join(str(lv) for lv in sorted(seen)))
+        if len(_plans) > 1024:
+            _plans.clear()
+        _plans[key] = got
     return got
 
 
@@ -627,26 +641,37 @@ def run_flush(p: Any, stats: torch.Tensor, table: list[int],
     """The events of a region that ran, into p's batch as _enter and _exit
     would have packed them: calls numbered, the step moved by a root call,
     stats from the rows of `stats` (one host read) and the summaries of
-    `hrecs`, in table order."""
+    `hrecs`, in table order.  The common events (not a root's, host tensors
+    only) are packed by _hook.c's flush_events, a run of them a call."""
     rows = stats.to("cpu", torch.float64).tolist() if stats.numel() else []
-    hb = memoryview((hrecs[0] if len(hrecs) == 1 else torch.cat(hrecs)).numpy().tobytes()
-                    if hrecs else b"")
+    if hrecs:
+        hcat = hrecs[0] if len(hrecs) == 1 else torch.cat(hrecs)
+        hb = memoryview(hcat.numpy().reshape(-1))
+        haddr = hcat.data_ptr()
+    else:
+        hb, haddr = memoryview(b""), 0
     sofs, hofs, hhofs = _STATS_OFF, _HAVE_OFF, _HAVE_HIST_OFF
     tbuf = p._tbuf
     h = 0
     caps = [c.to("cpu").contiguous() for c in captures]
     t = time.monotonic_ns() - p._t0
     nodes = p._by_id
-    calls: dict[int, list[int]] = {}
-    ordinals: list[tuple[int, int, int]] = []       # (node, call, level) by event
+    meta, nevents, levels = _plan(table)
+    callv = array.array("q", bytes(8 * nevents))
+    hook = _lib.load_hook()
+    fast = getattr(hook, "flush_events", None) if hook is not None else None
+    maddr, caddr = meta.buffer_info()[0], callv.buffer_info()[0]
     ev_pack, t_pack, tsize = _lib.EVENT_STRUCT.pack_into, _TENSOR_PACK, _lib.TENSOR_SIZE
-    i = r = c = 0
-    end = len(table)
+    r = c = 0
     evbuf, bnev, live, phase = p._evbuf, p._bnev, p._live, _lib.PHASE_FWD
     step = p.step_count
-    while i < end:
-        kind, nid, level, n, m = table[i:i + 5]
-        i += 5
+    e = 0
+    while e < nevents:
+        if e and fast is not None:
+            e, h = fast(p, maddr, nevents, e, nodes, haddr, h, t, caddr)
+            if e >= nevents:
+                break
+        kind, nid, level, n, m, i, pair = meta[7 * e:7 * e + 7]
         node = nodes[nid]
         is_root = node.is_root
         if kind == _EV_ENTER:
@@ -670,18 +695,13 @@ def run_flush(p: Any, stats: torch.Tensor, table: list[int],
             call = node.count = node.count + 1
             if root:
                 p._micro = call
-            q = calls.get(nid)
-            if q is None:
-                calls[nid] = [call]
-            else:
-                q.append(call)
+            callv[e] = call
             tend = 0
         else:
-            call = calls[nid].pop()
+            call = callv[e] = callv[pair] if pair >= 0 else 0
             node.depth -= 1
             tend = t
-        ordinals.append((nid, call, level))
-        if len(ordinals) == 1:
+        if not e:
             # the regions of the step so far and their levels: tmdb's
             # `info frame` tells a compiled region's stop by them, `info
             # probe` lists them (one annotation each, the latest has all)
@@ -689,7 +709,7 @@ def run_flush(p: Any, stats: torch.Tensor, table: list[int],
             if p._compiled_step != step:
                 p._compiled_step = step
                 regs.clear()
-            key = (node.address, _levels(table))
+            key = (node.address, levels)
             if key not in regs:
                 regs.append(key)
                 p.annotate("compiled", [a for a, _ in regs])
@@ -734,11 +754,14 @@ def run_flush(p: Any, stats: torch.Tensor, table: list[int],
             p._root_depth -= 1
         if live is not None and live.value & 1:
             p._submit_live()
+        e += 1
+    end = nevents
     if p._srv and p._rerun_snap and end and p._lib.tm_server_rerun(p._srv):
         rerun(p, table[1])
     if token is not None:
         runs = p._region_calls
-        runs[int(token)] = ordinals
+        runs[int(token)] = [(meta[7 * k + 1], callv[k], meta[7 * k + 2])
+                            for k in range(nevents)]
         while len(runs) > _KEEP_REGIONS:
             del runs[next(iter(runs))]
 

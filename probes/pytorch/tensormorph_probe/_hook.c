@@ -2084,6 +2084,82 @@ fail:
 	return NULL;
 }
 
+/*
+ * flush_events(p, meta, nevents, e, by_id, hb, h, t, callv): a compiled
+ * region's events from e on into p's batch, as _compiled.run_flush packs
+ * them, while they are its common kind: a node that is not a root, host
+ * tensors only (their rows at hb, from row h on).  meta: 7 int64 per
+ * event (kind, node, level, tensors, per-tensor ints, their offset in the
+ * table, the event's ENTER for an EXIT); callv: int64 per event, the call
+ * numbers (an EXIT's read from its ENTER's).  Returns (the first
+ * event left to Python, h).
+ */
+static PyObject *
+flush_events(PyObject *unused, PyObject *args)
+{
+	ProbeBase *p;
+	PyObject *by_id;
+	unsigned long long meta_addr, hb_addr, callv_addr;
+	Py_ssize_t nevents, e, h;
+	long long t, *callv;
+	const long long *meta;
+	const struct rec_tensor *hb;
+
+	(void)unused;
+	if (!PyArg_ParseTuple(args, "O!KnnO!KnLK:flush_events", &ProbeBaseType, &p, &meta_addr,
+			      &nevents, &e, &PyDict_Type, &by_id, &hb_addr, &h, &t, &callv_addr))
+		return NULL;
+	meta = (const long long *)(uintptr_t)meta_addr;
+	callv = (long long *)(uintptr_t)callv_addr;
+	hb = (const struct rec_tensor *)(uintptr_t)hb_addr;
+	for (; e < nevents; e++) {
+		const long long *m = meta + 7 * e;
+		int kind = (int)m[0], level = (int)m[2];
+		unsigned int nid = (unsigned int)m[1], n = (unsigned int)m[3];
+		unsigned long long call;
+		PyObject *key, *o;
+		NodeBase *node;
+
+		if (m[4] || (n && hb == NULL) || !p->evaddr)
+			break;
+		if ((key = PyLong_FromUnsignedLong(nid)) == NULL)
+			return NULL;
+		o = PyDict_GetItemWithError(by_id, key);
+		Py_DECREF(key);
+		if (o == NULL && PyErr_Occurred())
+			return NULL;
+		if (o == NULL || !PyObject_TypeCheck(o, &NodeBaseType) || ((NodeBase *)o)->is_root)
+			break;
+		node = (NodeBase *)o;
+		if (kind == EV_ENTER) {
+			node->depth++;
+			if (node->epoch != (long long)p->step) {
+				node->epoch = (long long)p->step;
+				node->count = 0;
+			}
+			call = ++node->count;
+			callv[e] = (long long)call;
+		} else {
+			if (m[6] < 0 || m[6] >= e)
+				break;
+			call = (unsigned long long)callv[m[6]];
+			callv[e] = (long long)call;
+			node->depth--;
+		}
+		if (room(p, n) < 0)
+			return NULL;
+		if (n)
+			memcpy((struct rec_tensor *)(uintptr_t)p->taddr + p->nt, hb + h,
+			       n * sizeof(struct rec_tensor));
+		h += n;
+		put_event(p, kind, PHASE_FWD, nid, call, t, t, kind == EV_ENTER ? 0 : t, level, n);
+		p->nt += n;
+		if (after_event(p) < 0)
+			return NULL;
+	}
+	return Py_BuildValue("nn", e, h);
+}
+
 /* set_trace_call(fn): Forward.__call__ becomes fn for whoever looks it up
  * in the type's dictionary -- torch.compile's dynamo does, to trace a call
  * of a Forward -- while calls keep going through tp_call and vectorcall
@@ -2191,6 +2267,8 @@ static PyMethodDef module_methods[] = {
 	  "pause_entry(tm_server_hold address, server address, after) -> pause function address" },
 	{ "host_stats", host_stats, METH_VARARGS,
 	  "host_stats(xs, levels, dtypes, out, stats): compiled regions' host tensors summarised" },
+	{ "flush_events", flush_events, METH_VARARGS,
+	  "flush_events(p, meta, nevents, e, by_id, hb, h, t, callv): a compiled region's events" },
 	{ "set_trace_call", set_trace_call, METH_O,
 	  "set_trace_call(fn): the Python __call__ dynamo traces in place of a Forward's C call" },
 	{ "set_discover_trace_call", set_discover_trace_call, METH_O,
