@@ -712,8 +712,7 @@ def run_flush(p: Any, stats: torch.Tensor, table: list[int],
             key = (node.address, levels)
             if key not in regs:
                 regs.append(key)
-                p.annotate("compiled", [a for a, _ in regs])
-                p.annotate("compiled-levels", [lv for _, lv in regs])
+                p._annotate_regions(regs)
                 step = p.step_count
         if p._nev >= p._bev or p._nt + n > p._bt:
             p._submit()

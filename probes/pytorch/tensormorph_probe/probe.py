@@ -243,6 +243,19 @@ class _PyForward:
         return getattr, (owner, "forward")
 
 
+def _annot_values(values: Any, count: int | None) -> tuple[list[bytes], Any, int, int]:
+    """An annotation's values as libtensormorph takes them: (kept, their
+    C array, how many, the count)."""
+    # cut by bytes, then back to whole characters: a cut through a UTF-8
+    # sequence drops that character, not the id
+    kept = [str(v).encode("utf-8", "replace")[:_lib.TM_ANNOT_MAX_VALUE - 1]
+            .decode("utf-8", "ignore").encode()
+            for v in list(values)[:_lib.TM_ANNOT_MAX_VALUES]]
+    n = len(kept)
+    total = max(n, len(values) if count is None else int(count))
+    return kept, (ctypes.c_char_p * max(n, 1))(*kept), n, min(total, 0xFFFFFFFF)
+
+
 def _exc_message(exc: BaseException) -> str:
     """The exception's message as its traceback's last line shows it."""
     try:
@@ -506,6 +519,7 @@ class Probe(_ProbeBase):
         self._discovering = model is None
         self._compiled_step = -1        # step annotated "compiled" (_compiled.py)
         self._compiled_regions: list[tuple[str, str]] = []     # its regions, levels
+        self._compiled_enc: Any = None  # (regions, their annotations' values, encoded)
         # region token -> (node, call, level) of its events, for its backward
         self._region_calls: dict[int, list[tuple[int, int, int]]] = {}
         self._cid = _compiled.register(self)
@@ -1510,18 +1524,31 @@ class Probe(_ProbeBase):
         if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
             values = [values]       # annotate("phase_name", "warmup")
         self._submit()
-        # cut by bytes, then back to whole characters: a cut through a
-        # UTF-8 sequence drops that character, not the id
-        kept = [str(v).encode("utf-8", "replace")[:_lib.TM_ANNOT_MAX_VALUE - 1]
-                .decode("utf-8", "ignore").encode()
-                for v in list(values)[:_lib.TM_ANNOT_MAX_VALUES]]
-        n = len(kept)
-        total = max(n, len(values) if count is None else int(count))
-        arr = (ctypes.c_char_p * max(n, 1))(*kept)
+        kept, arr, n, total = _annot_values(values, count)
         _check(self._lib.tm_recorder_annotate(self._rec, self.step_count, _now() - self._t0,
-                                              key.encode(), arr, n, min(total, 0xFFFFFFFF)),
-               "annotate")
+                                              key.encode(), arr, n, total), "annotate")
         return [b.decode() for b in kept]
+
+    def _annotate_regions(self, regs: list[tuple[str, str]]) -> None:
+        """The step's "compiled" and "compiled-levels" annotations
+        (_compiled.run_flush), as two annotate() calls make them, with one
+        submit; their values encoded once while the step's regions are
+        those of the last (a model compiled as one region: every step)."""
+        if self._closed:
+            return
+        if not self._manual_step and not self._root_depth and self._pending():
+            self._advance()         # as annotate() does
+        key = tuple(regs)
+        enc = self._compiled_enc
+        if enc is None or enc[0] != key:
+            enc = self._compiled_enc = (
+                key, _annot_values([a for a, _ in regs], None)[1:],
+                _annot_values([lv for _, lv in regs], None)[1:])
+        self._submit()
+        t = _now() - self._t0
+        for name, (arr, n, total) in ((b"compiled", enc[1]), (b"compiled-levels", enc[2])):
+            _check(self._lib.tm_recorder_annotate(self._rec, self.step_count, t, name, arr, n,
+                                                  total), "annotate")
 
     def set_ops(self, ops: str | None) -> None:
         """Records op events (_ops.py) for the nodes matching ops, a
