@@ -591,35 +591,45 @@ static void NAME(struct acc *r, const uint8_t *p, uint64_t n, const float *tab, 
 	*sd = sqrt(ss / (double)nf) * amax; \
 }
 
-/* The exact histogram pass, one per value type and loader. */
-#define HIST(SFX, VT, LOAD) \
+/* Every value type the kernels read: suffix, compare type (float when it
+ * holds the source exactly, else double), loader. */
+#define LOADERS(X, ...) \
+	X(f32, float, ld_f32, __VA_ARGS__) \
+	X(f64, double, ld_f64, __VA_ARGS__) \
+	X(f16, float, ld_f16, __VA_ARGS__) \
+	X(bf16, float, ld_bf16, __VA_ARGS__) \
+	X(byte, float, ld_byte, __VA_ARGS__) \
+	X(i16, float, ld_i16, __VA_ARGS__) \
+	X(u16, float, ld_u16, __VA_ARGS__) \
+	X(i32, double, ld_i32, __VA_ARGS__) \
+	X(u32, double, ld_u32, __VA_ARGS__) \
+	X(i64, double, ld_i64, __VA_ARGS__) \
+	X(u64, double, ld_u64, __VA_ARGS__)
+
+/* Each dtype's loader suffix, as initialisers of a table by dtype of
+ * PRE##SUFFIX##POST. */
+#define BY_DTYPE(PRE, POST) \
+	[TM_DT_F32] = PRE##f32##POST, [TM_DT_F64] = PRE##f64##POST, \
+	[TM_DT_F16] = PRE##f16##POST, [TM_DT_BF16] = PRE##bf16##POST, \
+	[TM_DT_F8E4M3] = PRE##byte##POST, [TM_DT_F8E5M2] = PRE##byte##POST, \
+	[TM_DT_I8] = PRE##byte##POST, [TM_DT_I16] = PRE##i16##POST, \
+	[TM_DT_I32] = PRE##i32##POST, [TM_DT_I64] = PRE##i64##POST, \
+	[TM_DT_U8] = PRE##byte##POST, [TM_DT_U16] = PRE##u16##POST, \
+	[TM_DT_U32] = PRE##u32##POST, [TM_DT_U64] = PRE##u64##POST, \
+	[TM_DT_BOOL] = PRE##byte##POST
+
+/* The exact histogram pass, one per value type. */
+#define HIST(SFX, VT, LOAD, ...) \
 	LOG2_KERNEL(hist_##SFX, VT, LOAD, \
 		    _Generic((VT)0, float: ilog2_f, double: ilog2_d), \
 		    _Generic((VT)0, float: signbit_f, double: signbit_d))
-
-HIST(f32, float, ld_f32)
-HIST(f64, double, ld_f64)
-HIST(f16, float, ld_f16)
-HIST(bf16, float, ld_bf16)
-HIST(byte, float, ld_byte)
-HIST(i16, float, ld_i16)
-HIST(u16, float, ld_u16)
-HIST(i32, double, ld_i32)
-HIST(u32, double, ld_u32)
-HIST(i64, double, ld_i64)
-HIST(u64, double, ld_u64)
+LOADERS(HIST, )
 RESCUE_KERNEL(rescue_f64, double, ld_f64)
 
 typedef void stats_fn(struct acc *, const uint8_t *, uint64_t, const float *, fine_hist);
 typedef void hist_fn(uint64_t *, const uint8_t *, uint64_t, const float *, int);
 
-static hist_fn *const hist_kernels[TM_DT__COUNT] = {
-	[TM_DT_F32] = hist_f32, [TM_DT_F64] = hist_f64, [TM_DT_F16] = hist_f16,
-	[TM_DT_BF16] = hist_bf16, [TM_DT_F8E4M3] = hist_byte, [TM_DT_F8E5M2] = hist_byte,
-	[TM_DT_I8] = hist_byte, [TM_DT_I16] = hist_i16, [TM_DT_I32] = hist_i32,
-	[TM_DT_I64] = hist_i64, [TM_DT_U8] = hist_byte, [TM_DT_U16] = hist_u16,
-	[TM_DT_U32] = hist_u32, [TM_DT_U64] = hist_u64, [TM_DT_BOOL] = hist_byte,
-};
+static hist_fn *const hist_kernels[TM_DT__COUNT] = { BY_DTYPE(hist_, ) };
 
 /* The level-2 and level-1 kernels of one instruction set, by dtype. */
 struct kernel_set {
@@ -629,32 +639,13 @@ struct kernel_set {
 
 /* Every kernel of instruction set ISA (LANES NL, SETS NS, attribute ATTR)
  * and their table ks_ISA. */
-#define KERNEL_SET(ISA, NAME, NL, NS, ATTR) \
-	KSET_DT(ISA, f32, float, ld_f32, NL, NS, ATTR) \
-	KSET_DT(ISA, f64, double, ld_f64, NL, NS, ATTR) \
-	KSET_DT(ISA, f16, float, ld_f16, NL, NS, ATTR) \
-	KSET_DT(ISA, bf16, float, ld_bf16, NL, NS, ATTR) \
-	KSET_DT(ISA, byte, float, ld_byte, NL, NS, ATTR) \
-	KSET_DT(ISA, i16, float, ld_i16, NL, NS, ATTR) \
-	KSET_DT(ISA, u16, float, ld_u16, NL, NS, ATTR) \
-	KSET_DT(ISA, i32, double, ld_i32, NL, NS, ATTR) \
-	KSET_DT(ISA, u32, double, ld_u32, NL, NS, ATTR) \
-	KSET_DT(ISA, i64, double, ld_i64, NL, NS, ATTR) \
-	KSET_DT(ISA, u64, double, ld_u64, NL, NS, ATTR) \
-	static const struct kernel_set ks_##ISA = { NAME, { \
-		KSET_ROW(ISA, stats) }, { KSET_ROW(ISA, stats1) } };
-#define KSET_DT(ISA, SFX, VT, LOAD, NL, NS, ATTR) \
+#define KSET_DT(SFX, VT, LOAD, ISA, NL, NS, ATTR) \
 	STATS_KERNEL(stats_##SFX##_##ISA, VT, LOAD, 1, NL, NS, ATTR) \
 	STATS_KERNEL(stats1_##SFX##_##ISA, VT, LOAD, 0, NL, NS, ATTR)
-#define KSET_ROW(ISA, K) \
-	[TM_DT_F32] = K##_f32_##ISA, [TM_DT_F64] = K##_f64_##ISA, \
-	[TM_DT_F16] = K##_f16_##ISA, [TM_DT_BF16] = K##_bf16_##ISA, \
-	[TM_DT_F8E4M3] = K##_byte_##ISA, [TM_DT_F8E5M2] = K##_byte_##ISA, \
-	[TM_DT_I8] = K##_byte_##ISA, [TM_DT_I16] = K##_i16_##ISA, \
-	[TM_DT_I32] = K##_i32_##ISA, [TM_DT_I64] = K##_i64_##ISA, \
-	[TM_DT_U8] = K##_byte_##ISA, [TM_DT_U16] = K##_u16_##ISA, \
-	[TM_DT_U32] = K##_u32_##ISA, [TM_DT_U64] = K##_u64_##ISA, \
-	[TM_DT_BOOL] = K##_byte_##ISA
+#define KERNEL_SET(ISA, NAME, NL, NS, ATTR) \
+	LOADERS(KSET_DT, ISA, NL, NS, ATTR) \
+	static const struct kernel_set ks_##ISA = { NAME, \
+		{ BY_DTYPE(stats_, _##ISA) }, { BY_DTYPE(stats1_, _##ISA) } };
 
 #ifdef TM_X86_ISAS
 KERNEL_SET(v4, "avx512", 8, 4, TM_ATTR_V4)
