@@ -42,10 +42,13 @@ ends, and a restarted trace starts from them empty).  Node levels and
 whether a node is observed are read by the traced code, so dynamo guards
 on them: a level a debugger changes recompiles the region (doc/manual.md,
 "Compiled models").  The traced code reaches the probe through _live and
-the module through ints on the node (_Node's pid, mid, fn): reaching the
-one probe and each module through several objects would make dynamo guard
-that they are the same object, a Python lambda per module evaluated on
-every call of the compiled code.
+the module through _modules, globals keyed by ints on the node (_Node's
+pid, mid): reaching the one probe and each module through several local
+objects (the module's forward, a method bound to it, was one) would make
+dynamo guard that they are the same object, a Python lambda per module
+evaluated on every call of the compiled code.  A module's observed
+forward is therefore its instance attribute, not a bound method
+(_attr_call).
 
 Level 3 passes each tensor's copy to the op, which copies it to the host.
 
