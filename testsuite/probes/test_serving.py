@@ -568,3 +568,45 @@ def test_compare_aligns_serving_runs_by_request(tmp_path):
     assert "<unknown: batched differently>" in by_request, out
     assert "steps aligned by request ids" not in by_step, out
     assert not re.search(r"^  mean\s+none", by_step, re.M), out
+
+
+def _hf_reference(tmp_path, path, steps):
+    """The HF-style reference of the packed stand-in (serving_standin.py
+    hf): each request alone, prompt then decode forwards, annotated."""
+    p = _server(tmp_path, "hf", steps=steps, TENSORMORPH_RECORD=str(path))
+    out, err = p.communicate(timeout=180)
+    assert p.returncode == 0, out + err
+    return json.loads(re.search(r"^tokens (.*)$", out, re.M).group(1))
+
+
+@needs_tmdb
+def test_compare_requests_batched_together_with_hf_reference(tmp_path):
+    """vLLM flattens a forward's requests into one [num_tokens, ...] batch;
+    the HF reference runs one request per forward.  The serving probe adds
+    each request's rows' stats to the batch's tensors (out[r0], out[r1]),
+    and compare aligns a request's k-th forward in the run with its k-th
+    in the reference through them: the same model matches everywhere; with
+    layer 1's activation swapped, the first divergence is that activation
+    at the first forward, on the first request's rows."""
+    steps = 3
+    ref, same, gelu = (tmp_path / f"{n}.tmrun" for n in ("ref", "same", "gelu"))
+    toks = _hf_reference(tmp_path, ref, steps)
+    out, _, _ = _finish(_server(tmp_path, "vllm", steps=steps, TENSORMORPH_RECORD=str(same),
+                                SERVE_PACKED="1"))
+    # the same greedy tokens: the packed forward computes what HF does
+    assert json.loads(re.search(r"^tokens (.*)$", out, re.M).group(1)) == toks
+    _finish(_server(tmp_path, "vllm", steps=steps, TENSORMORPH_RECORD=str(gelu),
+                    SERVE_PACKED="1", SERVE_ACT="gelu"))
+    cond = "break model.** if abs(tensor.mean - ref.tensor.mean) > 1e-3"
+    tm = _tmdb([f"compare {ref}", "info compare -tol 1e-4", cond, "run"], str(same))
+    out = tm.stdout
+    assert tm.returncode == 0, out + tm.stderr
+    assert "steps aligned by request ids" in out, out
+    print(out)
+    assert "Breakpoint 1," not in out, out
+    tm = _tmdb([f"compare {ref}", "info compare -tol 1e-4", cond, "run", "print tensor.mean",
+                "print ref.tensor.mean", "info stats"], str(gelu))
+    out = tm.stdout
+    print(out)
+    assert tm.returncode == 0, out + tm.stderr
+    assert "Breakpoint 1," in out, out
