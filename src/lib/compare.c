@@ -1507,9 +1507,15 @@ int tm_align_tensor(tm_align *a, const char *addr, const struct tm_event *ev,
 		*reason = TM_REF_NO_EVENT | w->w.gap_reason;
 		return TM_ERR_NOT_FOUND;
 	}
+	*ref_slot = row->n > 1 ? tm_slot_row_of(base, row->idx) : base;
+	if (row->n > 1 && !tm_event_tensor(&w->w.ev[found], *ref_slot)) {
+		/* the reference's batch has no rows of that request */
+		*ref_slot = slot;
+		*reason = TM_REF_BATCH;
+		return TM_ERR_NOT_FOUND;
+	}
 	w->hit[found] = 1;
 	*ref = &w->w.ev[found];
-	*ref_slot = row->n > 1 ? tm_slot_row_of(base, row->idx) : base;
 	*reason = 0;
 	return TM_OK;
 }

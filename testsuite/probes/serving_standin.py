@@ -39,10 +39,12 @@ SERVE_PACKED=1 (vLLM, V2 runner) serves as vLLM does: the requests of a
   query_start_loc_np; two prompts (5 and 3 tokens) prefilled together, then
   STEPS - 1 greedy decode forwards of both.  SERVE_ACT=gelu swaps layer 1's
   activation (a changed implementation).
-FRAMEWORK hf: the reference: the same model run as Hugging Face runs it,
-  one request per forward (its prompt, then STEPS - 1 decode forwards with
-  its own KV cache), under a plain tensormorph_probe.Probe recording to
-  TENSORMORPH_RECORD, each step annotated with its request id.
+SERVE_HF_REFERENCE=PATH (with SERVE_PACKED) then records the reference in
+  the same process, after the server's probe is gone: the same model run as
+  Hugging Face runs it, one request per forward (its prompt, then STEPS - 1
+  decode forwards with its own KV cache), under a plain
+  tensormorph_probe.Probe recording to PATH, each step annotated with its
+  request id.
 
 Each process prints "proc ROLE RANK PID" first; a worker prints "status
 JSON" at its end.  Exit status: 0 when every process ended well.
@@ -115,7 +117,7 @@ class PackedLlama(VllmStyleLlama):
                           ).last_hidden_state
 
 
-PACKED = os.environ.get("SERVE_PACKED") == "1" or FRAMEWORK == "hf"
+PACKED = os.environ.get("SERVE_PACKED") == "1"
 PROMPTS = {"cmpl-a": [3, 5, 7, 9, 11], "cmpl-b": [2, 4, 6]}
 
 
@@ -528,6 +530,8 @@ def vllm_worker(rank):
                                      "step0": w.execute_method("tensormorph_requests", "0")}))
     status(model)
     w.shutdown()
+    if PACKED and os.environ.get("SERVE_HF_REFERENCE"):
+        run_hf(os.environ["SERVE_HF_REFERENCE"])
 
 
 def run_vllm():
@@ -690,7 +694,7 @@ def run_sglang():
 
 # ================================================================ HF reference
 
-def run_hf():
+def run_hf(path):
     """The reference: each request alone, its prompt then STEPS - 1 greedy
     decode forwards with its own KV cache, as transformers runs a model;
     each forward a step annotated with its request id."""
@@ -699,7 +703,7 @@ def run_hf():
     from tensormorph_probe import Probe
 
     model = tiny_llama()
-    probe = Probe(model, level=1, record=os.environ["TENSORMORPH_RECORD"])
+    probe = Probe(model, level=1, record=path)
     out = {}
     with torch.no_grad():
         for rid, prompt in PROMPTS.items():
@@ -712,13 +716,11 @@ def run_hf():
                 tk = [int(model.compute_logits(hidden)[0, -1].argmax())]
             out[rid] = tk
     probe.close()
-    say("tokens", json.dumps(out))
+    say("hf-tokens", json.dumps(out))
 
 
 if __name__ == "__main__":
-    if FRAMEWORK == "hf":
-        run_hf()
-    elif FRAMEWORK == "sglang":
+    if FRAMEWORK == "sglang":
         run_sglang()
     else:
         run_vllm()

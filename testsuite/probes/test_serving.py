@@ -570,43 +570,62 @@ def test_compare_aligns_serving_runs_by_request(tmp_path):
     assert not re.search(r"^  mean\s+none", by_step, re.M), out
 
 
-def _hf_reference(tmp_path, path, steps):
-    """The HF-style reference of the packed stand-in (serving_standin.py
-    hf): each request alone, prompt then decode forwards, annotated."""
-    p = _server(tmp_path, "hf", steps=steps, TENSORMORPH_RECORD=str(path))
-    out, err = p.communicate(timeout=180)
-    assert p.returncode == 0, out + err
-    return json.loads(re.search(r"^tokens (.*)$", out, re.M).group(1))
-
 
 @needs_tmdb
 def test_compare_requests_batched_together_with_hf_reference(tmp_path):
-    """vLLM flattens a forward's requests into one [num_tokens, ...] batch;
-    the HF reference runs one request per forward.  The serving probe adds
-    each request's rows' stats to the batch's tensors (out[r0], out[r1]),
-    and compare aligns a request's k-th forward in the run with its k-th
-    in the reference through them: the same model matches everywhere; with
-    layer 1's activation swapped, the first divergence is that activation
-    at the first forward, on the first request's rows."""
+    """vLLM flattens a forward's requests into one [num_tokens, ...] batch
+    (the stand-in's SERVE_PACKED); the HF reference runs one request per
+    forward with its own KV cache.  The serving probe adds each request's
+    rows' stats to the batch's tensors (out[r0], out[r1]), and compare
+    aligns a request's k-th forward in the run with its k-th in the
+    reference through them: the same model matches everywhere; with layer
+    1's activation swapped, the first divergence is that activation at the
+    first forward with requests (step 3, after vLLM's three warm-up
+    forwards), on the first request's rows."""
     steps = 3
     ref, same, gelu = (tmp_path / f"{n}.tmrun" for n in ("ref", "same", "gelu"))
-    toks = _hf_reference(tmp_path, ref, steps)
-    out, _, _ = _finish(_server(tmp_path, "vllm", steps=steps, TENSORMORPH_RECORD=str(same),
-                                SERVE_PACKED="1"))
+    # the two servers side by side (each is mostly torch's import)
+    p_same = _server(tmp_path, "vllm", steps=steps, TENSORMORPH_RECORD=str(same),
+                     SERVE_PACKED="1", SERVE_HF_REFERENCE=str(ref))
+    p_gelu = _server(tmp_path, "vllm", steps=steps, TENSORMORPH_RECORD=str(gelu),
+                     SERVE_PACKED="1", SERVE_ACT="gelu")
+    out, _, _ = _finish(p_same)
+    _finish(p_gelu)
     # the same greedy tokens: the packed forward computes what HF does
-    assert json.loads(re.search(r"^tokens (.*)$", out, re.M).group(1)) == toks
-    _finish(_server(tmp_path, "vllm", steps=steps, TENSORMORPH_RECORD=str(gelu),
-                    SERVE_PACKED="1", SERVE_ACT="gelu"))
+    tokens = re.search(r"^tokens (.*)$", out, re.M).group(1)
+    assert json.loads(tokens) == json.loads(re.search(r"^hf-tokens (.*)$", out, re.M).group(1))
     cond = "break model.** if abs(tensor.mean - ref.tensor.mean) > 1e-3"
-    tm = _tmdb([f"compare {ref}", "info compare -tol 1e-4", cond, "run"], str(same))
+    heat = "heatmap -nocolor reldiff(model.model.layers.*.mlp.act_fn:out.mean) over steps"
+    tm = _tmdb([f"compare {ref}", "info compare -tol 1e-4", cond, "run", heat], str(same))
     out = tm.stdout
     assert tm.returncode == 0, out + tm.stderr
     assert "steps aligned by request ids" in out, out
-    print(out)
+    # every event of a forward with requests aligns through its rows; the
+    # three warm-up forwards (no ids) and lm_head (run by the runner
+    # outside the model's forward, no rows) are named
+    m = re.search(r"Run events: (\d+), aligned (\d+), not aligned (\d+)", out)
+    assert m, out
+    total, aligned, missed = map(int, m.groups())
+    assert aligned == total // 2 - 6 and missed == total // 2 + 6, out
+    assert re.search(r"^  model\.model\.layers\.\*\.mlp\s+2 nodes, 12 events: batched "
+                     r"differently$", out, re.M), out
+    assert re.search(r"^Reference events not aligned: 12 of \d+\.\n  model.lm_head ", out,
+                     re.M), out
+    assert re.search(r"^  mean\s+none", out, re.M), out
     assert "Breakpoint 1," not in out, out
+    # the heatmap has cells at the forwards with requests (steps 3-5)
+    assert re.search(r"model\.model\.layers\.1\.mlp\.act_fn\s+\S", out), out
+
     tm = _tmdb([f"compare {ref}", "info compare -tol 1e-4", cond, "run", "print tensor.mean",
-                "print ref.tensor.mean", "info stats"], str(gelu))
+                "print ref.tensor.mean", "info stats", "continue"], str(gelu))
     out = tm.stdout
-    print(out)
     assert tm.returncode == 0, out + tm.stderr
-    assert "Breakpoint 1," in out, out
+    first = re.search(r"^  mean\s+(\S+) at (\S+) step (\d+)", out, re.M)
+    assert first and first.group(2, 3) == ("model.model.layers.1.mlp.act_fn:out[r0]", "3"), out
+    assert ("Breakpoint 1, model.model.layers.1.mlp.act_fn (out[r0]) at step 3, fwd"
+            in out), out
+    assert re.search(r"^  request\s+cmpl-a \(its rows of out\)$", out, re.M), out
+    assert re.search(r"^  mean\s+\S+\s+\S+\s+\S+e-0[12]\s+1$", out, re.M), out
+    # one stop an event: the next is the same layer at the next forward
+    assert ("Breakpoint 1, model.model.layers.1.mlp.act_fn (out[r0]) at step 4, fwd"
+            in out), out
