@@ -21,9 +21,11 @@ import re
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import TMDB, needs_tmdb, read, run_tmdb
 
 # slow (stand-in servers in several processes): the normal build's run
@@ -531,6 +533,58 @@ def test_execution_decisions():
 
 
 # ---------------------------------------------------------------- compare
+
+def test_request_rows_of_the_frameworks_batches():
+    """Each request's rows, as the plugins read them: vLLM V2's
+    InputBatch.query_start_loc_np (num_tokens and its padded size the
+    leading sizes); SGLang's decode (a row a request) and extend
+    (extend_seq_lens_cpu) forwards, none for a speculative verify or a
+    batch of one."""
+    from tensormorph_probe.serving import sglang, vllm
+
+    class Mode:
+        def __init__(self, name):
+            self.name = name
+
+        def is_decode(self):
+            return self.name == "DECODE"
+
+        def is_extend(self):
+            return self.name in ("EXTEND", "MIXED", "TARGET_VERIFY")
+
+        def is_target_verify(self):
+            return self.name == "TARGET_VERIFY"
+
+    def fb(mode, n, lens=None, tokens=None):
+        return types.SimpleNamespace(forward_mode=Mode(mode), batch_size=n,
+                                     extend_seq_lens_cpu=lens,
+                                     input_ids=torch.zeros(tokens or 0, dtype=torch.long))
+
+    rows = sglang._request_rows
+    assert rows((), {"forward_batch": fb("DECODE", 3, tokens=4)}) == (
+        [(0, 1), (1, 2), (2, 3)], [3, 4])
+    assert rows((fb("EXTEND", 2, [5, 3], 8),), {}) == ([(0, 5), (5, 8)], [8])
+    assert rows((fb("MIXED", 2, [4, 1], 5),), {}) == ([(0, 4), (4, 5)], [5])
+    assert rows((fb("TARGET_VERIFY", 2, [4, 4], 8),), {}) is None
+    assert rows((fb("EXTEND", 1, [5], 5),), {}) is None
+    assert rows((fb("EXTEND", 2, None, 8),), {}) is None
+
+    class Runner:
+        def prepare_inputs(self, *a):
+            return types.SimpleNamespace(req_ids=["x", "y"], query_start_loc_np=[0, 5, 8],
+                                         num_tokens=8, num_tokens_after_padding=16)
+
+        def execute_model(self, scheduler_output, intermediate_tensors=None, dummy_run=False):
+            if not dummy_run:
+                self.prepare_inputs()
+
+    r = vllm._Requests(Runner())
+    r.runner.execute_model(None)
+    assert r.ids((), {}) == ["x", "y"]
+    assert r.rows((), {}) == ([(0, 5), (5, 8)], [8, 16])
+    r.runner.execute_model(None, None, True)            # a dummy run
+    assert r.rows((), {}) is None
+
 
 @needs_tmdb
 def test_compare_aligns_serving_runs_by_request(tmp_path):
