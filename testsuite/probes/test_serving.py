@@ -635,20 +635,33 @@ def test_compare_requests_batched_together_with_hf_reference(tmp_path):
     reference through them: the same model matches everywhere; with layer
     1's activation swapped, the first divergence is that activation at the
     first forward with requests (step 3, after vLLM's three warm-up
-    forwards), on the first request's rows."""
+    forwards), on the first request's rows, live and on its recording."""
     steps = 3
     ref, same, gelu = (tmp_path / f"{n}.tmrun" for n in ("ref", "same", "gelu"))
-    # the two servers side by side (each is mostly torch's import)
+    # the two servers side by side (each is mostly torch's import); the
+    # second waits for tmdb, which needs the first one's reference
     p_same = _server(tmp_path, "vllm", steps=steps, TENSORMORPH_RECORD=str(same),
                      SERVE_PACKED="1", SERVE_HF_REFERENCE=str(ref))
     p_gelu = _server(tmp_path, "vllm", steps=steps, TENSORMORPH_RECORD=str(gelu),
-                     SERVE_PACKED="1", SERVE_ACT="gelu")
+                     TENSORMORPH_LISTEN="1", TENSORMORPH_WAIT="120",
+                     TENSORMORPH_SERVING_PAUSE="60", SERVE_PACKED="1", SERVE_ACT="gelu")
     out, _, _ = _finish(p_same)
-    _finish(p_gelu)
     # the same greedy tokens: the packed forward computes what HF does
     tokens = re.search(r"^tokens (.*)$", out, re.M).group(1)
     assert json.loads(tokens) == json.loads(re.search(r"^hf-tokens (.*)$", out, re.M).group(1))
     cond = "break model.** if abs(tensor.mean - ref.tensor.mean) > 1e-3"
+    look = [f"compare {ref}", cond]
+    stop = ["print tensor.mean", "print ref.tensor.mean"]
+    # live: the server stops at the first divergence of a request's rows
+    _wait_for(p_gelu.stderr, r"listening on (\S+)")
+    live = _tmdb([f"attach {p_gelu.pid}"] + look + ["continue"] + stop + ["delete", "continue"])
+    _finish(p_gelu)
+    assert live.returncode == 0, live.stdout + live.stderr
+    hit = "Breakpoint 1, model.model.layers.1.mlp.act_fn (out[r0]) at step 3, fwd"
+    assert hit in live.stdout, live.stdout
+    values = re.findall(r"^\$\d+ = .*$", live.stdout, re.M)
+    assert len(values) == 2, live.stdout
+
     heat = "heatmap -nocolor reldiff(model.model.layers.*.mlp.act_fn:out.mean) over steps"
     tm = _tmdb([f"compare {ref}", "info compare -tol 1e-4", cond, "run", heat], str(same))
     out = tm.stdout
@@ -670,14 +683,15 @@ def test_compare_requests_batched_together_with_hf_reference(tmp_path):
     # the heatmap has cells at the forwards with requests (steps 3-5)
     assert re.search(r"model\.model\.layers\.1\.mlp\.act_fn\s+\S", out), out
 
-    tm = _tmdb([f"compare {ref}", "info compare -tol 1e-4", cond, "run", "print tensor.mean",
-                "print ref.tensor.mean", "info stats", "continue"], str(gelu))
+    # the live run's recording replayed: the same stop, with the same values
+    tm = _tmdb([f"compare {ref}", "info compare -tol 1e-4", cond, "run"] + stop +
+               ["info stats", "continue"], str(gelu))
     out = tm.stdout
     assert tm.returncode == 0, out + tm.stderr
+    assert re.findall(r"^\$\d+ = .*$", out, re.M) == values, live.stdout + out
     first = re.search(r"^  mean\s+(\S+) at (\S+) step (\d+)", out, re.M)
     assert first and first.group(2, 3) == ("model.model.layers.1.mlp.act_fn:out[r0]", "3"), out
-    assert ("Breakpoint 1, model.model.layers.1.mlp.act_fn (out[r0]) at step 3, fwd"
-            in out), out
+    assert hit in out, out
     assert re.search(r"^  request\s+cmpl-a \(its rows of out\)$", out, re.M), out
     assert re.search(r"^  mean\s+\S+\s+\S+\s+\S+e-0[12]\s+1$", out, re.M), out
     # one stop an event: the next is the same layer at the next forward
