@@ -788,11 +788,13 @@ static int cmd_info_compare(struct tm_session *s, const char *args)
 			 * asked for. */
 			if (t->slot.kind == TM_SLOT_IN && !inputs)
 				continue;
-			/* a request's rows, and with them a batch tensor whose
-			 * reference is another place of the reference's */
-			rc = tm_align_tensor(al, run_address(s, ev->node), ev, t->slot, &re, &rs,
-					     &w2);
-			if (rc == TM_OK)
+			/* by request ids: a request's rows, and with them a
+			 * batch tensor whose reference is another place of the
+			 * reference's; by step the slot of the aligned event */
+			if (!tm_align_by_requests(al))
+				rt = tm_event_tensor(rev, t->slot);
+			else if (tm_align_tensor(al, run_address(s, ev->node), ev, t->slot, &re,
+						 &rs, &w2) == TM_OK)
 				rt = tm_event_tensor(re, rs);
 			if (!rt) {
 				/* a batch tensor of a step whose rows align has
