@@ -45,6 +45,7 @@ ENV_LEVEL = "TENSORMORPH_LEVEL"
 ENV_RECORD = "TENSORMORPH_RECORD"
 ENV_PAUSE = "TENSORMORPH_SERVING_PAUSE"
 ENV_STRICT = "TENSORMORPH_SERVING_STRICT"
+ENV_ROWS = "TENSORMORPH_SERVING_ROWS"
 
 REQUEST_HISTORY = 4096              # steps kept in memory for requests_at()
 
@@ -266,6 +267,8 @@ class Session:
         self._leaf_handles = [leaf.register_forward_pre_hook(self._leaf_pre)
                               for leaf in _weighted_leaves(m)]
         self._traffic = False           # the running forward has requests
+        # each request's rows of a batch's tensors (TENSORMORPH_SERVING_ROWS)
+        self.rows = True
 
     # --------------------------------------------------------- per forward
 
@@ -295,7 +298,7 @@ class Session:
                 if self.forwards == 0:
                     _say(f"rank {self.worker.rank}: cannot annotate step {step}: {exc}")
             self._history.append((step, kept, n))
-            if n > 1 and self.worker.request_rows is not None:
+            if n > 1 and self.rows and self.worker.request_rows is not None:
                 # a stat of a batched tensor mixes its requests: each
                 # request's rows get stats of their own (set_rows)
                 rows = guarded(f"rank {self.worker.rank}: reading the requests' rows",
@@ -487,6 +490,7 @@ def start(worker: Worker, env: Mapping[str, str] | None = None, *,
             if probe.path:
                 requests_path = os.path.splitext(probe.path)[0] + ".requests.jsonl"
             s = Session(worker, probe, None, pause)
+            s.rows = env.get(ENV_ROWS, "1") not in ("", "0")
             if listen is not None:
                 wait = env.get(ENV_WAIT)
                 try:
