@@ -899,6 +899,7 @@ int tm_align_set_prefetch(tm_align *a, int on)
 		free(p);
 		return TM_ERR_GENERIC;
 	}
+	tm_thread_name(p->th, "tm-prefetch");
 	a->pf = p;
 	return TM_OK;
 }

@@ -6,6 +6,7 @@
  */
 #include "config.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,4 +100,14 @@ char *tm_asprintf(const char *fmt, ...)
 const char *tm_version_string(void)
 {
 	return PACKAGE_NAME " " PACKAGE_VERSION;
+}
+
+void tm_thread_name(pthread_t th, const char *name)
+{
+#ifdef __GLIBC__
+	pthread_setname_np(th, name);
+#else
+	(void)th;
+	(void)name;
+#endif
 }

@@ -988,6 +988,7 @@ static int recorder_new(tm_writer *w, const struct tm_recorder_opts *opts,
 			pthread_cond_destroy(&r->drained);
 			goto nomem;
 		}
+		tm_thread_name(r->thread, "tm-recorder");
 		r->have_thread = 1;
 	}
 	*out = r;

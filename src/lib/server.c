@@ -1900,6 +1900,7 @@ listening:
 		err = start_fail(TM_ERR_GENERIC, "cannot start the server thread");
 		goto fail;
 	}
+	tm_thread_name(srv->thread, "tm-server");
 	srv->thread_started = 1;
 	*out = srv;
 	return TM_OK;

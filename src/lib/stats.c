@@ -31,23 +31,35 @@
 #include "config.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tm-internal.h"
 #include "tm-stats.h"
 
-#define LANES 8     /* one AVX-512 register of doubles */
-
 /*
- * The kernels are built three times on x86-64, for the baseline (SSE2),
- * AVX2 and AVX-512 (x86-64-v4), and the loader picks one per CPU (GNU
- * ifunc): the accumulators are doubles, 2, 4 or 8 to a register.
+ * The kernels are built once per instruction set on x86-64: AVX-512
+ * (x86-64-v4), AVX2 with FMA, and the baseline SSE2; tm_stats_compute
+ * picks the best this CPU runs (TENSORMORPH_STATS_ISA or
+ * tm_stats_use_isa() can ask for a lower one, for tests and benchmarks).
+ * Each set is sized to its registers: LANES elements to a block, SETS
+ * independent accumulator sets.  AVX-512 takes 8 x 4 (32 registers of 8
+ * doubles); AVX2 and SSE2 take 4 x 2: 8 x 4's accumulators are more than
+ * their 16 registers hold, and spilled, level 1 on 8192 floats took 1.7
+ * and 6.4 times as long (testsuite/perf/stats-bench; 2 lanes, half an
+ * SSE register of floats, were 2.8 times slower than 4).  The summation
+ * order follows LANES x SETS, so the last bits of a mean or l2 can differ
+ * between CPUs with different vector widths, as torch's own kernels' do;
+ * on one CPU they never vary.  Elsewhere one generic build, 8 x 4.
  */
 #if defined(__x86_64__) && defined(__GLIBC__) && \
 	((defined(__clang__) && __clang_major__ >= 14) || \
-	 (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 6))
+	 (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 11))
+#define TM_X86_ISAS 1
 #define TM_KERNEL_CLONES \
 	__attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#define TM_ATTR_V4 __attribute__((target("arch=x86-64-v4")))
+#define TM_ATTR_AVX2 __attribute__((target("avx2,fma")))
 #else
 #define TM_KERNEL_CLONES
 #endif
@@ -295,9 +307,9 @@ static inline int any_lane(const void *mask, size_t n)
  * Independent accumulator sets: the main loop takes SETS blocks of LANES
  * elements at a time, one block into each set, so that the additions into
  * a set do not wait for each other (a vector add's latency is several of
- * its issue slots; one chain of adds ran at half the loop's speed).
+ * its issue slots; one chain of adds ran at half the loop's speed).  Both
+ * are constants of each kernel (STATS_KERNEL's NL and NS).
  */
-#define SETS 4
 
 /* Block u of a group (x[u], xv[u]) into accumulator set u. */
 #define STATS_BLOCK(u, FULL) do { \
@@ -315,12 +327,8 @@ static inline int any_lane(const void *mask, size_t n)
 	if (FULL) { \
 		vs2[u] += d_ * d_; \
 		vz[u] += (vd_)((vdm_)one & (e_ == 0)); \
-		for (l = 0; l < LANES; l += 4) { \
-			fh[0][FINE_IDX(x[u][l])]++; \
-			fh[1][FINE_IDX(x[u][l + 1])]++; \
-			fh[2][FINE_IDX(x[u][l + 2])]++; \
-			fh[3][FINE_IDX(x[u][l + 3])]++; \
-		} \
+		for (l = 0; l < LANES; l++) \
+			fh[(u * LANES + l) & (FINE_COPIES - 1)][FINE_IDX(x[u][l])]++; \
 	} \
 } while (0)
 
@@ -376,11 +384,12 @@ static inline int any_lane(const void *mask, size_t n)
  * The fine histogram is counted per element from the block's values,
  * apart from the vector sums.
  */
-#define STATS_KERNEL(NAME, VT, LOAD, FULL) \
-TM_KERNEL_CLONES \
+#define STATS_KERNEL(NAME, VT, LOAD, FULL, NL, NS, ATTR) \
+ATTR \
 static void NAME(struct acc *r, const uint8_t *p, uint64_t n, const float *tab, \
 		 fine_hist fh) \
 { \
+	enum { LANES = NL, SETS = NS }; \
 	typedef VT vt_ __attribute__((vector_size(LANES * sizeof(VT)))); \
 	typedef __typeof__((vt_){0} < (vt_){0}) vm_; \
 	typedef double vd_ __attribute__((vector_size(LANES * sizeof(double)))); \
@@ -582,49 +591,147 @@ static void NAME(struct acc *r, const uint8_t *p, uint64_t n, const float *tab, 
 	*sd = sqrt(ss / (double)nf) * amax; \
 }
 
-#define KERNELS(SFX, VT, LOAD) \
-	STATS_KERNEL(stats_##SFX, VT, LOAD, 1) \
-	STATS_KERNEL(stats1_##SFX, VT, LOAD, 0) \
+/* Every value type the kernels read: suffix, compare type (float when it
+ * holds the source exactly, else double), loader. */
+#define LOADERS(X, ...) \
+	X(f32, float, ld_f32, __VA_ARGS__) \
+	X(f64, double, ld_f64, __VA_ARGS__) \
+	X(f16, float, ld_f16, __VA_ARGS__) \
+	X(bf16, float, ld_bf16, __VA_ARGS__) \
+	X(byte, float, ld_byte, __VA_ARGS__) \
+	X(i16, float, ld_i16, __VA_ARGS__) \
+	X(u16, float, ld_u16, __VA_ARGS__) \
+	X(i32, double, ld_i32, __VA_ARGS__) \
+	X(u32, double, ld_u32, __VA_ARGS__) \
+	X(i64, double, ld_i64, __VA_ARGS__) \
+	X(u64, double, ld_u64, __VA_ARGS__)
+
+/* Each dtype's loader suffix, as initialisers of a table by dtype of
+ * PRE##SUFFIX##POST. */
+#define BY_DTYPE(PRE, POST) \
+	[TM_DT_F32] = PRE##f32##POST, [TM_DT_F64] = PRE##f64##POST, \
+	[TM_DT_F16] = PRE##f16##POST, [TM_DT_BF16] = PRE##bf16##POST, \
+	[TM_DT_F8E4M3] = PRE##byte##POST, [TM_DT_F8E5M2] = PRE##byte##POST, \
+	[TM_DT_I8] = PRE##byte##POST, [TM_DT_I16] = PRE##i16##POST, \
+	[TM_DT_I32] = PRE##i32##POST, [TM_DT_I64] = PRE##i64##POST, \
+	[TM_DT_U8] = PRE##byte##POST, [TM_DT_U16] = PRE##u16##POST, \
+	[TM_DT_U32] = PRE##u32##POST, [TM_DT_U64] = PRE##u64##POST, \
+	[TM_DT_BOOL] = PRE##byte##POST
+
+/* The exact histogram pass, one per value type. */
+#define HIST(SFX, VT, LOAD, ...) \
 	LOG2_KERNEL(hist_##SFX, VT, LOAD, \
 		    _Generic((VT)0, float: ilog2_f, double: ilog2_d), \
 		    _Generic((VT)0, float: signbit_f, double: signbit_d))
-
-KERNELS(f32, float, ld_f32)
-KERNELS(f64, double, ld_f64)
-KERNELS(f16, float, ld_f16)
-KERNELS(bf16, float, ld_bf16)
-KERNELS(byte, float, ld_byte)
-KERNELS(i16, float, ld_i16)
-KERNELS(u16, float, ld_u16)
-KERNELS(i32, double, ld_i32)
-KERNELS(u32, double, ld_u32)
-KERNELS(i64, double, ld_i64)
-KERNELS(u64, double, ld_u64)
+LOADERS(HIST, )
 RESCUE_KERNEL(rescue_f64, double, ld_f64)
 
 typedef void stats_fn(struct acc *, const uint8_t *, uint64_t, const float *, fine_hist);
 typedef void hist_fn(uint64_t *, const uint8_t *, uint64_t, const float *, int);
 
-static const struct {
-	stats_fn *stats, *stats1;       /* levels >= 2, level 1 */
-	hist_fn *hist;
-} kernels[TM_DT__COUNT] = {
-	[TM_DT_F32] = { stats_f32, stats1_f32, hist_f32 },
-	[TM_DT_F64] = { stats_f64, stats1_f64, hist_f64 },
-	[TM_DT_F16] = { stats_f16, stats1_f16, hist_f16 },
-	[TM_DT_BF16] = { stats_bf16, stats1_bf16, hist_bf16 },
-	[TM_DT_F8E4M3] = { stats_byte, stats1_byte, hist_byte },
-	[TM_DT_F8E5M2] = { stats_byte, stats1_byte, hist_byte },
-	[TM_DT_I8] = { stats_byte, stats1_byte, hist_byte },
-	[TM_DT_I16] = { stats_i16, stats1_i16, hist_i16 },
-	[TM_DT_I32] = { stats_i32, stats1_i32, hist_i32 },
-	[TM_DT_I64] = { stats_i64, stats1_i64, hist_i64 },
-	[TM_DT_U8] = { stats_byte, stats1_byte, hist_byte },
-	[TM_DT_U16] = { stats_u16, stats1_u16, hist_u16 },
-	[TM_DT_U32] = { stats_u32, stats1_u32, hist_u32 },
-	[TM_DT_U64] = { stats_u64, stats1_u64, hist_u64 },
-	[TM_DT_BOOL] = { stats_byte, stats1_byte, hist_byte },
+static hist_fn *const hist_kernels[TM_DT__COUNT] = { BY_DTYPE(hist_, ) };
+
+/* The level-2 and level-1 kernels of one instruction set, by dtype. */
+struct kernel_set {
+	const char *isa;
+	stats_fn *stats[TM_DT__COUNT], *stats1[TM_DT__COUNT];
 };
+
+/* Every kernel of instruction set ISA (LANES NL, SETS NS, attribute ATTR)
+ * and their table ks_ISA. */
+#define KSET_DT(SFX, VT, LOAD, ISA, NL, NS, ATTR) \
+	STATS_KERNEL(stats_##SFX##_##ISA, VT, LOAD, 1, NL, NS, ATTR) \
+	STATS_KERNEL(stats1_##SFX##_##ISA, VT, LOAD, 0, NL, NS, ATTR)
+#define KERNEL_SET(ISA, NAME, NL, NS, ATTR) \
+	LOADERS(KSET_DT, ISA, NL, NS, ATTR) \
+	static const struct kernel_set ks_##ISA = { NAME, \
+		{ BY_DTYPE(stats_, _##ISA) }, { BY_DTYPE(stats1_, _##ISA) } };
+
+#ifdef TM_X86_ISAS
+KERNEL_SET(v4, "avx512", 8, 4, TM_ATTR_V4)
+KERNEL_SET(avx2, "avx2", 4, 2, TM_ATTR_AVX2)
+KERNEL_SET(base, "sse2", 4, 2, )
+
+static int isa_runs(const struct kernel_set *k)
+{
+	__builtin_cpu_init();
+	if (k == &ks_v4)
+		return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+			__builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") &&
+			__builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx2") &&
+			__builtin_cpu_supports("fma");
+	if (k == &ks_avx2)
+		return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+	return 1;
+}
+
+/* best first */
+static const struct kernel_set *const kernel_sets[] = { &ks_v4, &ks_avx2, &ks_base };
+#else
+KERNEL_SET(generic, "generic", 8, 4, )
+
+static int isa_runs(const struct kernel_set *k)
+{
+	(void)k;
+	return 1;
+}
+
+static const struct kernel_set *const kernel_sets[] = { &ks_generic };
+#endif
+
+#define N_SETS (sizeof(kernel_sets) / sizeof(kernel_sets[0]))
+
+/* The kernels in use; NULL until the first call picks them. */
+static const struct kernel_set *kernels_in_use;
+
+/* The best set this CPU runs, or the one TENSORMORPH_STATS_ISA names. */
+static const struct kernel_set *pick_kernels(void)
+{
+	const char *want = getenv("TENSORMORPH_STATS_ISA");
+	size_t i;
+
+	if (want && *want) {
+		for (i = 0; i < N_SETS; i++)
+			if (!strcmp(kernel_sets[i]->isa, want) && isa_runs(kernel_sets[i]))
+				return kernel_sets[i];
+	}
+	for (i = 0; i + 1 < N_SETS; i++)
+		if (isa_runs(kernel_sets[i]))
+			return kernel_sets[i];
+	return kernel_sets[N_SETS - 1];
+}
+
+/* Every thread that races here picks the same set: a relaxed store is enough. */
+static const struct kernel_set *kernels(void)
+{
+	const struct kernel_set *k = __atomic_load_n(&kernels_in_use, __ATOMIC_RELAXED);
+
+	if (!k) {
+		k = pick_kernels();
+		__atomic_store_n(&kernels_in_use, k, __ATOMIC_RELAXED);
+	}
+	return k;
+}
+
+const char *tm_stats_isa(void)
+{
+	return kernels()->isa;
+}
+
+int tm_stats_use_isa(const char *name)
+{
+	size_t i;
+
+	for (i = 0; name && i < N_SETS; i++) {
+		if (!strcmp(kernel_sets[i]->isa, name)) {
+			if (!isa_runs(kernel_sets[i]))
+				return TM_ERR_UNSUPPORTED;
+			__atomic_store_n(&kernels_in_use, kernel_sets[i], __ATOMIC_RELAXED);
+			return TM_OK;
+		}
+	}
+	return TM_ERR_INVALID_ARG;
+}
 
 static void set_stat(struct tm_tensor *t, int s, double v)
 {
@@ -700,7 +807,7 @@ int tm_stats_compute(struct tm_tensor *t, const void *data, uint64_t numel,
 	memset(t->stat, 0, sizeof(t->stat));
 	if (level < 0 || dtype <= TM_DT_UNKNOWN || dtype >= TM_DT__COUNT)
 		return TM_ERR_INVALID_ARG;
-	if (!kernels[dtype].stats)
+	if (!hist_kernels[dtype])
 		return TM_ERR_UNSUPPORTED;
 	if (!data && numel)
 		return TM_ERR_INVALID_ARG;
@@ -710,11 +817,10 @@ int tm_stats_compute(struct tm_tensor *t, const void *data, uint64_t numel,
 		byte_table(dtype, tab);
 
 	memset(&r, 0, sizeof(r));
-	if (level >= 2) {
-		kernels[dtype].stats(&r, p, numel, tab, fh);
-	} else {
-		kernels[dtype].stats1(&r, p, numel, tab, NULL);
-	}
+	if (level >= 2)
+		kernels()->stats[dtype](&r, p, numel, tab, fh);
+	else
+		kernels()->stats1[dtype](&r, p, numel, tab, NULL);
 	nf = numel - r.nan - r.pinf - r.ninf;
 
 	set_stat(t, TM_STAT_NUMEL, (double)numel);
@@ -745,7 +851,7 @@ int tm_stats_compute(struct tm_tensor *t, const void *data, uint64_t numel,
 	set_stat(t, TM_STAT_L2, l2);
 	if (level >= 2) {
 		set_stat(t, TM_STAT_STD, sd);
-		histogram(t, kernels[dtype].hist, p, numel, tab, amax, fh);
+		histogram(t, hist_kernels[dtype], p, numel, tab, amax, fh);
 	}
 	return TM_OK;
 }

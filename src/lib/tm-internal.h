@@ -9,6 +9,7 @@
 #ifndef TM_INTERNAL_H
 #define TM_INTERNAL_H
 
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 #include "tm-types.h"
@@ -199,5 +200,12 @@ struct tm_decoder;
 struct tm_reader;
 void tm_decoder_skip_hist(struct tm_decoder *d, int on);
 void tm_reader_skip_hist(struct tm_reader *r, int on);
+
+/*
+ * Names thread th (15 characters at most), so that top -H, perf, py-spy
+ * and gdb show the library's threads inside the user's process as what
+ * they are.  Called by the creator, right after pthread_create.
+ */
+void tm_thread_name(pthread_t th, const char *name);
 
 #endif /* TM_INTERNAL_H */

@@ -38,6 +38,18 @@ extern "C" {
 int tm_stats_compute(struct tm_tensor *t, const void *data, uint64_t numel,
 		     int dtype, int level);
 
+/*
+ * The instruction set of the kernels in use: "avx512", "avx2" or "sse2"
+ * on x86-64 (the best the CPU runs, unless TENSORMORPH_STATS_ISA names a
+ * lower one), "generic" elsewhere.  The last bits of a mean or l2 can
+ * differ between instruction sets (their summation orders differ).
+ */
+const char *tm_stats_isa(void);
+/* For tests and benchmarks: use the kernels of instruction set name from
+ * now on, in every thread.  TM_ERR_UNSUPPORTED when this CPU cannot run
+ * them, TM_ERR_INVALID_ARG for a name not built here. */
+int tm_stats_use_isa(const char *name);
+
 /* Half-precision helpers, exposed for tests and the views. */
 double tm_f16_to_double(uint16_t h);
 double tm_bf16_to_double(uint16_t h);

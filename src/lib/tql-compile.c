@@ -28,6 +28,8 @@
 
 /* ---------------------------------------------------------------- names */
 
+/* the first N_TENSOR_FIELDS are the tensor's */
+#define N_TENSOR_FIELDS 15
 static const char *const field_names[] = {
 	"tensor.numel", "tensor.nan_count", "tensor.inf_count",
 	"tensor.posinf_count", "tensor.neginf_count", "tensor.min", "tensor.max",
@@ -851,17 +853,43 @@ static int term_rank(struct tql_cc *cc, const struct tql_node *n, int32_t *rank,
 	return 0;
 }
 
+/* "no node 'path'" with the closest addresses, over lo..hi. */
+static void no_node(struct tql_cc *cc, uint32_t lo, uint32_t hi, const char *path)
+{
+	const char *sug[3];
+	size_t ns = tm_address_suggest(cc->opts->nodes, path, sug, 3);
+
+	if (ns == 0)
+		tql_error(cc, lo, lo, hi, 0, 0, "no node '%s'", path);
+	else if (ns == 1)
+		tql_error(cc, lo, lo, hi, 0, 0, "no node '%s'; did you mean '%s'?", path, sug[0]);
+	else if (ns == 2)
+		tql_error(cc, lo, lo, hi, 0, 0, "no node '%s'; did you mean '%s' or '%s'?",
+			  path, sug[0], sug[1]);
+	else
+		tql_error(cc, lo, lo, hi, 0, 0,
+			  "no node '%s'; did you mean '%s', '%s' or '%s'?", path,
+			  sug[0], sug[1], sug[2]);
+}
+
+/* The tensor field fld (not one) is a near miss of, or NULL. */
+static const char *field_near(const char *fld, size_t len)
+{
+	char want[64];
+
+	if (len >= 48)
+		return NULL;
+	snprintf(want, sizeof(want), "tensor.%.*s", (int)len, fld);
+	return closest(want, strlen(want), field_names, N_TENSOR_FIELDS);
+}
+
 /* An addressed term whose last segment fld is no tensor field. */
 static void field_error(struct tql_cc *cc, const struct tql_node *n, const char *fld)
 {
-	const char *end = n->word.s + n->word.len, *s = NULL;
+	const char *end = n->word.s + n->word.len;
+	const char *s = field_near(fld, (size_t)(end - fld));
 	uint32_t lo = n->lo + (uint32_t)(fld - n->word.s);
-	char want[64];
 
-	if (end - fld < 48) {
-		snprintf(want, sizeof(want), "tensor.%.*s", (int)(end - fld), fld);
-		s = closest(want, strlen(want), field_names, 15);
-	}
 	if (s)
 		tql_error(cc, lo, lo, n->hi, 0, 0,
 			  "unknown tensor field '%.*s'; did you mean '%s'?",
@@ -1212,26 +1240,35 @@ static int check_addressed(struct tql_cc *cc, struct tql_node *n)
 		node = tm_nodetab_find(cc->opts->nodes, alt);
 	}
 	if (!node) {
-		const char *sug[3];
-		size_t ns = tm_address_suggest(cc->opts->nodes, path, sug, 3);
-		uint32_t hi = n->lo + (uint32_t)plen;
-
-		if (ns == 0)
-			tql_error(cc, n->lo, n->lo, hi, 0, 0, "no node '%s'", path);
-		else if (ns == 1)
-			tql_error(cc, n->lo, n->lo, hi, 0, 0,
-				  "no node '%s'; did you mean '%s'?", path, sug[0]);
-		else if (ns == 2)
-			tql_error(cc, n->lo, n->lo, hi, 0, 0,
-				  "no node '%s'; did you mean '%s' or '%s'?", path,
-				  sug[0], sug[1]);
-		else
-			tql_error(cc, n->lo, n->lo, hi, 0, 0,
-				  "no node '%s'; did you mean '%s', '%s' or '%s'?", path,
-				  sug[0], sug[1], sug[2]);
+		no_node(cc, n->lo, n->lo + (uint32_t)plen, path);
 		return T_ERR;
 	}
 	if (field < 0) {
+		/* `model.layers.1.nrm`: a mistyped node reads as a field of
+		 * its parent: whichever it is nearer, a node or a field, is
+		 * what the error suggests */
+		const char *sug[1], *fs;
+		char full[TM_ADDRESS_MAX + 16];
+		size_t pl = strlen(path), fl = (size_t)(end - fld);
+
+		if (!have_slot && pl + fl + 2 <= sizeof(full)) {
+			memcpy(full, path, pl);
+			full[pl] = '.';
+			memcpy(full + pl + 1, fld, fl);
+			full[pl + 1 + fl] = '\0';
+			if (tm_address_suggest(cc->opts->nodes, full, sug, 1) == 1) {
+				size_t dn = tql_edit_distance(full, strlen(full), sug[0],
+							      strlen(sug[0])), df = dn + 1;
+
+				if ((fs = field_near(fld, fl)) != NULL)
+					df = tql_edit_distance(fld, fl, fs + 7, strlen(fs + 7));
+				if (dn <= df)
+					no_node(cc, n->lo, n->hi, full);
+				else
+					field_error(cc, n, fld);
+				return T_ERR;
+			}
+		}
 		field_error(cc, n, fld);
 		return T_ERR;
 	}

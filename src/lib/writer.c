@@ -403,8 +403,10 @@ int tm_writer_fdopen(int fd, const struct tm_writer_opts *opts, tm_writer **out)
 	}
 	w->off = sizeof(hdr);
 	if (w->opts.flush_thread) {
-		if (pthread_create(&w->thread, NULL, flush_thread_main, w) == 0)
+		if (pthread_create(&w->thread, NULL, flush_thread_main, w) == 0) {
 			w->thread_running = 1;
+			tm_thread_name(w->thread, "tm-flush");
+		}
 	}
 	*out = w;
 	return TM_OK;

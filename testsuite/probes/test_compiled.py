@@ -323,6 +323,33 @@ def test_attached_then_compiled(tmp_path):
     assert breaks(stats) == 0
 
 
+def test_eager_run_does_not_import_dynamo(tmp_path):
+    """Importing dynamo costs about a second: an eager run under the probe
+    never pays it, and a model compiled after that (dynamo imported then)
+    is still traced whole, with the model's own addresses."""
+    rec = tmp_path / "late.tmrun"
+    code = f"""
+import sys, torch
+import tensormorph_probe as tp
+m = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+h = tp.attach(m, level=1, record={str(rec)!r})
+m(torch.randn(3, 4)).sum().backward()
+print("eager imported dynamo:", "torch._dynamo" in sys.modules)
+c = torch.compile(m, fullgraph=True, backend="aot_eager")
+c(torch.randn(3, 4)).sum().backward()
+from torch._dynamo.utils import counters
+print("graph breaks:", sum(counters["graph_break"].values()))
+h.close()
+"""
+    r = _run([sys.executable, "-c", code], dict(os.environ))
+    assert r.returncode == 0, r.stderr
+    assert "eager imported dynamo: False" in r.stdout
+    assert "graph breaks: 0" in r.stdout
+    _, evs, _ = read(rec)
+    assert {e.step for e in evs} == {0, 1}
+    assert {e.node for e in evs if e.step == 1} == {"model", "model.0", "model.1", "model.2"}
+
+
 def test_module_compile_method(tmp_path):
     torch.manual_seed(0)
 

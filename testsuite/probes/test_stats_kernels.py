@@ -8,6 +8,7 @@ implementation used for device tensors and by the compiled path
 
 from __future__ import annotations
 
+import ctypes
 import math
 import os
 import subprocess
@@ -88,10 +89,37 @@ class Net(nn.Module):
         return [self.parts[n](xs[n]) for n in self.names]
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16],
-                         ids=["f32", "f64", "f16", "bf16"])
+DTYPES = pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16],
+    ids=["f32", "f64", "f16", "bf16"])
+
+
+@DTYPES
 @pytest.mark.parametrize("device_path", [False, True], ids=["c-stats", "device-stats"])
 def test_recorded_stats_match_definitions(trace_path, dtype, device_path):
+    check_recorded(trace_path, dtype, device_path)
+
+
+@DTYPES
+@pytest.mark.parametrize("isa", ["avx2", "sse2"])
+def test_lower_isa_kernels_match_definitions(trace_path, dtype, isa):
+    """The C kernels of each lower instruction set this CPU runs too: a
+    user's CPU may have no AVX-512."""
+    lib = _lib.load()
+    lib.tm_stats_isa.restype = ctypes.c_char_p
+    lib.tm_stats_use_isa.argtypes = [ctypes.c_char_p]
+    was = lib.tm_stats_isa()
+    if isa.encode() == was or lib.tm_stats_use_isa(isa.encode()) != 0:
+        pytest.skip(f"{isa}: not a lower instruction set this CPU runs")
+    try:
+        assert lib.tm_stats_isa() == isa.encode()   # the library the probe calls
+        check_recorded(trace_path, dtype, False)
+    finally:
+        lib.tm_stats_use_isa(was)
+
+
+def check_recorded(trace_path, dtype, device_path):
+    """dtype's test tensors recorded at level 2 give their definitions."""
     xs = tensors(dtype)
     names = list(xs)
     model = Net(names)

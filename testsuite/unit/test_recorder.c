@@ -6,6 +6,7 @@
  */
 #include "config.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,6 +138,35 @@ static void test_tiny_ring_gaps(void)
 	CU_ASSERT_EQUAL(c.dropped, 13);
 	CU_ASSERT_EQUAL(c.reasons, TM_GAP_BACKPRESSURE);
 	unlink(path);
+}
+
+/* The writer thread is named in the user's process (top -H, py-spy). */
+static void test_writer_thread_named(void)
+{
+#ifdef __linux__
+	uint32_t node;
+	tm_recorder *r = open_rec("named", 64, 0, 0, &node);
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+	int found = 0;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+	while ((de = readdir(d)) != NULL) {
+		char p[300], comm[32] = "";
+		FILE *f;
+
+		snprintf(p, sizeof(p), "/proc/self/task/%s/comm", de->d_name);
+		if ((f = fopen(p, "r")) == NULL)
+			continue;
+		if (fgets(comm, sizeof(comm), f) && !strcmp(comm, "tm-recorder\n"))
+			found = 1;
+		fclose(f);
+	}
+	closedir(d);
+	CU_ASSERT(found);
+	CU_ASSERT_EQUAL(tm_recorder_close(r), TM_OK);
+	unlink(path);
+#endif
 }
 
 /* With the writer thread racing the producer, whatever is dropped, events
@@ -589,6 +619,7 @@ int main(void)
 	static const struct tm_test_case cases[] = {
 		TM_TEST(test_tiny_ring_gaps),
 		TM_TEST(test_threaded_coverage),
+		TM_TEST(test_writer_thread_named),
 		TM_TEST(test_lossless),
 		TM_TEST(test_stats_and_payload),
 		TM_TEST(test_huge_payload_no_wrap),

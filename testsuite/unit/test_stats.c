@@ -8,6 +8,7 @@
 #include "config.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -753,8 +754,71 @@ static void test_bad_args(void)
 	CU_ASSERT_EQUAL(tm_stats_compute(NULL, f, 1, TM_DT_F32, 1), TM_ERR_INVALID_ARG);
 }
 
+/*
+ * The kernels of each instruction set this CPU runs (the whole suite runs
+ * once per set) agree with each other: counts, min, max, abs_max and the
+ * histogram exactly, mean, l2 and std to their last bits only, on data
+ * with NaN, Inf, zeros and subnormals in blocks and tails.
+ */
+static void test_isas_agree(void)
+{
+	static const char *const isas[] = { "avx512", "avx2", "sse2", "generic" };
+	static const size_t sizes[] = { 5, 64, 67, 1000, 8195 };
+	const char *was = tm_stats_isa();
+	float *f = malloc(8195 * sizeof(float));
+	size_t si, i, k;
+	int level, s, b;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+	for (si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+		size_t n = sizes[si];
+
+		for (i = 0; i < n; i++)
+			f[i] = (float)(rnd_unit() * 6 - 2);
+		f[n / 2] = 0;
+		f[n - 1] = 1e-42f;              /* subnormal */
+		if (n > 60) {
+			f[3] = NAN;
+			f[40] = -INFINITY;
+		}
+		for (level = 1; level <= 2; level++) {
+			struct tm_tensor ref, t;
+			int have_ref = 0;
+
+			for (k = 0; k < sizeof(isas) / sizeof(isas[0]); k++) {
+				if (tm_stats_use_isa(isas[k]) != TM_OK)
+					continue;
+				CU_ASSERT_EQUAL(tm_stats_compute(have_ref ? &t : &ref, f, n,
+								 TM_DT_F32, level), TM_OK);
+				if (!have_ref) {
+					have_ref = 1;
+					continue;
+				}
+				CU_ASSERT_EQUAL(t.have, ref.have);
+				for (s = 0; s < TM_STAT__COUNT; s++) {
+					double a = ref.stat[s], c = t.stat[s];
+
+					if (s == TM_STAT_MEAN || s == TM_STAT_L2 || s == TM_STAT_STD) {
+						CU_ASSERT(fabs(a - c) <= 1e-12 * fabs(a) + 1e-300);
+					} else {
+						CU_ASSERT_EQUAL(memcmp(&a, &c, sizeof(a)), 0);
+					}
+				}
+				CU_ASSERT_EQUAL(t.have_hist, level >= 2 ? TM_HIST_LOG2 : 0);
+				CU_ASSERT_EQUAL(t.have_hist, ref.have_hist);
+				for (b = 0; t.have_hist && b < TM_HIST_BINS; b++)
+					CU_ASSERT_EQUAL(t.hist[b], ref.hist[b]);
+			}
+		}
+	}
+	free(f);
+	CU_ASSERT_EQUAL(tm_stats_use_isa(was), TM_OK);
+	CU_ASSERT_EQUAL(tm_stats_use_isa("mmx"), TM_ERR_INVALID_ARG);
+}
+
 int main(void)
 {
+	static const char *const isas[] = { "avx512", "avx2", "sse2", "generic" };
 	static const struct tm_test_case cases[] = {
 		TM_TEST(test_f32),
 		TM_TEST(test_f32_unaligned),
@@ -776,7 +840,20 @@ int main(void)
 		TM_TEST(test_log2_exact_pass),
 		TM_TEST(test_log2_zeros),
 		TM_TEST(test_bad_args),
+		TM_TEST(test_isas_agree),
 		{ NULL, NULL }
 	};
-	return tm_test_run("stats", cases);
+	char name[32];
+	size_t k;
+	int fails = 0, ran = 0;
+
+	/* every test on the kernels of each instruction set the CPU runs */
+	for (k = 0; k < sizeof(isas) / sizeof(isas[0]); k++) {
+		if (tm_stats_use_isa(isas[k]) != TM_OK)
+			continue;
+		snprintf(name, sizeof(name), "stats (%s)", isas[k]);
+		fails |= tm_test_run(name, cases);
+		ran++;
+	}
+	return ran ? fails : 99;
 }

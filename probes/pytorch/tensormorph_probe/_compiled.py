@@ -63,6 +63,9 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import importlib.abc
+import importlib.util
+import sys
 import time
 import weakref
 from typing import Any
@@ -787,7 +790,73 @@ def traced_discover(self: Any, module: Any, *args: Any, **kwargs: Any) -> Any:
     return self.__wrapped__(module, *args, **kwargs)
 
 
+def _dynamo_loaded() -> Any:
+    """torch._dynamo when it is imported, else None (never imports it)."""
+    return sys.modules.get("torch._dynamo")
+
+
+_after_dynamo: list[Any] = []
+
+
+class _DynamoImport(importlib.abc.MetaPathFinder):
+    """Runs _after_dynamo's callbacks right after torch._dynamo is imported.
+    Importing it takes about a second, which a run that never compiles
+    should not pay for the probe; a run that compiles imports it anyway."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname != "torch._dynamo":
+            return None
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None:
+            return spec
+        orig = spec.loader.exec_module
+
+        def exec_module(module: Any) -> None:
+            orig(module)
+            run, _after_dynamo[:] = list(_after_dynamo), []
+            for fn in run:
+                fn()
+
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+_finder = _DynamoImport()
+
+
+def when_dynamo(fn: Any) -> None:
+    """fn() now if torch._dynamo is imported, else just after it is."""
+    if _dynamo_loaded() is not None:
+        fn()
+        return
+    _after_dynamo.append(fn)
+    if _finder not in sys.meta_path:
+        sys.meta_path.insert(0, _finder)
+
+
 def patch_optimized_module(is_ours: Any) -> Any:
+    """Applies _patch_optimized_module when torch._dynamo is (or once it
+    is) imported; returns the undo."""
+    undos: list[Any] = []
+    live = [True]
+
+    def apply() -> None:
+        if live[0]:
+            undos.append(_patch_optimized_module(is_ours))
+
+    def undo() -> None:
+        live[0] = False
+        for u in undos:
+            if u is not None:
+                u()
+
+    when_dynamo(apply)
+    return undo
+
+
+def _patch_optimized_module(is_ours: Any) -> Any:
     """torch.compile(model) of a model whose forward the probe wrapped:
     OptimizedModule asks dynamo's trace rules about `model.forward`, which
     insist on a Python function's source file (a Forward has none) and
@@ -797,7 +866,7 @@ def patch_optimized_module(is_ours: Any) -> Any:
     under it, which a C Forward would make the probe's _enter, not the
     model's forward.  Returns the undo, or None when torch has no
     OptimizedModule."""
-    ef = getattr(getattr(torch, "_dynamo", None), "eval_frame", None)
+    ef = getattr(_dynamo_loaded(), "eval_frame", None)
     cls = getattr(ef, "OptimizedModule", None)
     orig = getattr(cls, "_initialize", None)
     if orig is None:
@@ -827,20 +896,24 @@ def skip_eager_path(cls: type) -> None:
     """The probe's eager methods, which _hook.c calls from C while compiled
     code runs (a graph break's eager part): dynamo would try to compile
     each as a frame of its own, and fail on ctypes and struct.  They are
-    never compiled (the traced path is traced_call and region_call)."""
-    skip = getattr(getattr(torch, "_dynamo", None), "eval_frame", None)
-    skip = getattr(skip, "skip_code", None)
-    if skip is None:
-        return
-    for name, fn in vars(cls).items():
-        code = getattr(fn, "__code__", None)
-        if code is not None and name.startswith("_") and not name.startswith("__"):
-            skip(code)
+    never compiled (the traced path is traced_call and region_call).
+    Done once dynamo is imported: before, nothing can trace them."""
+    def skip_them() -> None:
+        skip = getattr(getattr(_dynamo_loaded(), "eval_frame", None), "skip_code", None)
+        if skip is None:
+            return
+        for name, fn in vars(cls).items():
+            code = getattr(fn, "__code__", None)
+            if code is not None and name.startswith("_") and not name.startswith("__"):
+                skip(code)
+
+    when_dynamo(skip_them)
 
 
 def unwrap_compiled(module: Any) -> Any:
     """The module torch.compile's OptimizedModule wraps (`_orig_mod`)."""
-    opt = getattr(getattr(torch, "_dynamo", None), "eval_frame", None)
+    # an OptimizedModule exists only once dynamo is imported
+    opt = getattr(_dynamo_loaded(), "eval_frame", None)
     cls = getattr(opt, "OptimizedModule", None)
     while cls is not None and isinstance(module, cls):
         module = module._orig_mod
