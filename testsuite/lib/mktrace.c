@@ -872,17 +872,31 @@ static void params(struct gen *g)
 	}
 }
 
-/*
- * --requests N: as a serving probe annotates each forward, step S serves
- * requests cmpl-S .. cmpl-(S+N-1), so request cmpl-K is in steps K-N+1..K.
- */
+/* The step's `request` annotation: n ids of count requests. */
+static void put_requests(struct gen *g, const char **vals, long n, long count)
+{
+	struct tm_annot a;
+
+	memset(&a, 0, sizeof(a));
+	a.seq = g->seq;
+	a.step = g->step;
+	a.time_ns = time_of(g->seq);
+	a.key = "request";
+	a.values = vals;
+	a.nvalues = (uint32_t)n;
+	a.count = (uint32_t)count;
+	if (tm_writer_annot(g->w, &a) != TM_OK) {
+		fprintf(stderr, "mktrace: annotation: %s\n", tm_writer_detail(g->w));
+		exit(1);
+	}
+}
+
 /* --batched / --one-request: the step's requests, as the serving probe
  * (or the reference script) annotates them. */
 static void annotate_served(struct gen *g)
 {
 	static char ids[64][24];
 	const char *vals[64];
-	struct tm_annot a;
 	long j, first = 0, n = serving(g);
 
 	if (g->o.one_request > 0) {
@@ -893,24 +907,17 @@ static void annotate_served(struct gen *g)
 		snprintf(ids[j], sizeof(ids[j]), "req-%ld", first + j);
 		vals[j] = ids[j];
 	}
-	memset(&a, 0, sizeof(a));
-	a.seq = g->seq;
-	a.step = g->step;
-	a.time_ns = time_of(g->seq);
-	a.key = "request";
-	a.values = vals;
-	a.nvalues = a.count = (uint32_t)n;
-	if (tm_writer_annot(g->w, &a) != TM_OK) {
-		fprintf(stderr, "mktrace: annotation: %s\n", tm_writer_detail(g->w));
-		exit(1);
-	}
+	put_requests(g, vals, n, n);
 }
 
+/*
+ * --requests N: as a serving probe annotates each forward, step S serves
+ * requests cmpl-S .. cmpl-(S+N-1), so request cmpl-K is in steps K-N+1..K.
+ */
 static void annotate_requests(struct gen *g)
 {
 	static char ids[64][24];
 	const char *vals[64];
-	struct tm_annot a;
 	long j, n = g->o.requests < 64 ? g->o.requests : 64;
 
 	for (j = 0; j < n; j++) {
@@ -918,18 +925,7 @@ static void annotate_requests(struct gen *g)
 			 (unsigned long long)g->step + (unsigned long long)j);
 		vals[j] = ids[j];
 	}
-	memset(&a, 0, sizeof(a));
-	a.seq = g->seq;
-	a.step = g->step;
-	a.time_ns = time_of(g->seq);
-	a.key = "request";
-	a.values = vals;
-	a.nvalues = (uint32_t)n;
-	a.count = (uint32_t)g->o.requests;
-	if (tm_writer_annot(g->w, &a) != TM_OK) {
-		fprintf(stderr, "mktrace: annotation: %s\n", tm_writer_detail(g->w));
-		exit(1);
-	}
+	put_requests(g, vals, n, g->o.requests);
 }
 
 /* ------------------------------------------------------------- main */
