@@ -975,10 +975,40 @@ static int pf_load(tm_align *a, uint64_t step)
 
 /* ------------------------------------------------------------- on demand */
 
+/*
+ * Reads the reference's records of step into w, the reader at or before
+ * them; with keep, the first event of a later step is held for the next
+ * window (keep_ahead).  A gap of a later step ends it too: the next window
+ * seeks again.
+ */
+static int read_step(tm_align *a, struct win *w, uint64_t step, int keep)
+{
+	struct tm_record rec;
+	int rc;
+
+	for (;;) {
+		rc = tm_reader_next(a->r, &rec);
+		if (rc == TM_ERR_END)
+			return TM_OK;
+		if (rc)
+			return rc;
+		if (rec.type == TM_REC_EVENT) {
+			if (rec.u.event.step > step)
+				return keep ? keep_ahead(a, &rec.u.event) : TM_OK;
+			if (rec.u.event.step == step && (rc = win_add(w, &rec.u.event)) != TM_OK)
+				return rc;
+		} else if (rec.type == TM_REC_GAP) {
+			if (rec.u.gap.step == step)
+				w->gap_reason |= rec.u.gap.reason;
+			else if (rec.u.gap.step > step)
+				return TM_OK;
+		}
+	}
+}
+
 /* Loads the reference's step into the window. */
 static int win_load(tm_align *a, uint64_t step)
 {
-	struct tm_record rec;
 	int rc;
 
 	if (a->pf) {
@@ -1005,32 +1035,8 @@ static int win_load(tm_align *a, uint64_t step)
 		if (rc && rc != TM_ERR_END && rc != TM_ERR_NOT_FOUND)
 			return rc;
 	}
-	for (;;) {
-		rc = tm_reader_next(a->r, &rec);
-		if (rc == TM_ERR_END)
-			break;
-		if (rc)
-			return rc;
-		if (rec.type == TM_REC_EVENT) {
-			if (rec.u.event.step > step) {
-				rc = keep_ahead(a, &rec.u.event);
-				if (rc)
-					return rc;
-				break;
-			}
-			if (rec.u.event.step == step) {
-				rc = win_add(&a->cur, &rec.u.event);
-				if (rc)
-					return rc;
-			}
-		} else if (rec.type == TM_REC_GAP) {
-			if (rec.u.gap.step == step)
-				a->cur.gap_reason |= rec.u.gap.reason;
-			else if (rec.u.gap.step > step)
-				break;  /* the next window seeks again */
-		}
-	}
-	return win_index(a);
+	rc = read_step(a, &a->cur, step, 1);
+	return rc ? rc : win_index(a);
 }
 
 /* ------------------------------------------------------------- by request */
@@ -1373,7 +1379,6 @@ int tm_align_event(tm_align *a, const char *addr, const struct tm_event *ev,
 /* The row cache's window of reference step (read when not in it). */
 static int rw_load(tm_align *a, uint64_t step, struct rwin **out)
 {
-	struct tm_record rec;
 	struct rwin *w = NULL;
 	size_t i;
 	int rc;
@@ -1407,25 +1412,8 @@ static int rw_load(tm_align *a, uint64_t step, struct rwin **out)
 	rc = tm_reader_seek_step(a->r, step);
 	if (rc && rc != TM_ERR_END && rc != TM_ERR_NOT_FOUND)
 		return rc;
-	while (rc == TM_OK) {
-		rc = tm_reader_next(a->r, &rec);
-		if (rc == TM_ERR_END)
-			break;
-		if (rc)
-			return rc;
-		if (rec.type == TM_REC_EVENT) {
-			if (rec.u.event.step > step)
-				break;
-			if (rec.u.event.step == step &&
-			    (rc = win_add(&w->w, &rec.u.event)) != TM_OK)
-				return rc;
-		} else if (rec.type == TM_REC_GAP) {
-			if (rec.u.gap.step == step)
-				w->w.gap_reason |= rec.u.gap.reason;
-			else if (rec.u.gap.step > step)
-				break;
-		}
-	}
+	if (rc == TM_OK && (rc = read_step(a, &w->w, step, 0)) != TM_OK)
+		return rc;
 	rc = index_win(&w->w, &w->hit, &w->hitcap, &w->hash, &w->hcap);
 	if (rc)
 		return rc;
