@@ -1082,12 +1082,35 @@ size_t tm_address_suggest(const tm_nodetab *t, const char *text,
 /* slot := slot-name [ '.' digit+ ], as in an address after ':' */
 int tm_slot_parse(const char *text, struct tm_slot *out)
 {
-	const char *dot;
+	const char *dot, *br = text ? strchr(text, '[') : NULL;
 	size_t len;
 	int k;
 
 	if (!text || !out)
 		return TM_ERR_INVALID_ARG;
+	if (br) {
+		/* one request's rows: "out[r1]", "out.2[r0]" (tm_slot_row_of) */
+		char base[32];
+		unsigned long r = 0;
+		const char *s = br + 2;
+		int rc;
+
+		if (br[1] != 'r' || (size_t)(br - text) >= sizeof(base) || *s < '0' || *s > '9')
+			return TM_ERR_ADDRESS;
+		for (; *s >= '0' && *s <= '9'; s++)
+			if ((r = r * 10 + (unsigned long)(*s - '0')) >= TM_SLOT_ROW_MAX)
+				return TM_ERR_ADDRESS;
+		if (strcmp(s, "]"))
+			return TM_ERR_ADDRESS;
+		memcpy(base, text, (size_t)(br - text));
+		base[br - text] = 0;
+		if ((rc = tm_slot_parse(base, out)) != TM_OK)
+			return rc;
+		if (out->index >= TM_SLOT_ROW_INDEX_MAX)
+			return TM_ERR_ADDRESS;
+		*out = tm_slot_row_of(*out, (unsigned)r);
+		return TM_OK;
+	}
 	dot = strchr(text, '.');
 	len = dot ? (size_t)(dot - text) : strlen(text);
 	k = slot_kind_lookup(text, len);

@@ -339,7 +339,25 @@ struct tm_align {
 	struct pf *pf;          /* prefetching, NULL: reads on demand */
 
 	struct byreq *rq;       /* aligning by request ids, NULL: by step */
+
+	/* reference steps read for requests' rows (tm_align_tensor), a few
+	 * at once: a batched run step's rows align with as many steps */
+	struct rwin *rw;
+	size_t nrw;
+	uint64_t tick;
 };
+
+/* A window of the row cache. */
+struct rwin {
+	int have;
+	uint64_t used;          /* tick of its last use */
+	struct win w;
+	uint8_t *hit;
+	size_t hitcap;
+	uint32_t *hash;
+	size_t hcap;
+};
+#define RW_WINS 64
 
 /*
  * Aligning by request ids (tm_align_set_requests).  The reference's side,
@@ -351,6 +369,7 @@ struct tm_align {
 struct rq_ent {
 	char *id;               /* NULL: empty */
 	uint32_t k;             /* the forward of the request, from 1 */
+	uint32_t idx;           /* its place in the step's ids */
 	uint64_t step;
 };
 
@@ -360,9 +379,20 @@ struct step_ent {
 	int used;
 };
 
+/* Where one request of a run step had the same forward in the reference. */
+struct rq_row {
+	uint64_t ref;           /* the reference step */
+	uint32_t idx;           /* the request's place in its ids */
+	uint32_t n;             /* requests that step served */
+	int found;
+};
+
 struct run_step {
 	uint64_t ref;           /* the reference step */
 	uint32_t reason;        /* TM_REF_BATCH / 0 */
+	uint32_t count;         /* requests the step served (the annotation's) */
+	struct rq_row *rows;    /* by request, as far as ids were kept */
+	uint32_t nrows;
 };
 
 struct byreq {
@@ -435,6 +465,8 @@ static void byreq_free(struct byreq *q)
 	free(q->ref);
 	free(q->run);
 	free(q->steps);
+	for (i = 0; q->map && i < q->next - q->first; i++)
+		free(q->map[i].rows);
 	free(q->map);
 	free(q);
 }
@@ -447,6 +479,12 @@ void tm_align_free(tm_align *a)
 		return;
 	pf_stop(a);
 	byreq_free(a->rq);
+	for (i = 0; i < a->nrw; i++) {
+		win_free(&a->rw[i].w);
+		free(a->rw[i].hit);
+		free(a->rw[i].hash);
+	}
+	free(a->rw);
 	for (i = 0; i < NCACHE; i++)
 		free(a->cache[i].addr);
 	tm_reader_close(a->r);
@@ -591,44 +629,81 @@ static void win_fix(struct win *w)
 			w->ts + (size_t)(uintptr_t)w->ev[i].tensors : NULL;
 }
 
-static int win_index(tm_align *a)
+/* Hashes window w's events (hit: their flags, cleared). */
+static int index_win(struct win *w, uint8_t **hit, size_t *hitcap, uint32_t **hash,
+		     size_t *hcap)
 {
 	size_t i, cap = 16;
 
-	win_fix(&a->cur);
-	while (cap < a->cur.nev * 2)
+	win_fix(w);
+	while (cap < w->nev * 2)
 		cap *= 2;
-	if (a->cur.nev > a->hitcap) {
-		uint8_t *h = realloc(a->hit, a->cur.nev);
+	if (w->nev > *hitcap) {
+		uint8_t *h = realloc(*hit, w->nev);
 
 		if (!h)
 			return TM_ERR_NOMEM;
-		a->hit = h;
-		a->hitcap = a->cur.nev;
+		*hit = h;
+		*hitcap = w->nev;
 	}
-	if (a->cur.nev)
-		memset(a->hit, 0, a->cur.nev);
-	if (cap > a->hcap) {
-		uint32_t *h = realloc(a->hash, cap * sizeof(*h));
+	if (w->nev)
+		memset(*hit, 0, w->nev);
+	if (cap > *hcap) {
+		uint32_t *h = realloc(*hash, cap * sizeof(*h));
 
 		if (!h)
 			return TM_ERR_NOMEM;
-		a->hash = h;
-		a->hcap = cap;
+		*hash = h;
+		*hcap = cap;
 	}
-	memset(a->hash, 0, a->hcap * sizeof(*a->hash));
-	for (i = 0; i < a->cur.nev; i++) {
-		const struct tm_event *e = &a->cur.ev[i];
-		size_t h = ev_key(e->node, e->call, e->kind, e->op_index) & (a->hcap - 1);
+	memset(*hash, 0, *hcap * sizeof(**hash));
+	for (i = 0; i < w->nev; i++) {
+		const struct tm_event *e = &w->ev[i];
+		size_t h = ev_key(e->node, e->call, e->kind, e->op_index) & (*hcap - 1);
 
 		/* a key seen before stays too: a parameter's data and grad
 		 * may come in two PARAM events of one call */
-		while (a->hash[h])
-			h = (h + 1) & (a->hcap - 1);
-		a->hash[h] = (uint32_t)(i + 1);
+		while ((*hash)[h])
+			h = (h + 1) & (*hcap - 1);
+		(*hash)[h] = (uint32_t)(i + 1);
 	}
-	a->have = 1;
 	return TM_OK;
+}
+
+static int win_index(tm_align *a)
+{
+	int rc = index_win(&a->cur, &a->hit, &a->hitcap, &a->hash, &a->hcap);
+
+	if (!rc)
+		a->have = 1;
+	return rc;
+}
+
+/* The event of w aligned with run event ev (node: the reference's), or
+ * SIZE_MAX. */
+static size_t win_find(const struct win *w, const uint32_t *hash, size_t hcap, uint32_t node,
+		       const struct tm_event *ev)
+{
+	size_t h, found = SIZE_MAX;
+
+	if (!hcap)
+		return SIZE_MAX;
+	h = ev_key(node, ev->call, ev->kind, ev->op_index) & (hcap - 1);
+	for (; hash[h]; h = (h + 1) & (hcap - 1)) {
+		size_t i = hash[h] - 1;
+		const struct tm_event *e = &w->ev[i];
+
+		if (!same_key(e, node, ev->call, ev->kind, ev->op_index))
+			continue;
+		/* Of events with one key, the one holding the same kind of
+		 * slot (data or grad), else the first. */
+		if (!ev->ntensors || (e->ntensors &&
+				      e->tensors[0].slot.kind == ev->tensors[0].slot.kind))
+			return i;
+		if (found == SIZE_MAX)
+			found = i;
+	}
+	return found;
 }
 
 static int keep_ahead(tm_align *a, const struct tm_event *ev)
@@ -673,11 +748,18 @@ void tm_align_set_unmatched(tm_align *a,
 
 void tm_align_finish(tm_align *a)
 {
+	size_t i;
+
 	if (!a)
 		return;
 	if (a->have)
 		report(a, &a->cur, a->hit);
 	a->have = 0;
+	for (i = 0; i < a->nrw; i++) {
+		if (a->rw[i].have)
+			report(a, &a->rw[i].w, a->rw[i].hit);
+		a->rw[i].have = 0;
+	}
 }
 
 /* ------------------------------------------------------------- prefetch */
@@ -893,10 +975,40 @@ static int pf_load(tm_align *a, uint64_t step)
 
 /* ------------------------------------------------------------- on demand */
 
+/*
+ * Reads the reference's records of step into w, the reader at or before
+ * them; with keep, the first event of a later step is held for the next
+ * window (keep_ahead).  A gap of a later step ends it too: the next window
+ * seeks again.
+ */
+static int read_step(tm_align *a, struct win *w, uint64_t step, int keep)
+{
+	struct tm_record rec;
+	int rc;
+
+	for (;;) {
+		rc = tm_reader_next(a->r, &rec);
+		if (rc == TM_ERR_END)
+			return TM_OK;
+		if (rc)
+			return rc;
+		if (rec.type == TM_REC_EVENT) {
+			if (rec.u.event.step > step)
+				return keep ? keep_ahead(a, &rec.u.event) : TM_OK;
+			if (rec.u.event.step == step && (rc = win_add(w, &rec.u.event)) != TM_OK)
+				return rc;
+		} else if (rec.type == TM_REC_GAP) {
+			if (rec.u.gap.step == step)
+				w->gap_reason |= rec.u.gap.reason;
+			else if (rec.u.gap.step > step)
+				return TM_OK;
+		}
+	}
+}
+
 /* Loads the reference's step into the window. */
 static int win_load(tm_align *a, uint64_t step)
 {
-	struct tm_record rec;
 	int rc;
 
 	if (a->pf) {
@@ -923,32 +1035,8 @@ static int win_load(tm_align *a, uint64_t step)
 		if (rc && rc != TM_ERR_END && rc != TM_ERR_NOT_FOUND)
 			return rc;
 	}
-	for (;;) {
-		rc = tm_reader_next(a->r, &rec);
-		if (rc == TM_ERR_END)
-			break;
-		if (rc)
-			return rc;
-		if (rec.type == TM_REC_EVENT) {
-			if (rec.u.event.step > step) {
-				rc = keep_ahead(a, &rec.u.event);
-				if (rc)
-					return rc;
-				break;
-			}
-			if (rec.u.event.step == step) {
-				rc = win_add(&a->cur, &rec.u.event);
-				if (rc)
-					return rc;
-			}
-		} else if (rec.type == TM_REC_GAP) {
-			if (rec.u.gap.step == step)
-				a->cur.gap_reason |= rec.u.gap.reason;
-			else if (rec.u.gap.step > step)
-				break;  /* the next window seeks again */
-		}
-	}
-	return win_index(a);
+	rc = read_step(a, &a->cur, step, 1);
+	return rc ? rc : win_index(a);
 }
 
 /* ------------------------------------------------------------- by request */
@@ -1085,6 +1173,7 @@ static int count_forwards(struct rq_ent **t, size_t *n, size_t *cap, const struc
 			if (!(e->id = strdup(id)))
 				return TM_ERR_NOMEM;
 			e->k = k;
+			e->idx = i;
 			e->step = step;
 			(*n)++;
 		}
@@ -1136,6 +1225,15 @@ static int byreq_map_one(tm_align *a, const struct tm_event *ev, uint64_t st,
 
 	out->ref = st;
 	out->reason = 0;
+	out->count = an ? an->count : 0;
+	out->rows = NULL;
+	out->nrows = 0;
+	if (an && an->nvalues) {
+		out->rows = calloc(an->nvalues, sizeof(*out->rows));
+		if (!out->rows)
+			return TM_ERR_NOMEM;
+		out->nrows = an->nvalues;
+	}
 	if (!an || !an->nvalues) {
 		/* no ids: the same number, if the reference's has none either */
 		se = q->capsteps ? step_slot(q->steps, q->capsteps, st) : NULL;
@@ -1164,6 +1262,11 @@ static int byreq_map_one(tm_align *a, const struct tm_event *ev, uint64_t st,
 			out->reason = TM_REF_BATCH;
 			continue;
 		}
+		out->rows[i].ref = e->step;
+		out->rows[i].idx = e->idx;
+		out->rows[i].found = 1;
+		se = step_slot(q->steps, q->capsteps, e->step);
+		out->rows[i].n = se->used ? se->n : 0;
 		if (found && e->step != t)
 			out->reason = TM_REF_BATCH;
 		t = e->step;
@@ -1210,10 +1313,11 @@ static int byreq_step(tm_align *a, const struct tm_event *ev, uint64_t *st, uint
 			q->map = m;
 			q->mapcap = cap;
 		}
-		for (s = q->next; s <= *st; s++)
+		for (s = q->next; s <= *st; s++) {
 			if ((rc = byreq_map_one(a, ev, s, &q->map[s - q->first])))
 				return rc;
-		q->next = *st + 1;
+			q->next = s + 1;
+		}
 	}
 	*reason = q->map[*st - q->first].reason;
 	*st = q->map[*st - q->first].ref;
@@ -1225,7 +1329,7 @@ int tm_align_event(tm_align *a, const char *addr, const struct tm_event *ev,
 {
 	uint32_t node, why;
 	uint64_t step;
-	size_t h, found = SIZE_MAX;
+	size_t found;
 	int rc;
 
 	if (ref)
@@ -1260,23 +1364,7 @@ int tm_align_event(tm_align *a, const char *addr, const struct tm_event *ev,
 		*reason = why;
 		return TM_ERR_NOT_FOUND;
 	}
-	h = ev_key(node, ev->call, ev->kind, ev->op_index) & (a->hcap - 1);
-	for (; a->hash[h]; h = (h + 1) & (a->hcap - 1)) {
-		size_t i = a->hash[h] - 1;
-		const struct tm_event *e = &a->cur.ev[i];
-
-		if (!same_key(e, node, ev->call, ev->kind, ev->op_index))
-			continue;
-		/* Of events with one key, the one holding the same kind of
-		 * slot (data or grad), else the first. */
-		if (!ev->ntensors || (e->ntensors &&
-				      e->tensors[0].slot.kind == ev->tensors[0].slot.kind)) {
-			found = i;
-			break;
-		}
-		if (found == SIZE_MAX)
-			found = i;
-	}
+	found = win_find(&a->cur, a->hash, a->hcap, node, ev);
 	if (found != SIZE_MAX) {
 		a->hit[found] = 1;
 		*ref = &a->cur.ev[found];
@@ -1284,6 +1372,141 @@ int tm_align_event(tm_align *a, const char *addr, const struct tm_event *ev,
 	}
 	*reason = TM_REF_NO_EVENT | a->cur.gap_reason;
 	return TM_ERR_NOT_FOUND;
+}
+
+/* ------------------------------------------------------------- rows */
+
+/* The row cache's window of reference step (read when not in it). */
+static int rw_load(tm_align *a, uint64_t step, struct rwin **out)
+{
+	struct rwin *w = NULL;
+	size_t i;
+	int rc;
+
+	for (i = 0; i < a->nrw; i++) {
+		if (a->rw[i].have && a->rw[i].w.step == step) {
+			a->rw[i].used = ++a->tick;
+			*out = &a->rw[i];
+			return TM_OK;
+		}
+	}
+	if (!a->rw) {
+		a->rw = calloc(RW_WINS, sizeof(*a->rw));
+		if (!a->rw)
+			return TM_ERR_NOMEM;
+		a->nrw = RW_WINS;
+	}
+	/* an empty window, else the one used longest ago */
+	for (i = 0; i < a->nrw; i++)
+		if (!w || !a->rw[i].have || (w->have && a->rw[i].used < w->used)) {
+			w = &a->rw[i];
+			if (!w->have)
+				break;
+		}
+	if (w->have)
+		report(a, &w->w, w->hit);
+	w->have = 0;
+	win_reset(&w->w, step);
+	/* the reader moves: the main window's next step seeks */
+	a->ahead = 0;
+	rc = tm_reader_seek_step(a->r, step);
+	if (rc && rc != TM_ERR_END && rc != TM_ERR_NOT_FOUND)
+		return rc;
+	if (rc == TM_OK && (rc = read_step(a, &w->w, step, 0)) != TM_OK)
+		return rc;
+	rc = index_win(&w->w, &w->hit, &w->hitcap, &w->hash, &w->hcap);
+	if (rc)
+		return rc;
+	w->have = 1;
+	w->used = ++a->tick;
+	*out = w;
+	return TM_OK;
+}
+
+/* The run step's mapping (byreq_step has made it), NULL if none. */
+static const struct run_step *byreq_of(tm_align *a, uint64_t step)
+{
+	struct byreq *q = a->rq;
+
+	if (!q || !q->any || step < q->first || step >= q->next)
+		return NULL;
+	return &q->map[step - q->first];
+}
+
+int tm_align_tensor(tm_align *a, const char *addr, const struct tm_event *ev,
+		    struct tm_slot slot, const struct tm_event **ref, struct tm_slot *ref_slot,
+		    uint32_t *reason)
+{
+	const struct run_step *m;
+	const struct rq_row *row;
+	struct tm_slot base = tm_slot_row_base(slot);
+	struct rwin *w;
+	uint32_t node, why;
+	unsigned j;
+	size_t found;
+	int rc;
+
+	if (ref_slot)
+		*ref_slot = slot;
+	if (!ref_slot)
+		return TM_ERR_INVALID_ARG;
+	rc = tm_align_event(a, addr, ev, ref, reason);
+	m = rc == TM_OK || (rc == TM_ERR_NOT_FOUND && (*reason & TM_REF_BATCH)) ?
+		byreq_of(a, ev->step) : NULL;
+	if (rc == TM_OK) {
+		/* the same batch: a request's rows are its rows there, where
+		 * the reference may have put it in another place */
+		if (m && tm_slot_is_row(slot)) {
+			j = tm_slot_row(slot);
+			if (j < m->nrows && m->rows[j].found &&
+			    m->rows[j].idx < TM_SLOT_ROW_MAX)
+				*ref_slot = tm_slot_row_of(base, m->rows[j].idx);
+		}
+		return TM_OK;
+	}
+	if (!m)
+		return rc;
+	/* Batched otherwise: one request's rows align with that request's
+	 * forward in the reference -- its own step, or its rows of a step
+	 * of another batch.  A tensor of a step that served one request is
+	 * that request's rows. */
+	if (tm_slot_is_row(slot))
+		j = tm_slot_row(slot);
+	else if (m->count == 1 && m->nrows == 1)
+		j = 0;
+	else
+		return rc;
+	if (j >= m->nrows || !m->rows[j].found)
+		return rc;
+	row = &m->rows[j];
+	if (row->n > 1 && row->idx >= TM_SLOT_ROW_MAX)
+		return rc;
+	rc = ref_node(a, addr, &node, &why);
+	if (rc)
+		return rc;
+	if (node == TM_NODE_NONE) {
+		*reason = why;
+		return TM_ERR_NOT_FOUND;
+	}
+	rc = rw_load(a, row->ref, &w);
+	if (rc)
+		return rc;
+	found = win_find(&w->w, w->hash, w->hcap, node, ev);
+	if (found == SIZE_MAX) {
+		*reason = TM_REF_NO_EVENT | w->w.gap_reason;
+		return TM_ERR_NOT_FOUND;
+	}
+	*ref_slot = row->n > 1 ? tm_slot_row_of(base, row->idx) : base;
+	if (row->n > 1 && !tm_event_tensor(&w->w.ev[found], *ref_slot)) {
+		/* the reference's batch has no rows of that request */
+		*ref_slot = slot;
+		*reason = TM_REF_BATCH;
+		return TM_ERR_NOT_FOUND;
+	}
+	w->hit[found] = 1;
+	*ref = &w->w.ev[found];
+	*reason = 0;
+	return TM_OK;
 }
 
 int tm_align_contents(tm_align *a, const struct tm_event *ref, struct tm_slot slot,

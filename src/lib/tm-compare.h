@@ -92,6 +92,19 @@ const tm_cmp_map *tm_align_map(const tm_align *a);
 int tm_align_event(tm_align *a, const char *addr, const struct tm_event *ev,
 		   const struct tm_event **ref, uint32_t *reason);
 /*
+ * The reference tensor of run event ev's tensor in slot: as
+ * tm_align_event, and *ref_slot the slot to read in *ref.  Aligned by
+ * request ids, a step batched otherwise than in the reference has no
+ * reference event (TM_REF_BATCH), but its tensors' rows of one request
+ * (tm_slot_is_row) align with that request's same forward there: the
+ * reference's step of it when it served that request alone (*ref_slot the
+ * batch tensor's slot), else that request's rows of it.  A tensor of a
+ * step that served one request stands for that request's rows.
+ */
+int tm_align_tensor(tm_align *a, const char *addr, const struct tm_event *ev,
+		    struct tm_slot slot, const struct tm_event **ref, struct tm_slot *ref_slot,
+		    uint32_t *reason);
+/*
  * The contents (payload) of tensor slot of reference event ref, as
  * recorded: TM_OK with *t valid until the next call, TM_ERR_NOT_FOUND when
  * the reference did not capture them.

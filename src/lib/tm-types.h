@@ -106,8 +106,30 @@ const char *tm_slot_kind_name(int kind);  /* "out", "in", ... */
 /* The event kind that carries a slot (ARCHITECTURE 4): in -> ENTER,
  * out -> EXIT, grad_out/grad_in -> BWD, data/grad -> PARAM. */
 int tm_slot_event_kind(int slot_kind);
-/* Canonical text: index 0 prints bare ("out", "grad_in"), others "out.1". */
+/* Canonical text: index 0 prints bare ("out", "grad_in"), others "out.1";
+ * a request's rows (below) "out[r1]", "out.2[r0]". */
 int tm_slot_format(struct tm_slot s, char *buf, size_t len);
+
+/*
+ * One request's rows of a batched tensor (doc/serving.md, "Requests batched
+ * together"): a serving forward flattens its requests' tokens into one
+ * [num_tokens, ...] tensor, whose stats mix the requests.  The serving probe
+ * adds, after an event's tensors, the stats of each request's rows of those
+ * whose leading dimension (leading 1s aside) is num_tokens, in a slot of
+ * the same kind whose index has TM_SLOT_ROWS set: bits 0-7 are the batch
+ * tensor's index, bits 8-14 the request's place in the step's `request`
+ * annotation (from 0).  Readers that do not know them read them as slots
+ * out.32768 and so on.
+ */
+#define TM_SLOT_ROWS 0x8000u
+#define TM_SLOT_ROW_MAX 128u            /* requests one row slot can name */
+#define TM_SLOT_ROW_INDEX_MAX 256u      /* batch tensor indexes it can name */
+int tm_slot_is_row(struct tm_slot s);
+unsigned tm_slot_row(struct tm_slot s);            /* the request's place */
+struct tm_slot tm_slot_row_base(struct tm_slot s); /* the batch tensor's slot */
+/* The slot of request's rows of base (request < TM_SLOT_ROW_MAX, base's
+ * index < TM_SLOT_ROW_INDEX_MAX). */
+struct tm_slot tm_slot_row_of(struct tm_slot base, unsigned request);
 
 /* ---------------------------------------------------------------- dtypes */
 

@@ -102,12 +102,49 @@ int tm_event_slot(const struct tm_event *ev, struct tm_slot *slot)
 	return 0;
 }
 
+int tm_slot_is_row(struct tm_slot s)
+{
+	return (s.index & TM_SLOT_ROWS) != 0;
+}
+
+unsigned tm_slot_row(struct tm_slot s)
+{
+	return (s.index >> 8) & (TM_SLOT_ROW_MAX - 1);
+}
+
+struct tm_slot tm_slot_row_base(struct tm_slot s)
+{
+	struct tm_slot b = s;
+
+	if (tm_slot_is_row(s))
+		b.index = s.index & (TM_SLOT_ROW_INDEX_MAX - 1);
+	return b;
+}
+
+struct tm_slot tm_slot_row_of(struct tm_slot base, unsigned request)
+{
+	struct tm_slot r = base;
+
+	r.index = (uint16_t)(TM_SLOT_ROWS | ((request & (TM_SLOT_ROW_MAX - 1)) << 8) |
+			     (base.index & (TM_SLOT_ROW_INDEX_MAX - 1)));
+	return r;
+}
+
 int tm_slot_format(struct tm_slot s, char *buf, size_t len)
 {
 	int n;
 
 	if (s.kind >= TM_SLOT__COUNT)
 		return TM_ERR_INVALID_ARG;
+	if (tm_slot_is_row(s)) {
+		char b[32];
+		int rc = tm_slot_format(tm_slot_row_base(s), b, sizeof(b));
+
+		if (rc)
+			return rc;
+		n = snprintf(buf, len, "%s[r%u]", b, tm_slot_row(s));
+		return n < 0 || (size_t)n >= len ? TM_ERR_INVALID_ARG : TM_OK;
+	}
 	/* ARCHITECTURE 3: NODE:out is NODE:out.0, so index 0 prints bare. */
 	if (s.index == 0 || s.kind == TM_SLOT_DATA || s.kind == TM_SLOT_GRAD)
 		n = snprintf(buf, len, "%s", slot_names[s.kind]);

@@ -80,6 +80,7 @@ const struct tm_tensor *tm_compare_reference(void *user, const struct tm_event *
 	struct tm_session *s = user;
 	const struct tm_event *rev = NULL;
 	const struct tm_tensor *t;
+	struct tm_slot rslot;
 	tm_align *al;
 	uint32_t why = 0;
 	int rc;
@@ -98,19 +99,20 @@ const struct tm_tensor *tm_compare_reference(void *user, const struct tm_event *
 		*reason = TM_REF_NONE;  /* the reference job has no such rank */
 		return NULL;
 	}
-	rc = tm_align_event(al, run_address(s, ev->node), ev, &rev, &why);
+	rc = tm_align_tensor(al, run_address(s, ev->node), ev, slot, &rev, &rslot, &why);
 	if (rc) {
 		/* an unreadable reference step reads as damaged, not as zero */
 		*reason = rc == TM_ERR_NOT_FOUND ? why : TM_GAP_DAMAGED;
 		return NULL;
 	}
-	t = tm_event_tensor(rev, slot);
+	t = tm_event_tensor(rev, rslot);
 	if (!t) {
-		*reason = TM_REF_NO_EVENT;
+		/* a request's rows the reference's batch did not record */
+		*reason = tm_slot_is_row(rslot) ? TM_REF_BATCH : TM_REF_NO_EVENT;
 		return NULL;
 	}
 	if (contents) {
-		rc = tm_align_contents(al, rev, slot, &t);
+		rc = tm_align_contents(al, rev, rslot, &t);
 		if (rc) {
 			*reason = rc == TM_ERR_NOT_FOUND ? TM_GAP_LEVEL : TM_GAP_DAMAGED;
 			return NULL;
@@ -141,9 +143,27 @@ static int serving_kind(const char *k)
 	return k && (!strcmp(k, "vllm") || !strcmp(k, "sglang"));
 }
 
+/* Whether one of the reference's first steps carries request ids. */
+static int has_request_ids(tm_reader *ref)
+{
+	const struct tm_summary *sum = tm_reader_summary(ref);
+	uint64_t st;
+
+	if (!sum->nevents)
+		return 0;
+	for (st = sum->first_step; st <= sum->last_step && st - sum->first_step < 16; st++) {
+		const struct tm_annot *an = NULL;
+
+		if (tm_reader_annotation(ref, st, "request", &an) == TM_OK && an->nvalues)
+			return 1;
+	}
+	return 0;
+}
+
 /*
- * -by request / -by step, or by default request ids when both the run and
- * the reference were recorded by the serving plugins.
+ * -by request / -by step, or by default request ids when the run was
+ * recorded by a serving plugin and the reference too, or the reference's
+ * steps carry request ids.
  */
 static int want_by_request(struct tm_session *s, int by, tm_reader *ref)
 {
@@ -156,8 +176,13 @@ static int want_by_request(struct tm_session *s, int by, tm_reader *ref)
 	if (!s->probe)
 		return 0;
 	s->probe->ops->describe(s->probe, &pi);
-	return pi.meta && serving_kind(pi.meta->probe_kind) && rm &&
-	       serving_kind(rm->probe_kind);
+	if (!pi.meta || !serving_kind(pi.meta->probe_kind) || !rm)
+		return 0;
+	if (serving_kind(rm->probe_kind))
+		return 1;
+	/* a reference run one request at a time (transformers under the
+	 * PyTorch probe) that annotated its steps with their requests */
+	return has_request_ids(ref);
 }
 
 static int align_setup(struct tm_session *s, tm_align *al, int by_request)
@@ -594,6 +619,9 @@ static int cmd_info_compare(struct tm_session *s, const char *args)
 	int nal, j, ret = -1;
 	double tol = 0;
 	uint64_t matched = 0, unmatched = 0, total = 0, noslot = 0, limit = UINT64_MAX;
+	uint64_t matched_ref = 0;       /* reference events aligned */
+	const struct tm_event *refs[TM_MAX_TENSORS];
+	uint32_t nrefs;
 	uint32_t nn, i, k;
 	int rc, err, live, inputs = 0, ref_last_known;
 	uint64_t shapes = 0, past = 0, ref_last;
@@ -704,6 +732,28 @@ static int cmd_info_compare(struct tm_session *s, const char *args)
 			  TM_ERR_NOT_FOUND;
 		if (!al)
 			why = TM_REF_NONE;
+		/* a step batched otherwise: its requests' rows may align */
+		nrefs = 0;
+		if (rc == TM_ERR_NOT_FOUND && (why & TM_REF_BATCH)) {
+			for (i = 0; i < ev->ntensors; i++) {
+				const struct tm_event *re;
+				struct tm_slot rs;
+				uint32_t w2;
+
+				rc = tm_align_tensor(al, run_address(s, ev->node), ev,
+						     ev->tensors[i].slot, &re, &rs, &w2);
+				if (rc == TM_ERR_NOT_FOUND)
+					continue;
+				if (rc)
+					break;
+				for (k = 0; k < nrefs && refs[k] != re; k++)
+					;
+				if (k == nrefs)
+					refs[nrefs++] = re;
+			}
+			rc = rc && rc != TM_ERR_NOT_FOUND ? rc :
+			     nrefs ? TM_OK : TM_ERR_NOT_FOUND;
+		}
 		if (rc == TM_ERR_NOT_FOUND) {
 			unmatched++;
 			/* a longer run than its reference: one line, not a
@@ -724,9 +774,13 @@ static int cmd_info_compare(struct tm_session *s, const char *args)
 			break;
 		}
 		matched++;
+		matched_ref += nrefs ? nrefs : 1;
 		for (i = 0; i < ev->ntensors; i++) {
 			const struct tm_tensor *t = &ev->tensors[i];
-			const struct tm_tensor *rt = tm_event_tensor(rev, t->slot);
+			const struct tm_tensor *rt = NULL;
+			const struct tm_event *re = rev;
+			struct tm_slot rs = t->slot;
+			uint32_t w2;
 
 			/* Inputs are how a module is called, which two
 			 * implementations may do differently (HF passes a mask
@@ -734,8 +788,19 @@ static int cmd_info_compare(struct tm_session *s, const char *args)
 			 * asked for. */
 			if (t->slot.kind == TM_SLOT_IN && !inputs)
 				continue;
+			/* by request ids: a request's rows, and with them a
+			 * batch tensor whose reference is another place of the
+			 * reference's; by step the slot of the aligned event */
+			if (!tm_align_by_requests(al))
+				rt = tm_event_tensor(rev, t->slot);
+			else if (tm_align_tensor(al, run_address(s, ev->node), ev, t->slot, &re,
+						 &rs, &w2) == TM_OK)
+				rt = tm_event_tensor(re, rs);
 			if (!rt) {
-				noslot++;
+				/* a batch tensor of a step whose rows align has
+				 * no reference of its own: not a missing slot */
+				if (!nrefs)
+					noslot++;
 				continue;
 			}
 			if (!same_numel(t, rt)) {
@@ -786,12 +851,12 @@ static int cmd_info_compare(struct tm_session *s, const char *args)
 		tm_out(s, "Tensors whose reference has another number of elements "
 		       "(not compared): %" PRIu64 ".\n", shapes);
 	tm_out(s, "Reference events not aligned: %" PRIu64 " of %" PRIu64 ".\n",
-	       s->ref->nevents > matched ? s->ref->nevents - matched : 0,
+	       s->ref->nevents > matched_ref ? s->ref->nevents - matched_ref : 0,
 	       s->ref->nevents);
 	print_groups(s, NULL, 0, tas, nal);
-	if (s->ref->nevents > matched + ref_unmatched)
+	if (s->ref->nevents > matched_ref + ref_unmatched)
 		tm_out(s, "  %" PRIu64 " in steps the run does not reach\n",
-		       s->ref->nevents - matched - ref_unmatched);
+		       s->ref->nevents - matched_ref - ref_unmatched);
 	tm_out(s, "First divergence of %s (reldiff > %g; counts: any difference):\n",
 	       inputs ? "every tensor" : "outputs, gradients and parameters", tol);
 	for (k = 0; k < NMEAS; k++) {

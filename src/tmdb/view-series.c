@@ -394,6 +394,33 @@ int view_scan_series(struct tm_session *s, const struct sterm *st,
 			/* no aligned reference, or a stat missing on a side:
 			 * no sample (the cell stays empty, never 0) */
 			rt = tm_compare_reference(s, ev, t->slot, 0, &rev, &why);
+			if (!rt && (why & TM_REF_BATCH)) {
+				/* a step batched otherwise than the reference:
+				 * the largest divergence of its requests' rows */
+				for (i = 0; i < ev->ntensors; i++) {
+					const struct tm_tensor *u = &ev->tensors[i];
+					struct tm_slot bs = tm_slot_row_base(u->slot);
+
+					if (!tm_slot_is_row(u->slot) || bs.kind != st->slot.kind ||
+					    bs.index != st->slot.index)
+						continue;
+					rt = tm_compare_reference(s, ev, u->slot, 0, &rev, &why);
+					if (!rt || !(u->have & rt->have & TM_STAT_BIT(st->stat)))
+						continue;
+					v = tm_reldiff(u->stat[st->stat], rt->stat[st->stat]);
+					if (series_row(sr, ev->node)) {
+						sr->interrupted = 1;
+						break;
+					}
+					view_cell_merge(&sr->kind[ev->node][col],
+							&sr->val[ev->node][col],
+							isnan(v) ? CELL_NAN : CELL_VAL, v);
+					sr->nsamp++;
+				}
+				if (sr->interrupted)
+					break;
+				continue;
+			}
 			if (!rt || !(t->have & rt->have & TM_STAT_BIT(st->stat)))
 				continue;
 			v = tm_reldiff(t->stat[st->stat], rt->stat[st->stat]);

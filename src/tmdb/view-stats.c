@@ -77,6 +77,18 @@ int tm_view_info_stats(struct tm_session *s, const char *args)
 		  tm_dtype_name(t->dtype), "shape", shape, "device",
 		  t->device_type == 0 ? "cpu" : t->device_type == 1 ? "cuda" : "other",
 		  t->device_index);
+	/* one request's rows of a batched tensor: which request */
+	if (ev && tm_slot_is_row(t->slot)) {
+		const struct tm_annot *an = s->probe && s->probe->ops->annotation ?
+			s->probe->ops->annotation(s->probe, ev, "request") : NULL;
+		unsigned j = tm_slot_row(t->slot);
+		char bs[32];
+
+		if (tm_slot_format(tm_slot_row_base(t->slot), bs, sizeof(bs)))
+			bs[0] = 0;
+		rb_printf(&b, "  %-13s %s (its rows of %s)\n", "request",
+			  an && j < an->nvalues ? an->values[j] : "?", bs);
+	}
 	/* With a reference loaded, its aligned tensor stands beside (or the
 	 * reason there is none), and the relative difference of each stat. */
 	if (s->ref && ev) {

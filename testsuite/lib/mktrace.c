@@ -34,6 +34,16 @@
  * --requests N annotates each step as a serving probe does: step S served
  * requests cmpl-S .. cmpl-(S+N-1) (TQL `request`).
  *
+ * --batched N and --one-request N serve N requests req-0 .. req-(N-1),
+ * --steps forwards each, without backward (inference, the vllm probe):
+ * --batched all of them in every step, each forward tensor followed by
+ * each request's rows (out[rJ], as the serving probe records them);
+ * --one-request each alone, req-0's forwards first (an HF reference).
+ * Request J's k-th forward has the same stats in both: its rows in one,
+ * the whole tensor in the other.  --drift K (with --batched): from
+ * forward K on, the last request's rows of model.layers.1.mlp.act:out
+ * have a mean 0.01 higher.
+ *
  * --split-params writes each parameter's data and grad as two PARAM
  * events (grad first, as the PyTorch probe's gradient hook fires before
  * and an addressed term must find either), instead of one with both.
@@ -91,6 +101,10 @@ struct opts {
 	long rank, world;       /* one rank of a distributed job (-1, 0: not) */
 	int ops;                /* op events inside each attention's forward */
 	long raise_step;        /* model.layers.1.mlp.act raises, then its callers */
+	long batched;           /* N requests in each step, with their rows */
+	long one_request;       /* N requests one a step */
+	long drift;             /* --batched: the last request drifts from here */
+	long per_request;       /* forwards a request (--steps) */
 };
 
 /* What mktrace knows about each node beyond the table entry. */
@@ -537,8 +551,56 @@ static void add_payload(struct gen *g, struct tm_event *e, struct tm_tensor *t,
 }
 
 /* The forward pass of one module call, recursively. */
+/* --batched / --one-request: how many requests, and the one being served
+ * alone (--one-request) and its forward. */
+static long serving(const struct gen *g)
+{
+	return g->o.batched > 0 ? g->o.batched : g->o.one_request;
+}
+
+/*
+ * A forward tensor as the serving modes write it, into ts (1 + N tensors
+ * at most): --one-request the request's own stats, --batched the batch's
+ * and each request's rows.  Returns how many.
+ */
+static uint32_t serve_tensors(struct gen *g, struct tm_tensor *ts, uint32_t node, int kind,
+			      int dtype, int rank, const int64_t *shape, int level, int salt)
+{
+	int64_t row[4];
+	long j, n = serving(g), k = (long)g->step, first = 0, last = n;
+	uint32_t nt = 0;
+	int i;
+
+	for (i = 0; i < rank && i < 4; i++)
+		row[i] = i ? shape[i] : 1;
+	if (g->o.one_request > 0) {
+		first = k / g->o.per_request;
+		last = first + 1;
+		k %= g->o.per_request;
+	} else {
+		fill_tensor(&ts[nt++], kind, 0, dtype, rank, shape, level,
+			    0.02 * (wobble(node, g->step, salt) - 0.5),
+			    0.8 + 0.4 * wobble(node, g->step, salt + 1), 0);
+	}
+	for (j = first; j < last; j++) {
+		struct tm_tensor *t = &ts[nt++];
+		uint64_t key = 1000 + (uint64_t)k * 64 + (uint64_t)j;
+		double mean = 0.02 * (wobble(node, key, salt) - 0.5);
+
+		if (g->o.batched > 0 && node == g->raise_node && kind == TM_SLOT_OUT &&
+		    g->o.drift >= 0 && k >= g->o.drift && j == n - 1)
+			mean += 0.01;
+		fill_tensor(t, kind, 0, dtype, rank, row, level, mean,
+			    0.8 + 0.4 * wobble(node, key, salt + 1), 0);
+		if (g->o.batched > 0)
+			t->slot = tm_slot_row_of(t->slot, (unsigned)j);
+	}
+	return nt;
+}
+
 static void forward(struct gen *g, struct mod *m)
 {
+	struct tm_tensor ts[1 + 64];
 	struct info *in = &g->info[m->id];
 	struct tm_tensor t;
 	struct tm_event e;
@@ -568,6 +630,11 @@ static void forward(struct gen *g, struct mod *m)
 	fill_tensor(&t, TM_SLOT_IN, 0, in->in_dtype, in->in_rank, in->in_shape,
 		    in->level, 0.01 * wobble(m->id, g->step, 1),
 		    0.5 + wobble(m->id, g->step, 2), nan_in);
+	if (serving(g)) {
+		e.tensors = ts;
+		e.ntensors = serve_tensors(g, ts, m->id, TM_SLOT_IN, in->in_dtype, in->in_rank,
+					   in->in_shape, in->level, 1);
+	}
 	start = e.time_ns;
 	emit(g, &e);
 
@@ -693,6 +760,11 @@ static void forward(struct gen *g, struct mod *m)
 		    0.8 + 0.4 * wobble(m->id, g->step, 4), nan_out);
 	if (g->payload_node == m->id)
 		add_payload(g, &e, &t, nan_out);
+	if (serving(g)) {
+		e.tensors = ts;
+		e.ntensors = serve_tensors(g, ts, m->id, TM_SLOT_OUT, TM_DT_F32, in->rank,
+					   in->shape, in->level, 3);
+	}
 	emit(g, &e);
 	free((void *)t.payload);
 	g->exit_order[g->nexit++] = m->id;
@@ -800,6 +872,44 @@ static void params(struct gen *g)
 	}
 }
 
+/* The step's `request` annotation: n ids of count requests. */
+static void put_requests(struct gen *g, const char **vals, long n, long count)
+{
+	struct tm_annot a;
+
+	memset(&a, 0, sizeof(a));
+	a.seq = g->seq;
+	a.step = g->step;
+	a.time_ns = time_of(g->seq);
+	a.key = "request";
+	a.values = vals;
+	a.nvalues = (uint32_t)n;
+	a.count = (uint32_t)count;
+	if (tm_writer_annot(g->w, &a) != TM_OK) {
+		fprintf(stderr, "mktrace: annotation: %s\n", tm_writer_detail(g->w));
+		exit(1);
+	}
+}
+
+/* --batched / --one-request: the step's requests, as the serving probe
+ * (or the reference script) annotates them. */
+static void annotate_served(struct gen *g)
+{
+	static char ids[64][24];
+	const char *vals[64];
+	long j, first = 0, n = serving(g);
+
+	if (g->o.one_request > 0) {
+		first = (long)g->step / g->o.per_request;
+		n = 1;
+	}
+	for (j = 0; j < n; j++) {
+		snprintf(ids[j], sizeof(ids[j]), "req-%ld", first + j);
+		vals[j] = ids[j];
+	}
+	put_requests(g, vals, n, n);
+}
+
 /*
  * --requests N: as a serving probe annotates each forward, step S serves
  * requests cmpl-S .. cmpl-(S+N-1), so request cmpl-K is in steps K-N+1..K.
@@ -808,7 +918,6 @@ static void annotate_requests(struct gen *g)
 {
 	static char ids[64][24];
 	const char *vals[64];
-	struct tm_annot a;
 	long j, n = g->o.requests < 64 ? g->o.requests : 64;
 
 	for (j = 0; j < n; j++) {
@@ -816,18 +925,7 @@ static void annotate_requests(struct gen *g)
 			 (unsigned long long)g->step + (unsigned long long)j);
 		vals[j] = ids[j];
 	}
-	memset(&a, 0, sizeof(a));
-	a.seq = g->seq;
-	a.step = g->step;
-	a.time_ns = time_of(g->seq);
-	a.key = "request";
-	a.values = vals;
-	a.nvalues = (uint32_t)n;
-	a.count = (uint32_t)g->o.requests;
-	if (tm_writer_annot(g->w, &a) != TM_OK) {
-		fprintf(stderr, "mktrace: annotation: %s\n", tm_writer_detail(g->w));
-		exit(1);
-	}
+	put_requests(g, vals, n, g->o.requests);
 }
 
 /* ------------------------------------------------------------- main */
@@ -841,7 +939,8 @@ static void usage(void)
 		"               [--level 0|1|2] [--crash-step S]\n"
 		"               [--payload ADDRESS] [--payload-inf S] [--payload-dim N]\n"
 		"               [--split-params] [--no-finite-stats]\n"
-		"               [--rank R --world W] [--requests N] [--ops] [--raise-step S]\n");
+		"               [--rank R --world W] [--requests N] [--ops] [--raise-step S]\n"
+		"               [--batched N [--drift K] | --one-request N]\n");
 	exit(2);
 }
 
@@ -881,6 +980,7 @@ int main(int argc, char **argv)
 	g->o.raise_step = -1;
 	g->o.payload_inf = -1;
 	g->o.rank = -1;
+	g->o.drift = -1;
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i];
 
@@ -924,6 +1024,12 @@ int main(int argc, char **argv)
 			g->o.chunk_bytes = num_arg(argc, argv, &i);
 		else if (!strcmp(a, "--requests"))
 			g->o.requests = num_arg(argc, argv, &i);
+		else if (!strcmp(a, "--batched"))
+			g->o.batched = num_arg(argc, argv, &i);
+		else if (!strcmp(a, "--one-request"))
+			g->o.one_request = num_arg(argc, argv, &i);
+		else if (!strcmp(a, "--drift"))
+			g->o.drift = num_arg(argc, argv, &i);
 		else if (!strcmp(a, "--rank"))
 			g->o.rank = num_arg(argc, argv, &i);
 		else if (!strcmp(a, "--world"))
@@ -932,7 +1038,9 @@ int main(int argc, char **argv)
 			usage();
 	}
 	if (!g->o.out || g->o.layers < 1 || g->o.layers > 100 || g->o.level < 0 ||
-	    g->o.level > 2)
+	    g->o.level > 2 || g->o.batched < 0 || g->o.batched > 64 ||
+	    g->o.one_request < 0 || g->o.one_request > 64 ||
+	    (g->o.batched && g->o.one_request))
 		usage();
 
 	tm_writer_opts_default(&wo);
@@ -945,7 +1053,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	memset(&meta, 0, sizeof(meta));
-	meta.probe_kind = "synthetic";
+	/* a serving probe's recording, and its reference a script's */
+	meta.probe_kind = g->o.batched > 0 ? "vllm" : "synthetic";
 	meta.default_level = (uint8_t)g->o.level;
 	meta.torch_version = "2.5.1";
 	meta.host = "mktrace";
@@ -983,14 +1092,21 @@ int main(int argc, char **argv)
 	if (g->o.events)
 		g->o.steps = (g->o.events + per_step - 1) / per_step;
 
+	g->o.per_request = g->o.steps ? (long)g->o.steps : 1;
+	if (g->o.one_request > 0)
+		g->o.steps *= (uint64_t)g->o.one_request;
 	for (g->step = 0; g->step < g->o.steps && !g->crashed; g->step++) {
 		g->nan_now = 0;
 		g->nexit = 0;
 		if (g->o.requests > 0)
 			annotate_requests(g);
+		if (serving(g))
+			annotate_served(g);
 		forward(g, root);
 		if (g->crashed)
 			break;
+		if (serving(g))
+			continue;       /* inference: no backward */
 		if (g->raising) {
 			g->raising = 0;         /* caught: the step is skipped */
 			continue;

@@ -33,6 +33,18 @@ SERVE_BREAK=register|attach|requests makes that part of the plugin raise,
 SERVE_EXTRA_WARMUP=N (vLLM) runs N more warm-up forwards; SERVE_SPLIT=K
   serves step K's two requests in two forwards: two servers that batch
   differently, for compare's alignment by request ids.
+SERVE_PACKED=1 (vLLM, V2 runner) serves as vLLM does: the requests of a
+  forward flattened into one row of tokens ([1, num_tokens]) with a
+  block-diagonal mask and one packed KV cache, the batch carrying
+  query_start_loc_np; two prompts (5 and 3 tokens) prefilled together, then
+  STEPS - 1 greedy decode forwards of both.  SERVE_ACT=gelu swaps layer 1's
+  activation (a changed implementation).
+SERVE_HF_REFERENCE=PATH (with SERVE_PACKED) then records the reference in
+  the same process, after the server's probe is gone: the same model run as
+  Hugging Face runs it, one request per forward (its prompt, then STEPS - 1
+  decode forwards with its own KV cache), under a plain
+  tensormorph_probe.Probe recording to PATH, each step annotated with its
+  request id.
 
 Each process prints "proc ROLE RANK PID" first; a worker prints "status
 JSON" at its end.  Exit status: 0 when every process ended well.
@@ -93,11 +105,41 @@ class VllmStyleLlama(LlamaForCausalLM):
         return self.lm_head(hidden_states)
 
 
+class PackedLlama(VllmStyleLlama):
+    """VllmStyleLlama taking what a packed forward needs: positions, the
+    mask and the KV cache (HF takes a prepared 4D mask as it is)."""
+
+    def forward(self, input_ids=None, inputs_embeds=None, positions=None, attention_mask=None,
+                kv_cache=None, **kwargs):
+        return self.model(input_ids=input_ids, inputs_embeds=inputs_embeds,
+                          position_ids=positions, attention_mask=attention_mask,
+                          **{CACHE_ARG: kv_cache}, use_cache=kv_cache is not None
+                          ).last_hidden_state
+
+
+PACKED = os.environ.get("SERVE_PACKED") == "1"
+PROMPTS = {"cmpl-a": [3, 5, 7, 9, 11], "cmpl-b": [2, 4, 6]}
+
+
+def _cache_arg():
+    import inspect
+
+    from transformers import LlamaModel
+    return "cache" if "cache" in inspect.signature(LlamaModel.forward).parameters \
+        else "past_key_values"
+
+
+CACHE_ARG = _cache_arg() if PACKED else "past_key_values"
+
+
 def tiny_llama(pp_rank=0):
     torch.manual_seed(0)
     cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
-    m = (VllmStyleLlama if FRAMEWORK == "vllm" else LlamaForCausalLM)(cfg).eval()
+    cls = PackedLlama if PACKED else VllmStyleLlama if FRAMEWORK == "vllm" else LlamaForCausalLM
+    m = cls(cfg).eval()
+    if os.environ.get("SERVE_ACT") == "gelu":
+        m.model.layers[1].mlp.act_fn = torch.nn.GELU(approximate="tanh")
     if pp_rank > 0:
         # a later pipeline rank gets hidden states, not tokens: its
         # embedding is a placeholder that never runs
@@ -238,6 +280,45 @@ class StandInV1Runner:
             return self.model.compute_logits(hidden)
 
 
+class Packed:
+    """The packed KV cache of a V2 runner (SERVE_PACKED): every request's
+    keys in one sequence, a request's queries masked to its own keys, as
+    vLLM's paged attention reads each request's blocks."""
+
+    def __init__(self):
+        from transformers.cache_utils import DynamicCache
+        self.cache = DynamicCache()
+        self.owner, self.pos, self.next_pos = [], [], {}
+
+    def prepare(self, req_ids, tokens):
+        """The InputBatch of requests req_ids whose new tokens are tokens[j]."""
+        ids, qsl, own, pos = [], [0], [], []
+        for rid, tk in zip(req_ids, tokens):
+            p0 = self.next_pos.get(rid, 0)
+            ids += tk
+            own += [rid] * len(tk)
+            pos += list(range(p0, p0 + len(tk)))
+            self.next_pos[rid] = p0 + len(tk)
+            qsl.append(len(ids))
+        n, past = len(ids), len(self.owner)
+        allown, allpos = self.owner + own, self.pos + pos
+        mask = torch.full((1, 1, n, past + n), torch.finfo(torch.float32).min)
+        for i in range(n):
+            for j in range(past + n):
+                if allown[j] == own[i] and allpos[j] <= pos[i]:
+                    mask[0, 0, i, j] = 0.0
+        self.owner, self.pos = allown, allpos
+        return NS(req_ids=list(req_ids), input_ids=torch.tensor([ids]),
+                  positions=torch.tensor([pos]), mask=mask, num_tokens=n,
+                  num_tokens_after_padding=n, query_start_loc_np=qsl)
+
+    def sample(self, logits, batch):
+        """Greedy: each request's next token, from its last row."""
+        q = batch.query_start_loc_np
+        return {rid: [int(logits[0, q[j + 1] - 1].argmax())]
+                for j, rid in enumerate(batch.req_ids)}
+
+
 class StandInV2Runner:
     """vllm.v1.worker.gpu.model_runner.GPUModelRunner: no input_batch; the
     batch is a local of execute_model, built by prepare_inputs for a real
@@ -247,6 +328,7 @@ class StandInV2Runner:
     def __init__(self, vllm_config, device):
         self.vllm_config = vllm_config
         self.model = None
+        self.packed = Packed() if PACKED else None
         pc = vllm_config.parallel_config
         self.pp_rank = pc.rank // pc.tensor_parallel_size
 
@@ -258,6 +340,8 @@ class StandInV2Runner:
 
     def prepare_inputs(self, scheduler_output, batch_req_state, batch_desc, num_active_loras):
         req_ids, input_ids = scheduler_output
+        if PACKED:
+            return self.packed.prepare(req_ids, input_ids)
         return NS(req_ids=list(req_ids), input_ids=input_ids)
 
     def execute_model(self, scheduler_output, intermediate_tensors=None, dummy_run=False,
@@ -269,6 +353,12 @@ class StandInV2Runner:
             input_batch = NS(req_ids=[f"req_{i}_dummy" for i in range(1)],
                              input_ids=torch.zeros(1, n, dtype=torch.long))
         with torch.no_grad():
+            if PACKED and not dummy_run:
+                hidden = self.model(input_ids=input_batch.input_ids,
+                                    positions=input_batch.positions,
+                                    attention_mask=input_batch.mask,
+                                    kv_cache=self.packed.cache)
+                return self.packed.sample(self.model.compute_logits(hidden), input_batch)
             hidden = self.model(**model_inputs(self.model, input_batch.input_ids, self.pp_rank))
             return self.model.compute_logits(hidden)
 
@@ -414,7 +504,13 @@ def vllm_worker(rank):
     say("ready")
     torch.manual_seed(1)
     split = int(os.environ.get("SERVE_SPLIT", "-1"))
-    for step in range(STEPS):
+    if PACKED:
+        # both prompts prefilled in one forward, then decoded together
+        tokens = dict(PROMPTS)
+        for step in range(STEPS):
+            tokens = w.execute_method("execute_model", (list(tokens), list(tokens.values())))
+        say("tokens", json.dumps(tokens))
+    for step in range(0 if PACKED else STEPS):
         ids, input_ids = steps_of(step)
         if step == split:
             # SERVE_SPLIT=K: step K's requests in a forward each, as
@@ -434,6 +530,8 @@ def vllm_worker(rank):
                                      "step0": w.execute_method("tensormorph_requests", "0")}))
     status(model)
     w.shutdown()
+    if PACKED and os.environ.get("SERVE_HF_REFERENCE"):
+        run_hf(os.environ["SERVE_HF_REFERENCE"])
 
 
 def run_vllm():
@@ -592,6 +690,33 @@ def run_sglang():
                                   "attached": False}))
     else:
         wait_all([spawn("scheduler", r) for r in range(TP * PP)] + [spawn("detokenizer", 0)])
+
+
+# ================================================================ HF reference
+
+def run_hf(path):
+    """The reference: each request alone, its prompt then STEPS - 1 greedy
+    decode forwards with its own KV cache, as transformers runs a model;
+    each forward a step annotated with its request id."""
+    from transformers.cache_utils import DynamicCache
+
+    from tensormorph_probe import Probe
+
+    model = tiny_llama()
+    probe = Probe(model, level=1, record=path)
+    out = {}
+    with torch.no_grad():
+        for rid, prompt in PROMPTS.items():
+            cache, tk, n = DynamicCache(), list(prompt), 0
+            for _ in range(STEPS):
+                probe.annotate("request", [rid])
+                hidden = model(input_ids=torch.tensor([tk]),
+                               positions=torch.arange(n, n + len(tk))[None], kv_cache=cache)
+                n += len(tk)
+                tk = [int(model.compute_logits(hidden)[0, -1].argmax())]
+            out[rid] = tk
+    probe.close()
+    say("hf-tokens", json.dumps(out))
 
 
 if __name__ == "__main__":

@@ -21,9 +21,11 @@ import re
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import TMDB, needs_tmdb, read, run_tmdb
 
 # slow (stand-in servers in several processes): the normal build's run
@@ -532,6 +534,58 @@ def test_execution_decisions():
 
 # ---------------------------------------------------------------- compare
 
+def test_request_rows_of_the_frameworks_batches():
+    """Each request's rows, as the plugins read them: vLLM V2's
+    InputBatch.query_start_loc_np (num_tokens and its padded size the
+    leading sizes); SGLang's decode (a row a request) and extend
+    (extend_seq_lens_cpu) forwards, none for a speculative verify or a
+    batch of one."""
+    from tensormorph_probe.serving import sglang, vllm
+
+    class Mode:
+        def __init__(self, name):
+            self.name = name
+
+        def is_decode(self):
+            return self.name == "DECODE"
+
+        def is_extend(self):
+            return self.name in ("EXTEND", "MIXED", "TARGET_VERIFY")
+
+        def is_target_verify(self):
+            return self.name == "TARGET_VERIFY"
+
+    def fb(mode, n, lens=None, tokens=None):
+        return types.SimpleNamespace(forward_mode=Mode(mode), batch_size=n,
+                                     extend_seq_lens_cpu=lens,
+                                     input_ids=torch.zeros(tokens or 0, dtype=torch.long))
+
+    rows = sglang._request_rows
+    assert rows((), {"forward_batch": fb("DECODE", 3, tokens=4)}) == (
+        [(0, 1), (1, 2), (2, 3)], [3, 4])
+    assert rows((fb("EXTEND", 2, [5, 3], 8),), {}) == ([(0, 5), (5, 8)], [8])
+    assert rows((fb("MIXED", 2, [4, 1], 5),), {}) == ([(0, 4), (4, 5)], [5])
+    assert rows((fb("TARGET_VERIFY", 2, [4, 4], 8),), {}) is None
+    assert rows((fb("EXTEND", 1, [5], 5),), {}) is None
+    assert rows((fb("EXTEND", 2, None, 8),), {}) is None
+
+    class Runner:
+        def prepare_inputs(self, *a):
+            return types.SimpleNamespace(req_ids=["x", "y"], query_start_loc_np=[0, 5, 8],
+                                         num_tokens=8, num_tokens_after_padding=16)
+
+        def execute_model(self, scheduler_output, intermediate_tensors=None, dummy_run=False):
+            if not dummy_run:
+                self.prepare_inputs()
+
+    r = vllm._Requests(Runner())
+    r.runner.execute_model(None)
+    assert r.ids((), {}) == ["x", "y"]
+    assert r.rows((), {}) == ([(0, 5), (5, 8)], [8, 16])
+    r.runner.execute_model(None, None, True)            # a dummy run
+    assert r.rows((), {}) is None
+
+
 @needs_tmdb
 def test_compare_aligns_serving_runs_by_request(tmp_path):
     """Two recordings of the vLLM stand-in that batch differently: the run
@@ -568,3 +622,78 @@ def test_compare_aligns_serving_runs_by_request(tmp_path):
     assert "<unknown: batched differently>" in by_request, out
     assert "steps aligned by request ids" not in by_step, out
     assert not re.search(r"^  mean\s+none", by_step, re.M), out
+
+
+
+@needs_tmdb
+def test_compare_requests_batched_together_with_hf_reference(tmp_path):
+    """vLLM flattens a forward's requests into one [num_tokens, ...] batch
+    (the stand-in's SERVE_PACKED); the HF reference runs one request per
+    forward with its own KV cache.  The serving probe adds each request's
+    rows' stats to the batch's tensors (out[r0], out[r1]), and compare
+    aligns a request's k-th forward in the run with its k-th in the
+    reference through them: the same model matches everywhere; with layer
+    1's activation swapped, the first divergence is that activation at the
+    first forward with requests (step 3, after vLLM's three warm-up
+    forwards), on the first request's rows, live and on its recording."""
+    steps = 3
+    ref, same, gelu = (tmp_path / f"{n}.tmrun" for n in ("ref", "same", "gelu"))
+    # the two servers side by side (each is mostly torch's import); the
+    # second waits for tmdb, which needs the first one's reference
+    p_same = _server(tmp_path, "vllm", steps=steps, TENSORMORPH_RECORD=str(same),
+                     SERVE_PACKED="1", SERVE_HF_REFERENCE=str(ref))
+    p_gelu = _server(tmp_path, "vllm", steps=steps, TENSORMORPH_RECORD=str(gelu),
+                     TENSORMORPH_LISTEN="1", TENSORMORPH_WAIT="120",
+                     TENSORMORPH_SERVING_PAUSE="60", SERVE_PACKED="1", SERVE_ACT="gelu")
+    out, _, _ = _finish(p_same)
+    # the same greedy tokens: the packed forward computes what HF does
+    tokens = re.search(r"^tokens (.*)$", out, re.M).group(1)
+    assert json.loads(tokens) == json.loads(re.search(r"^hf-tokens (.*)$", out, re.M).group(1))
+    cond = "break model.** if abs(tensor.mean - ref.tensor.mean) > 1e-3"
+    look = [f"compare {ref}", cond]
+    stop = ["print tensor.mean", "print ref.tensor.mean"]
+    # live: the server stops at the first divergence of a request's rows
+    _wait_for(p_gelu.stderr, r"listening on (\S+)")
+    live = _tmdb([f"attach {p_gelu.pid}"] + look + ["continue"] + stop + ["delete", "continue"])
+    _finish(p_gelu)
+    assert live.returncode == 0, live.stdout + live.stderr
+    hit = "Breakpoint 1, model.model.layers.1.mlp.act_fn (out[r0]) at step 3, fwd"
+    assert hit in live.stdout, live.stdout
+    values = re.findall(r"^\$\d+ = .*$", live.stdout, re.M)
+    assert len(values) == 2, live.stdout
+
+    heat = "heatmap -nocolor reldiff(model.model.layers.*.mlp.act_fn:out.mean) over steps"
+    tm = _tmdb([f"compare {ref}", "info compare -tol 1e-4", cond, "run", heat], str(same))
+    out = tm.stdout
+    assert tm.returncode == 0, out + tm.stderr
+    assert "steps aligned by request ids" in out, out
+    # every event of a forward with requests aligns through its rows; the
+    # three warm-up forwards (no ids) and lm_head (run by the runner
+    # outside the model's forward, no rows) are named
+    m = re.search(r"Run events: (\d+), aligned (\d+), not aligned (\d+)", out)
+    assert m, out
+    total, aligned, missed = map(int, m.groups())
+    assert aligned == total // 2 - 6 and missed == total // 2 + 6, out
+    assert re.search(r"^  model\.model\.layers\.\*\.mlp\s+2 nodes, 12 events: batched "
+                     r"differently$", out, re.M), out
+    assert re.search(r"^Reference events not aligned: 12 of \d+\.\n  model.lm_head ", out,
+                     re.M), out
+    assert re.search(r"^  mean\s+none", out, re.M), out
+    assert "Breakpoint 1," not in out, out
+    # the heatmap has cells at the forwards with requests (steps 3-5)
+    assert re.search(r"model\.model\.layers\.1\.mlp\.act_fn\s+\S", out), out
+
+    # the live run's recording replayed: the same stop, with the same values
+    tm = _tmdb([f"compare {ref}", "info compare -tol 1e-4", cond, "run"] + stop +
+               ["info stats", "continue"], str(gelu))
+    out = tm.stdout
+    assert tm.returncode == 0, out + tm.stderr
+    assert re.findall(r"^\$\d+ = .*$", out, re.M) == values, live.stdout + out
+    first = re.search(r"^  mean\s+(\S+) at (\S+) step (\d+)", out, re.M)
+    assert first and first.group(2, 3) == ("model.model.layers.1.mlp.act_fn:out[r0]", "3"), out
+    assert hit in out, out
+    assert re.search(r"^  request\s+cmpl-a \(its rows of out\)$", out, re.M), out
+    assert re.search(r"^  mean\s+\S+\s+\S+\s+\S+e-0[12]\s+1$", out, re.M), out
+    # one stop an event: the next is the same layer at the next forward
+    assert ("Breakpoint 1, model.model.layers.1.mlp.act_fn (out[r0]) at step 4, fwd"
+            in out), out

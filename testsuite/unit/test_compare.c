@@ -473,7 +473,9 @@ static void test_measures(void)
 
 /*
  * A serving recording: per step one EXIT of "model" whose mean is the step
- * number, annotated with the step's request ids ("" for none).
+ * number, annotated with the step's request ids ("" for none); a step of
+ * several requests has each one's rows too (out[rJ]), of mean step +
+ * (J + 1) / 10.
  */
 static void write_served(const char *path, const char *const *steps, unsigned nsteps)
 {
@@ -496,10 +498,11 @@ static void write_served(const char *path, const char *const *steps, unsigned ns
 	CU_ASSERT_EQUAL(tm_writer_node(w, &n, &id), TM_OK);
 	for (s = 0; s < nsteps; s++) {
 		struct tm_event e = { 0 };
-		struct tm_tensor t = { 0 };
+		struct tm_tensor t[9];
 		char buf[64], *save = NULL, *v;
 		const char *vals[8];
 		struct tm_annot an = { 0 };
+		unsigned j;
 
 		snprintf(buf, sizeof(buf), "%s", steps[s]);
 		for (v = strtok_r(buf, ",", &save); v && an.nvalues < 8; v = strtok_r(NULL, ",", &save))
@@ -521,12 +524,17 @@ static void write_served(const char *path, const char *const *steps, unsigned ns
 		e.node = id;
 		e.call = 1;
 		e.time_ns = s;
-		e.ntensors = 1;
-		e.tensors = &t;
-		t.slot.kind = TM_SLOT_OUT;
-		t.dtype = TM_DT_F32;
-		t.have = TM_STAT_BIT(TM_STAT_MEAN);
-		t.stat[TM_STAT_MEAN] = s;
+		e.ntensors = an.nvalues > 1 ? 1 + an.nvalues : 1;
+		e.tensors = t;
+		memset(t, 0, sizeof(t));
+		for (j = 0; j < e.ntensors; j++) {
+			t[j].slot.kind = TM_SLOT_OUT;
+			if (j)
+				t[j].slot = tm_slot_row_of(t[0].slot, j - 1);
+			t[j].dtype = TM_DT_F32;
+			t[j].have = TM_STAT_BIT(TM_STAT_MEAN);
+			t[j].stat[TM_STAT_MEAN] = s + j / 10.0;
+		}
 		CU_ASSERT_EQUAL(tm_writer_event(w, &e), TM_OK);
 	}
 	CU_ASSERT_EQUAL(tm_writer_close(w), TM_OK);
@@ -640,12 +648,96 @@ static void test_by_request(void)
 	tm_align_free(a);
 }
 
+/* The mean of the reference tensor of run step st's tensor in slot
+ * (tm_align_tensor), -1: none. */
+static double served_tensor(tm_align *a, uint64_t st, struct tm_slot slot, uint32_t *why)
+{
+	struct tm_tensor t = { 0 };
+	struct tm_event e = { 0 };
+	const struct tm_event *ref;
+	struct tm_slot rs;
+	int rc;
+
+	t.slot = slot;
+	e.step = st;
+	e.call = 1;
+	e.kind = TM_EV_EXIT;
+	e.ntensors = 1;
+	e.tensors = &t;
+	*why = 0;
+	rc = tm_align_tensor(a, "model", &e, slot, &ref, &rs, why);
+	if (rc)
+		return rc == TM_ERR_NOT_FOUND ? -1 : -2;
+	return tm_event_tensor(ref, rs) ? tm_event_tensor(ref, rs)->stat[TM_STAT_MEAN] : -3;
+}
+
+static void test_by_request_rows(void)
+{
+	/* a and b served one at a time, then c and d together */
+	static const char *const alone[] = { "", "a", "b", "b", "a", "c,d", "x", "c,d" };
+	struct tm_slot out = { TM_SLOT_OUT, 0 };
+	struct tm_slot r0 = tm_slot_row_of(out, 0), r1 = tm_slot_row_of(out, 1);
+	const char *ref = tmp_path("alone.tmrun");
+	char words[32];
+	tm_align *a;
+	uint32_t why;
+
+	CU_ASSERT(tm_slot_is_row(r1));
+	CU_ASSERT(!tm_slot_is_row(out));
+	CU_ASSERT_EQUAL(tm_slot_row(r1), 1);
+	CU_ASSERT_EQUAL(tm_slot_row_base(r1).index, 0);
+	CU_ASSERT_EQUAL(tm_slot_format(r1, words, sizeof(words)), TM_OK);
+	CU_ASSERT_STRING_EQUAL(words, "out[r1]");
+	CU_ASSERT_EQUAL(tm_slot_format(tm_slot_row_of((struct tm_slot){ TM_SLOT_IN, 2 }, 5),
+				       words, sizeof(words)), TM_OK);
+	CU_ASSERT_STRING_EQUAL(words, "in.2[r5]");
+	write_served(ref, alone, 8);
+	a = open_align(ref, NULL);
+	CU_ASSERT_EQUAL(tm_align_set_requests(a, run_requests, NULL), TM_OK);
+	/* run step 2 served a and b together: the batch has no reference,
+	 * a's rows are a's first forward (step 1), b's b's (step 2) */
+	CU_ASSERT_EQUAL(served_tensor(a, 2, out, &why), -1);
+	CU_ASSERT_EQUAL(why, TM_REF_BATCH);
+	CU_ASSERT_EQUAL(served_tensor(a, 2, r0, &why), 1);
+	CU_ASSERT_EQUAL(served_tensor(a, 2, r1, &why), 2);
+	/* step 3 has them as b, a: b's second forward is step 3, a's 4 */
+	CU_ASSERT_EQUAL(served_tensor(a, 3, r0, &why), 3);
+	CU_ASSERT_EQUAL(served_tensor(a, 3, r1, &why), 4);
+	/* c alone, d alone: their rows of the reference's batch (step 5) */
+	CU_ASSERT_EQUAL(served_tensor(a, 4, out, &why), 5.1);
+	CU_ASSERT_EQUAL(served_tensor(a, 5, out, &why), 5.2);
+	/* c's second forward (step 6) was c, d's second there (step 7) */
+	CU_ASSERT_EQUAL(served_tensor(a, 6, out, &why), 7.1);
+	/* a request the reference never served */
+	CU_ASSERT_EQUAL(served_tensor(a, 7, out, &why), -1);
+	CU_ASSERT_EQUAL(why, TM_REF_BATCH);
+	/* a row the run does not have a request for */
+	CU_ASSERT_EQUAL(served_tensor(a, 2, tm_slot_row_of(out, 5), &why), -1);
+	tm_align_free(a);
+
+	/* the same batch as the reference's: a request's rows are its rows
+	 * there, wherever the reference put it */
+	{
+		static const char *const same[] = { "", "", "a,b", "a,b" };
+
+		write_served(ref, same, 4);
+		a = open_align(ref, NULL);
+		CU_ASSERT_EQUAL(tm_align_set_requests(a, run_requests, NULL), TM_OK);
+		CU_ASSERT_EQUAL(served_tensor(a, 2, out, &why), 2);
+		CU_ASSERT_EQUAL(served_tensor(a, 2, r0, &why), 2.1);
+		/* run step 3 is b, a; the reference's a, b */
+		CU_ASSERT_EQUAL(served_tensor(a, 3, r0, &why), 3.2);
+		CU_ASSERT_EQUAL(served_tensor(a, 3, r1, &why), 3.1);
+		tm_align_free(a);
+	}
+}
+
 int main(void)
 {
 	static const struct tm_test_case cases[] = {
 		TM_TEST(test_map_rules), TM_TEST(test_map_errors), TM_TEST(test_align),
 		TM_TEST(test_align_map_and_unmatched), TM_TEST(test_prefetch),
-		TM_TEST(test_contents), TM_TEST(test_by_request),
+		TM_TEST(test_contents), TM_TEST(test_by_request), TM_TEST(test_by_request_rows),
 		TM_TEST(test_measures), { NULL, NULL }
 	};
 	char cmd[128];

@@ -142,6 +142,21 @@ static void test_slot_round_trip(void)
 	}
 	CU_ASSERT_STRING_EQUAL(tm_slot_kind_name(-1), "?");
 	CU_ASSERT_STRING_EQUAL(tm_slot_kind_name(TM_SLOT__COUNT), "?");
+	/* one request's rows */
+	{
+		static const char *const bad[] = { "out[r]", "out[1]", "out[r128]", "out[r1",
+						   "out[r1]x", "out.256[r0]", "bogus[r0]",
+						   "out[r1][r2]" };
+		struct tm_slot back;
+
+		CU_ASSERT_EQUAL(tm_slot_parse("out.2[r5]", &back), TM_OK);
+		CU_ASSERT(tm_slot_is_row(back));
+		CU_ASSERT_EQUAL(tm_slot_row(back), 5);
+		CU_ASSERT_EQUAL(tm_slot_row_base(back).index, 2);
+		CU_ASSERT_EQUAL(back.kind, TM_SLOT_OUT);
+		for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+			CU_ASSERT_EQUAL(tm_slot_parse(bad[i], &back), TM_ERR_ADDRESS);
+	}
 }
 
 static void test_stat_names(void)

@@ -111,6 +111,8 @@ typedef struct {
 	long long t0;                   /* CLOCK_MONOTONIC ns at the start */
 	char closed;
 	char force_dev;                 /* device_stats_on_cpu: no host path */
+	char rows_on;                   /* a forward with requests' rows
+					 * (Probe.set_rows): Python's path */
 	unsigned long long evaddr, taddr;       /* the batch's arrays */
 	unsigned long long bnev_addr;   /* struct tm_rec_batch's nev */
 	unsigned long long live_addr;   /* the server's state word, 0 if none */
@@ -473,7 +475,8 @@ event1(ProbeBase *p, const struct ev1 *e, PyObject *x)
 	unsigned int idx;
 	long dtype;
 
-	if (p->dtypes == NULL || p->seen == NULL || p->keep == NULL || p->force_dev)
+	if (p->dtypes == NULL || p->seen == NULL || p->keep == NULL || p->force_dev ||
+	    p->rows_on)
 		return 0;
 	if ((v = get_bool(x, s_is_cpu, 0)) <= 0)
 		goto python;
@@ -1766,6 +1769,7 @@ static PyMemberDef probe_members[] = {
 	M("_t0", T_LONGLONG, t0),
 	M("_closed", T_BOOL, closed),
 	M("_force_dev", T_BOOL, force_dev),
+	M("_rows_on", T_BOOL, rows_on),
 	M("_evaddr", T_ULONGLONG, evaddr),
 	M("_taddr", T_ULONGLONG, taddr),
 	M("_bnev_addr", T_ULONGLONG, bnev_addr),

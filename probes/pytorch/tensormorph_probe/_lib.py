@@ -46,6 +46,9 @@ TM_ERR_AGAIN = 18
 EV_ENTER, EV_EXIT, EV_BWD, EV_PARAM, EV_RAISE, EV_OP = 0, 1, 2, 3, 4, 5
 PHASE_FWD, PHASE_BWD = 0, 1
 SLOT_OUT, SLOT_IN, SLOT_GRAD_OUT, SLOT_GRAD_IN, SLOT_DATA, SLOT_GRAD = range(6)
+# one request's rows of a batched tensor (tm-types.h, tm_slot_row_of):
+# index = SLOT_ROWS | request << 8 | the batch tensor's index
+SLOT_ROWS, SLOT_ROW_MAX, SLOT_ROW_INDEX_MAX = 0x8000, 128, 256
 NODE_MODULE, NODE_PARAM, NODE_BUFFER, NODE_OP = 0, 1, 2, 3
 OPF_INPUTS_CHECKED, OPF_INPUTS_FINITE = 1, 2
 CAP_OPS = 1 << 4                    # enum tm_wire_caps: SET_OPS honoured

@@ -424,6 +424,9 @@ class Probe(_ProbeBase):
                 raise ValueError(f"level for {pat!r} must be 0..3, got {lv}")
         self._root_name = root_name
         self._force_dev = bool(device_stats_on_cpu)
+        # the running forward's requests' rows (set_rows), None: none
+        self._rows: tuple[tuple[tuple[int, int], ...], frozenset[int]] | None = None
+        self._rows_on = False       # _hook.c leaves one-tensor events to Python
         self._ops: Any = None           # _ops.OpRecorder while ops are on
         self._ops_patterns = _ops_mod.split_patterns(ops)
         self._ops_own = ",".join(self._ops_patterns)  # as configured (not by a debugger)
@@ -916,10 +919,54 @@ class Probe(_ProbeBase):
             self._dtypes[dt] = code
         return code
 
+    def set_rows(self, spans: Sequence[tuple[int, int]] | None,
+                 sizes: Sequence[int] = ()) -> None:
+        """The rows of each request of the forward about to run (a serving
+        plugin's): spans[j] = (start, end) of request j (its place in the
+        step's `request` annotation) along the leading dimension of the
+        batch's tensors whose leading dimension, leading 1s aside, is one of
+        sizes (num_tokens).  Each such tensor of the forward's ENTER and EXIT
+        events gets, after the event's tensors, one tensor per request: the
+        stats of its rows, in slot tm_slot_row_of(slot, j) (doc/serving.md,
+        "Requests batched together").  None (or one request): none."""
+        if spans is None or len(spans) < 2 or not sizes:
+            self._rows = None
+            self._rows_on = False
+            return
+        self._rows = (tuple((int(a), int(b)) for a, b in spans[:_lib.SLOT_ROW_MAX]),
+                      frozenset(int(n) for n in sizes))
+        self._rows_on = True
+
+    def _row_tensors(self, tensors: Sequence[Any], slot_base: int) -> list[tuple[Any, int]]:
+        """(rows of one request, its slot index) for the batch tensors
+        whose leading dimension is the forward's tokens, as many as fit in
+        one event."""
+        spans, sizes = self._rows      # type: ignore[misc]
+        room = _MAX_TENSORS - len(tensors)
+        out: list[tuple[Any, int]] = []
+        for j, x in enumerate(tensors):
+            idx = slot_base + j
+            if type(x) is not _Tensor or idx >= _lib.SLOT_ROW_INDEX_MAX:
+                continue
+            shape = x.shape
+            d = 0
+            while d < len(shape) - 1 and shape[d] == 1:
+                d += 1
+            if not shape or shape[d] not in sizes:
+                continue
+            for r, (a, b) in enumerate(spans):
+                if len(out) >= room:
+                    return out
+                if 0 <= a < b <= shape[d]:
+                    out.append((x.narrow(d, a, b - a), _lib.SLOT_ROWS | r << 8 | idx))
+        return out
+
     def _event(self, kind: int, phase: int, node: int, call: int, t: int, start: int,
                end: int, tensors: list[torch.Tensor], slot_kind: int, level: int,
                slot_base: int = 0) -> None:
-        n = len(tensors)
+        rows = (self._row_tensors(tensors, slot_base)
+                if self._rows is not None and kind <= _EV_EXIT and level else ())
+        n = len(tensors) + len(rows)
         if self._nev >= self._bev or self._nt + n > self._bt:
             self._submit()
         base = self._nt
@@ -927,6 +974,10 @@ class Probe(_ProbeBase):
         put = self._put_tensor
         for j, x in enumerate(tensors):
             need |= put(base + j, x, slot_kind, slot_base + j, level)
+        # a request's rows: stats only (no level-3 copy of them), and never
+        # a summary reused from another tensor
+        for j, (x, idx) in enumerate(rows, len(tensors)):
+            need |= put(base + j, x, slot_kind, idx, min(level, 2), False)
         _EVENT_PACK(self._evbuf, self._nev * 48, self.step_count, t, start, end, node, call, n,
                     kind, phase, level, 0)
         if need:
@@ -942,8 +993,13 @@ class Probe(_ProbeBase):
                    slot_index: int) -> None:
         """_event for one tensor, as _hook.c's ProbeBase._event1 does it for
         host tensors; that one calls this for the rest (device tensors,
-        shapes of over 8 dimensions, a dtype seen first), and without the
-        extension every one-tensor event comes here."""
+        shapes of over 8 dimensions, a dtype seen first, a forward with
+        requests' rows), and without the extension every one-tensor event
+        comes here."""
+        if self._rows is not None and kind <= _EV_EXIT:
+            self._event(kind, phase, node, call, t, start, end, [x], slot_kind, level,
+                        slot_index)
+            return
         if self._nev >= self._bev or self._nt >= self._bt:
             self._submit()
         idx = self._nt

@@ -45,6 +45,7 @@ ENV_LEVEL = "TENSORMORPH_LEVEL"
 ENV_RECORD = "TENSORMORPH_RECORD"
 ENV_PAUSE = "TENSORMORPH_SERVING_PAUSE"
 ENV_STRICT = "TENSORMORPH_SERVING_STRICT"
+ENV_ROWS = "TENSORMORPH_SERVING_ROWS"
 
 REQUEST_HISTORY = 4096              # steps kept in memory for requests_at()
 
@@ -201,6 +202,12 @@ class Worker:
     # arguments; None where the framework does not expose them
     request_ids: Callable[[tuple[Any, ...], dict[str, Any]], Sequence[str] | None] | None = None
     extra: dict[str, str] = field(default_factory=dict)
+    # the rows of each of those requests in the batch's [num_tokens, ...]
+    # tensors: (spans, sizes), spans[j] = (start, end) of request j along
+    # the leading dimension, sizes the leading sizes that are num_tokens
+    # (padded or not); None where the framework does not tell
+    request_rows: Callable[[tuple[Any, ...], dict[str, Any]],
+                           tuple[Sequence[tuple[int, int]], Sequence[int]] | None] | None = None
 
     @property
     def not_eager(self) -> list[str]:
@@ -260,6 +267,8 @@ class Session:
         self._leaf_handles = [leaf.register_forward_pre_hook(self._leaf_pre)
                               for leaf in _weighted_leaves(m)]
         self._traffic = False           # the running forward has requests
+        # each request's rows of a batch's tensors (TENSORMORPH_SERVING_ROWS)
+        self.rows = True
 
     # --------------------------------------------------------- per forward
 
@@ -271,6 +280,7 @@ class Session:
     def _requests(self, args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> None:
         self._inner_calls = 0
         self._traffic = True            # until known otherwise
+        self.probe.set_rows(None)
         fn = self.worker.request_ids
         ids = fn(args, kwargs or {}) if fn is not None else None
         # unknown ids (None): a framework that does not tell; count it as traffic
@@ -288,6 +298,13 @@ class Session:
                 if self.forwards == 0:
                     _say(f"rank {self.worker.rank}: cannot annotate step {step}: {exc}")
             self._history.append((step, kept, n))
+            if n > 1 and self.rows and self.worker.request_rows is not None:
+                # a stat of a batched tensor mixes its requests: each
+                # request's rows get stats of their own (set_rows)
+                rows = guarded(f"rank {self.worker.rank}: reading the requests' rows",
+                               self.worker.request_rows, args, kwargs or {})
+                if rows is not None and len(rows[0]) == n == len(kept):
+                    self.probe.set_rows(rows[0], rows[1])
             if self._log is None and self.requests_path:
                 self._log = open(self.requests_path, "a", encoding="utf-8")  # noqa: SIM115
             if self._log is not None:
@@ -299,6 +316,7 @@ class Session:
 
     def _root_post(self, module: torch.nn.Module, args: tuple[Any, ...], out: Any) -> None:
         self.forwards += 1
+        self.probe.set_rows(None)
         if not self._leaf_handles:
             return
         # a compiled forward the probe observed: its region ended in it
@@ -472,6 +490,7 @@ def start(worker: Worker, env: Mapping[str, str] | None = None, *,
             if probe.path:
                 requests_path = os.path.splitext(probe.path)[0] + ".requests.jsonl"
             s = Session(worker, probe, None, pause)
+            s.rows = env.get(ENV_ROWS, "1") not in ("", "0")
             if listen is not None:
                 wait = env.get(ENV_WAIT)
                 try:

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from . import common
 
 FRAMEWORK = "sglang"
@@ -128,6 +130,38 @@ def _request_ids(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[str] | N
     return None if rids is None else [str(r) for r in rids]
 
 
+def _request_rows(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Each request's rows of the batch's [num_tokens, ...] tensors: one
+    token a request in a decode forward, ForwardBatch.extend_seq_lens_cpu[j]
+    of request j's in an extend (prefill, or chunked prefill mixed with
+    decodes); None for the rest (speculative verify, idle)."""
+    fb = _forward_batch(args, kwargs)
+    mode = getattr(fb, "forward_mode", None) if fb is not None else None
+    n = getattr(fb, "batch_size", None) if fb is not None else None
+    if mode is None or not isinstance(n, int) or n < 2:
+        return None
+    is_decode = getattr(mode, "is_decode", None)
+    is_extend = getattr(mode, "is_extend", None)
+    is_verify = getattr(mode, "is_target_verify", None)
+    if callable(is_decode) and is_decode():
+        lens: Any = [1] * n
+    elif callable(is_extend) and is_extend() and not (callable(is_verify) and is_verify()):
+        lens = getattr(fb, "extend_seq_lens_cpu", None)
+    else:
+        return None
+    if lens is None or len(lens) != n:
+        return None
+    spans, at = [], 0
+    for k in lens:
+        spans.append((at, at + int(k)))
+        at += int(k)
+    sizes = {at}
+    ids = getattr(fb, "input_ids", None)
+    if isinstance(ids, torch.Tensor) and ids.dim() >= 1:
+        sizes.add(int(ids.shape[0]))        # padded for a CUDA graph
+    return spans, sorted(sizes)
+
+
 def describe_model_runner(mr: Any) -> common.Worker:
     model = getattr(mr, "model", None)
     if model is None:
@@ -139,7 +173,8 @@ def describe_model_runner(mr: Any) -> common.Worker:
     if sa is not None:
         extra["model"] = str(getattr(sa, "model_path", ""))
     return common.Worker(FRAMEWORK, model, pp_rank * tp_size + tp_rank, tp_size * pp_size,
-                         tp_rank, tp_size, execution_of(mr), _request_ids, extra)
+                         tp_rank, tp_size, execution_of(mr), _request_ids, extra,
+                         _request_rows)
 
 
 def attach_model_runner(mr: Any, **options: Any) -> common.Session | None:

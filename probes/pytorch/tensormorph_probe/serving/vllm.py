@@ -139,6 +139,7 @@ class _Requests:
         self.v2 = callable(getattr(runner, "prepare_inputs", None))
         self.dummy = 0                      # dummy runs in progress
         self.batch_ids: list[str] | None = None
+        self.batch_rows: tuple[list[tuple[int, int]], list[int]] | None = None
         if self.v2:
             _wrap(runner, "execute_model", self._v2_execute_model)
             _wrap(runner, "prepare_inputs", self._v2_prepare_inputs)
@@ -154,6 +155,7 @@ class _Requests:
     def _v2_execute_model(self, orig: Any, *args: Any, **kwargs: Any) -> Any:
         dummy = kwargs.get("dummy_run", args[2] if len(args) > 2 else False)
         self.batch_ids = [] if dummy else None
+        self.batch_rows = None
         return orig(*args, **kwargs)
 
     def _v2_prepare_inputs(self, orig: Any, *args: Any, **kwargs: Any) -> Any:
@@ -164,6 +166,22 @@ class _Requests:
     def _keep(self, batch: Any) -> None:
         rids = getattr(batch, "req_ids", None)
         self.batch_ids = None if rids is None else [str(r) for r in rids if r is not None]
+        # each request's tokens: rows query_start_loc[j] .. [j + 1] of the
+        # flattened [num_tokens, ...] tensors (padded to
+        # num_tokens_after_padding for a CUDA graph or data parallelism)
+        qsl = getattr(batch, "query_start_loc_np", None)
+        self.batch_rows = None
+        if qsl is not None and self.batch_ids is not None and len(qsl) > len(self.batch_ids):
+            q = [int(v) for v in qsl[:len(self.batch_ids) + 1]]
+            sizes = {q[-1]}
+            for name in ("num_tokens", "num_tokens_after_padding"):
+                v = getattr(batch, name, None)
+                if isinstance(v, int) and v > 0:
+                    sizes.add(v)
+            self.batch_rows = ([(q[j], q[j + 1]) for j in range(len(q) - 1)], sorted(sizes))
+
+    def rows(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return self.batch_rows if self.v2 else None
 
     # V1: the persistent batch, except in _dummy_run (its rows are stale there)
     def _v1_dummy_run(self, orig: Any, *args: Any, **kwargs: Any) -> Any:
@@ -253,7 +271,8 @@ def describe_worker(worker: Any) -> common.Worker:
         extra["model"] = str(getattr(mc, "model", ""))
         extra["enforce_eager"] = str(bool(getattr(mc, "enforce_eager", False))).lower()
     return common.Worker(FRAMEWORK, model, rank, world, tp_rank, tp, execution_of(cfg),
-                         reqs.ids if reqs is not None else None, extra)
+                         reqs.ids if reqs is not None else None, extra,
+                         reqs.rows if reqs is not None else None)
 
 
 def attach_worker(worker: Any, **options: Any) -> common.Session | None:
