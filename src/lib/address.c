@@ -308,7 +308,39 @@ static int parse_index(struct parser *p)
 }
 
 /*
- * slot := slot-name [ '.' ( digit+ | '*' ) ]
+ * rows := '[' 'r' digit+ ']' after a slot: one request's rows of it
+ * (TM_SLOT_ROWS), as stop lines and info stats name them.
+ */
+static int parse_rows(struct parser *p, tm_address *a)
+{
+	size_t start = p->pos;
+	uint64_t v;
+	int overflow;
+
+	if (p->pos >= p->end || p->text[p->pos] != '[')
+		return TM_OK;
+	if (a->any_index)
+		return fail(p, start, "a slot index '*' takes no request rows");
+	if (a->slot.index >= TM_SLOT_ROW_INDEX_MAX)
+		return fail(p, start, "slot index too large for request rows");
+	p->pos++;
+	if (p->pos >= p->end || p->text[p->pos] != 'r')
+		return fail(p, p->pos, "expected 'r' and a request number, as in out[r0]");
+	p->pos++;
+	start = p->pos;
+	if (!parse_number(p, TM_SLOT_ROW_MAX - 1, &v, &overflow))
+		return fail(p, start, "expected a request number, as in out[r0]");
+	if (overflow || v >= TM_SLOT_ROW_MAX)
+		return fail(p, start, "request number too large (rows of 128 requests at most)");
+	if (p->pos >= p->end || p->text[p->pos] != ']')
+		return fail(p, p->pos, "expected ']'");
+	p->pos++;
+	a->slot = tm_slot_row_of(a->slot, (unsigned)v);
+	return TM_OK;
+}
+
+/*
+ * slot := slot-name [ '.' ( digit+ | '*' ) ] [ rows ]
  * slot-name := out | in | grad_out | grad_in | data | grad
  */
 static int parse_slot(struct parser *p, tm_address *a)
@@ -329,22 +361,23 @@ static int parse_slot(struct parser *p, tm_address *a)
 	a->slot.kind = (uint8_t)k;
 	a->slot.index = 0;
 	if (p->pos >= p->end || p->text[p->pos] != '.')
-		return TM_OK;
+		return parse_rows(p, a);
 	if (k == TM_SLOT_DATA || k == TM_SLOT_GRAD)
 		return fail(p, p->pos, "'data' and 'grad' slots take no index");
 	p->pos++;
 	if (p->pos < p->end && p->text[p->pos] == '*') {
 		p->pos++;
 		a->any_index = 1;
-		return TM_OK;
+		return parse_rows(p, a);
 	}
 	start = p->pos;
-	if (!parse_number(p, UINT16_MAX, &v, &overflow))
+	/* indexes from TM_SLOT_ROWS on are requests' rows, written out[rJ] */
+	if (!parse_number(p, TM_SLOT_ROWS - 1, &v, &overflow))
 		return fail(p, start, "expected a slot index or '*'");
 	if (overflow)
 		return fail(p, start, "slot index too large");
 	a->slot.index = (uint16_t)v;
-	return TM_OK;
+	return parse_rows(p, a);
 }
 
 /*
@@ -575,13 +608,13 @@ int tm_address_format(const tm_address *a, char *buf, size_t len)
 	if (!a || !buf || len == 0)
 		return TM_ERR_INVALID_ARG;
 	if (a->has_slot) {
+		slot[0] = ':';
 		if (a->any_index)
 			snprintf(slot, sizeof(slot), ":%s.*", slot_names[a->slot.kind]);
-		else if (a->slot.index)
-			snprintf(slot, sizeof(slot), ":%s.%u", slot_names[a->slot.kind],
-				 a->slot.index);
-		else
+		else if (a->slot.kind == TM_SLOT_DATA || a->slot.kind == TM_SLOT_GRAD)
 			snprintf(slot, sizeof(slot), ":%s", slot_names[a->slot.kind]);
+		else if (tm_slot_format(a->slot, slot + 1, sizeof(slot) - 1) != TM_OK)
+			return TM_ERR_INVALID_ARG;
 	}
 	if (a->rank == TM_RANK_ANY)
 		snprintf(rank, sizeof(rank), "@*:");
@@ -1128,7 +1161,7 @@ int tm_slot_parse(const char *text, struct tm_slot *out)
 			if (*s < '0' || *s > '9')
 				return TM_ERR_ADDRESS;
 			v = v * 10 + (unsigned long)(*s - '0');
-			if (v > UINT16_MAX)
+			if (v >= TM_SLOT_ROWS)     /* out[rJ] writes those */
 				return TM_ERR_ADDRESS;
 		}
 		out->index = (uint16_t)v;

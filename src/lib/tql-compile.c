@@ -1080,7 +1080,7 @@ static int expand_rankset(struct tql_cc *cc, struct tql_node *n, const char *pat
 
 /*
  * addressed := [ "@" ( digits | "*" ) ":" ] node-path [ "#" digits ]
- *              [ ":" slot [ "." digits ] ] "." field
+ *              [ ":" slot [ "." digits ] [ "[r" digits "]" ] ] "." field
  * Without ":SLOT" a module means :out and a parameter :data.  Without
  * "@R:", a path not in the table as written is looked up as
  * "@<opts->rank>:PATH" (multi-rank tables).
@@ -1113,14 +1113,35 @@ static int check_addressed(struct tql_cc *cc, struct tql_node *n)
 	}
 	if (colon) {
 		const char *s = colon + 1, *dot = memchr(s, '.', (size_t)(end - s));
+		const char *rows = memchr(s, '[', (size_t)(end - s));
 
-		if (!dot || memchr(s, ':', (size_t)(end - s))) {
+		if (!dot || memchr(s, ':', (size_t)(end - s)) || (rows && fld < rows)) {
 			tql_error(cc, n->lo, n->lo, n->hi, 0, 0,
 				  "'%.*s' names a tensor slot but no field: write e.g. "
 				  "'%.*s.std'", (int)n->word.len, w, (int)n->word.len, w);
 			return T_ERR;
 		}
-		if (parse_slot_name(s, (size_t)(dot - s), &slot)) {
+		if (rows) {
+			/* out[r1], out.2[r0]: a request's rows (the lexer let
+			 * "[r" digits "]" through after a slot) */
+			char st[40];
+			size_t sl = (size_t)(fld - 1 - s);
+			uint32_t lo = n->lo + (uint32_t)(s - w);
+			int bad = sl >= sizeof(st);
+
+			if (!bad) {
+				memcpy(st, s, sl);
+				st[sl] = '\0';
+				bad = tm_slot_parse(st, &slot) != TM_OK;
+			}
+			if (bad) {
+				tql_error(cc, lo, lo, lo + (uint32_t)sl, 0, 0,
+					  "bad slot '%.*s' (a request's rows are e.g. out[r0] "
+					  "or out.1[r2], of at most %u requests)", (int)sl, s,
+					  TM_SLOT_ROW_MAX);
+				return T_ERR;
+			}
+		} else if (parse_slot_name(s, (size_t)(dot - s), &slot)) {
 			uint32_t lo = n->lo + (uint32_t)(s - w);
 
 			tql_error(cc, lo, lo, lo + (uint32_t)(dot - s), 0, 0,
@@ -1130,13 +1151,14 @@ static int check_addressed(struct tql_cc *cc, struct tql_node *n)
 		}
 		have_slot = 1;
 		/* :out.1.std: an index before the field */
-		if (fld - 1 > dot) {
+		if (!rows && fld - 1 > dot) {
 			const char *ix = dot + 1;
 			size_t ilen = (size_t)(fld - 1 - ix);
 
-			/* slot.index is 16 bits: a larger number must not wrap
-			 * silently onto another tensor. */
-			if (!all_digits(ix, ilen) || atoi(ix) > UINT16_MAX ||
+			/* slot.index is 16 bits, from TM_SLOT_ROWS on requests'
+			 * rows: a larger number must not wrap silently onto
+			 * another tensor. */
+			if (!all_digits(ix, ilen) || ilen > 5 || atoi(ix) >= (int)TM_SLOT_ROWS ||
 			    slot.kind == TM_SLOT_DATA || slot.kind == TM_SLOT_GRAD) {
 				uint32_t lo = n->lo + (uint32_t)(ix - w);
 

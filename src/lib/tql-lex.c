@@ -320,19 +320,35 @@ static int word_is(const struct tql_token *t, const char *kw)
 	return t->v.str.len == n && !memcmp(t->v.str.s, kw, n);
 }
 
-/* word := name { ( "." | ":" | "#" ) name-or-digits } */
+/*
+ * word := name { ( "." | ":" | "#" ) name-or-digits | rows }
+ * rows := "[r" digits "]" after a slot (a ':' seen): one request's rows,
+ * `model.fc:out[r1].mean`, as stop lines name them; any other '[' is an
+ * index of its own.
+ */
 static void lex_word(struct tql_cc *cc, struct tql_token *t)
 {
-	uint32_t i = cc->pos;
+	uint32_t i = cc->pos, j;
+	int slot = 0;
 
 	for (;;) {
 		while (is_name_char(at(cc, i)))
 			i++;
+		if (slot && at(cc, i) == '[' && at(cc, i + 1) == 'r' && is_digit(at(cc, i + 2))) {
+			for (j = i + 2; is_digit(at(cc, j)); j++)
+				;
+			if (at(cc, j) == ']') {
+				i = j + 1;
+				continue;
+			}
+		}
 		if ((at(cc, i) == '.' || at(cc, i) == ':' || at(cc, i) == '#') &&
-		    is_name_char(at(cc, i + 1)))
+		    is_name_char(at(cc, i + 1))) {
+			slot |= at(cc, i) == ':';
 			i++;
-		else
+		} else {
 			break;
+		}
 	}
 	cc->pos = t->hi = i;
 	t->kind = TK_WORD;

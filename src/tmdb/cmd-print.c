@@ -116,7 +116,7 @@ static int simple_term(struct tm_session *s, const char *src, struct tm_expr *e)
 	memcpy(path, src, l);
 	path[l] = 0;
 	p = colon + 1;
-	l = strcspn(p, ".");
+	l = strcspn(p, ".[");
 	if (!slot_name_ok(p, l))
 		return 0;
 	dot = p + l;
@@ -124,6 +124,13 @@ static int simple_term(struct tm_session *s, const char *src, struct tm_expr *e)
 		dot++;
 		while (isdigit((unsigned char)*dot))
 			dot++;
+	}
+	if (dot[0] == '[' && dot[1] == 'r' && isdigit((unsigned char)dot[2])) {
+		/* out[r1]: a request's rows (the address parser checks it) */
+		dot = strchr(dot, ']');
+		if (!dot)
+			return 0;
+		dot++;
 	}
 	if (*dot == '.') {
 		field = field_from(dot + 1);

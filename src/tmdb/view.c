@@ -323,7 +323,10 @@ int view_parse_tref(struct tm_session *s, const char *text, struct tref *r)
 
 	memset(r, 0, sizeof(*r));
 	text = tm_skip_ws(text);
-	br = strchr(text, '[');
+	/* slices start at the first '[' that is not a request's rows ("[r1]") */
+	for (br = strchr(text, '['); br && br[1] == 'r' && isdigit((unsigned char)br[2]);
+	     br = strchr(br + 1, '['))
+		;
 	l = br ? (size_t)(br - text) : strlen(text);
 	while (l && (text[l - 1] == ' ' || text[l - 1] == '\t'))
 		l--;

@@ -71,7 +71,12 @@ static void test_parse_canonical(void)
 	check_canon("model.*_proj", "model.*_proj");
 	check_canon("model.x:out.*", "model.x:out.*");
 	check_canon("model.h_\xc3\xa9t\xc3\xa9", "model.h_\xc3\xa9t\xc3\xa9");
-	check_canon("model.layers.65535:out.65535", "model.layers.65535:out.65535");
+	check_canon("model.layers.65535:out.32767", "model.layers.65535:out.32767");
+	/* a request's rows, as stop lines print them */
+	check_canon("model.x:out[r1]", "model.x:out[r1]");
+	check_canon("model.x:out.0[r0]", "model.x:out[r0]");
+	check_canon("model.x:in.2[r127]", "model.x:in.2[r127]");
+	check_canon("model.x#2:grad_out[r3]", "model.x#2:grad_out[r3]");
 }
 
 static void test_accessors(void)
@@ -169,8 +174,15 @@ static void test_parse_errors(void)
 		{ "model.x:out.", 12, "expected a slot index" },
 		{ "model.x:out.x", 12, "expected a slot index" },
 		{ "model.x:out.65536", 12, "slot index too large" },
+		{ "model.x:out.32768", 12, "slot index too large" },
 		{ "model.x:data.1", 12, "take no index" },
 		{ "model.x:grad.0", 12, "take no index" },
+		{ "model.x:out[r128]", 13, "request number too large" },
+		{ "model.x:out[1]", 12, "expected 'r'" },
+		{ "model.x:out[r]", 13, "expected a request number" },
+		{ "model.x:out[r1", 14, "expected ']'" },
+		{ "model.x:out.*[r1]", 13, "takes no request rows" },
+		{ "model.x:out.256[r1]", 15, "too large for request rows" },
 		{ "model.x#", 8, "expected a call number" },
 		{ "model.x#0", 8, "start at 1" },
 		{ "model.x#4294967296", 8, "call number too large" },
@@ -362,8 +374,9 @@ static void test_slot_parse(void)
 	CU_ASSERT(s.kind == TM_SLOT_OUT && s.index == 1);
 	CU_ASSERT_EQUAL(tm_slot_parse("grad_in.0", &s), TM_OK);
 	CU_ASSERT(s.kind == TM_SLOT_GRAD_IN && s.index == 0);
-	CU_ASSERT_EQUAL(tm_slot_parse("grad_out.65535", &s), TM_OK);
-	CU_ASSERT(s.kind == TM_SLOT_GRAD_OUT && s.index == 65535);
+	CU_ASSERT_EQUAL(tm_slot_parse("grad_out.32767", &s), TM_OK);
+	CU_ASSERT(s.kind == TM_SLOT_GRAD_OUT && s.index == 32767);
+	CU_ASSERT_EQUAL(tm_slot_parse("grad_out.32768", &s), TM_ERR_ADDRESS);
 	CU_ASSERT_EQUAL(tm_slot_parse("data", &s), TM_OK);
 	CU_ASSERT(s.kind == TM_SLOT_DATA);
 	CU_ASSERT_EQUAL(tm_slot_parse("grad", &s), TM_OK);

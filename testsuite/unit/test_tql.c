@@ -795,13 +795,20 @@ static void test_limits(void)
 	CU_ASSERT_EQUAL(tm_tql_compile(src, NULL, &p, &err), TM_ERR_TQL);
 	CU_ASSERT_PTR_NOT_NULL(err && strstr(err, "too complex"));
 	free(err);
-	/* a slot index is 16 bits: 65536 must not wrap onto slot 0 (65535
+	/* a slot index is 16 bits, from 32768 on requests' rows: 65536 must
+	 * not wrap onto slot 0, nor 32768 read a request's rows (32767
 	 * passes the index check and only lacks a node table here) */
-	CU_ASSERT_EQUAL(tm_tql_compile("model.fc1:out.65535.std", NULL, &p, &err), TM_ERR_TQL);
+	CU_ASSERT_EQUAL(tm_tql_compile("model.fc1:out.32767.std", NULL, &p, &err), TM_ERR_TQL);
 	CU_ASSERT_PTR_NOT_NULL(err && strstr(err, "no node table"));
+	free(err);
+	CU_ASSERT_EQUAL(tm_tql_compile("model.fc1:out.32768.std", NULL, &p, &err), TM_ERR_TQL);
+	CU_ASSERT_PTR_NOT_NULL(err && strstr(err, "bad slot index '32768'"));
 	free(err);
 	CU_ASSERT_EQUAL(tm_tql_compile("model.fc1:out.65536.std", NULL, &p, &err), TM_ERR_TQL);
 	CU_ASSERT_PTR_NOT_NULL(err && strstr(err, "bad slot index '65536'"));
+	free(err);
+	CU_ASSERT_EQUAL(tm_tql_compile("model.fc1:out.1[r2].std", NULL, &p, &err), TM_ERR_TQL);
+	CU_ASSERT_PTR_NOT_NULL(err && strstr(err, "no node table"));
 	free(err);
 	free(src);
 }
