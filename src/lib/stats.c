@@ -327,8 +327,12 @@ static inline int any_lane(const void *mask, size_t n)
 	if (FULL) { \
 		vs2[u] += d_ * d_; \
 		vz[u] += (vd_)((vdm_)one & (e_ == 0)); \
-		for (l = 0; l < LANES; l++) \
-			fh[(u * LANES + l) & (FINE_COPIES - 1)][FINE_IDX(x[u][l])]++; \
+		for (l = 0; l < LANES; l += FINE_COPIES) { \
+			fh[0][FINE_IDX(x[u][l])]++; \
+			fh[1][FINE_IDX(x[u][l + 1])]++; \
+			fh[2][FINE_IDX(x[u][l + 2])]++; \
+			fh[3][FINE_IDX(x[u][l + 3])]++; \
+		} \
 	} \
 } while (0)
 
