@@ -394,6 +394,7 @@ static void NAME(struct acc *r, const uint8_t *p, uint64_t n, const float *tab, 
 		 fine_hist fh) \
 { \
 	enum { LANES = NL, SETS = NS }; \
+	_Static_assert(NL % FINE_COPIES == 0, "a block's lanes fill the fine copies"); \
 	typedef VT vt_ __attribute__((vector_size(LANES * sizeof(VT)))); \
 	typedef __typeof__((vt_){0} < (vt_){0}) vm_; \
 	typedef double vd_ __attribute__((vector_size(LANES * sizeof(double)))); \
