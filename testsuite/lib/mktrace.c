@@ -558,6 +558,26 @@ static long serving(const struct gen *g)
 	return g->o.batched > 0 ? g->o.batched : g->o.one_request;
 }
 
+/* An annotation of the step at the next seq: n of key's count values. */
+static void put_annot(struct gen *g, const char *key, const char *const *vals, long n,
+		      long count)
+{
+	struct tm_annot a;
+
+	memset(&a, 0, sizeof(a));
+	a.seq = g->seq;
+	a.step = g->step;
+	a.time_ns = time_of(g->seq);
+	a.key = key;
+	a.values = vals;
+	a.nvalues = (uint32_t)n;
+	a.count = (uint32_t)count;
+	if (tm_writer_annot(g->w, &a) != TM_OK) {
+		fprintf(stderr, "mktrace: annotation: %s\n", tm_writer_detail(g->w));
+		exit(1);
+	}
+}
+
 /*
  * A forward tensor as the serving modes write it, into ts (1 + N tensors
  * at most): --one-request the request's own stats, --batched the batch's
@@ -698,19 +718,8 @@ static void forward(struct gen *g, struct mod *m)
 		static const char *const vals[2] = {
 			"FloatingPointError", "overflow encountered in gelu"
 		};
-		struct tm_annot a;
 
-		memset(&a, 0, sizeof(a));
-		a.seq = g->seq;
-		a.step = g->step;
-		a.time_ns = time_of(g->seq);
-		a.key = "exception";
-		a.values = vals;
-		a.nvalues = a.count = 2;
-		if (tm_writer_annot(g->w, &a) != TM_OK) {
-			fprintf(stderr, "mktrace: annotation: %s\n", tm_writer_detail(g->w));
-			exit(1);
-		}
+		put_annot(g, "exception", vals, 2, 2);
 		g->raising = 1;
 	}
 	if (g->raising) {
@@ -872,25 +881,6 @@ static void params(struct gen *g)
 	}
 }
 
-/* The step's `request` annotation: n ids of count requests. */
-static void put_requests(struct gen *g, const char **vals, long n, long count)
-{
-	struct tm_annot a;
-
-	memset(&a, 0, sizeof(a));
-	a.seq = g->seq;
-	a.step = g->step;
-	a.time_ns = time_of(g->seq);
-	a.key = "request";
-	a.values = vals;
-	a.nvalues = (uint32_t)n;
-	a.count = (uint32_t)count;
-	if (tm_writer_annot(g->w, &a) != TM_OK) {
-		fprintf(stderr, "mktrace: annotation: %s\n", tm_writer_detail(g->w));
-		exit(1);
-	}
-}
-
 /* --batched / --one-request: the step's requests, as the serving probe
  * (or the reference script) annotates them. */
 static void annotate_served(struct gen *g)
@@ -907,7 +897,7 @@ static void annotate_served(struct gen *g)
 		snprintf(ids[j], sizeof(ids[j]), "req-%ld", first + j);
 		vals[j] = ids[j];
 	}
-	put_requests(g, vals, n, n);
+	put_annot(g, "request", vals, n, n);
 }
 
 /*
@@ -925,7 +915,7 @@ static void annotate_requests(struct gen *g)
 			 (unsigned long long)g->step + (unsigned long long)j);
 		vals[j] = ids[j];
 	}
-	put_requests(g, vals, n, g->o.requests);
+	put_annot(g, "request", vals, n, g->o.requests);
 }
 
 /* ------------------------------------------------------------- main */
