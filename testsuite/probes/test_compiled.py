@@ -18,6 +18,7 @@ import math
 import os
 import subprocess
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
@@ -453,6 +454,39 @@ def test_aliasing_guards_do_not_grow_with_modules():
     two, four = aliasing(2), aliasing(4)
     assert not [a for a in two | four if "forward" in a[0] or "forward" in a[1]], two | four
     assert two == four
+
+
+def test_guards_per_module():
+    """Each guard dynamo installs is evaluated on every call of the compiled
+    code: per module the probe adds its forward (identity, no __call__ of
+    its own, its type's __call__), the class forward it calls and one int
+    (_tm_mode: the level, observed), never the node's other attributes,
+    which do not change (_compiled._static).  Counted as guards of a model
+    with 4 blocks more than of the same with 2, with the probe and alone
+    (the probe's per-module guards were 16 before _static)."""
+    class Deep(nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.blocks = nn.ModuleList(Block(False) for _ in range(n))
+
+        def forward(self, x):
+            for b in self.blocks:
+                x = b(x)
+            return x
+
+    def guards(n, probe):
+        torch.manual_seed(0)
+        torch._dynamo.reset()
+        model, got = Deep(n), []
+        with tp.attach(model, level=1, record=None) if probe else nullcontext():
+            run = torch._dynamo.optimize("eager", guard_export_fn=got.extend)(model)
+            run(torch.randn(4, 16))
+        return got
+    mine = guards(2, True)
+    assert not [g.name for g in mine if "_tm_node" in g.name or "_tm_bound" in g.name]
+    assert [g.name for g in mine if g.name.endswith("._tm_mode")]
+    added = (len(guards(4, True)) - len(mine)) - (len(guards(4, False)) - len(guards(2, False)))
+    assert added <= 8 * 7, added        # 8 modules (4 a block)
 
 
 def test_level_change_recompiles(tmp_path):

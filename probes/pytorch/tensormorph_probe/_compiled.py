@@ -38,17 +38,20 @@ tensor code, so the probe adds no graph break:
 
 The region's state while it is traced lives in module lists that dynamo
 tracks as side effects of the trace (they are empty again when a region
-ends, and a restarted trace starts from them empty).  Node levels and
-whether a node is observed are read by the traced code, so dynamo guards
-on them: a level a debugger changes recompiles the region (doc/manual.md,
-"Compiled models").  The traced code reaches the probe through _live and
-the module through _modules, globals keyed by ints on the node (_Node's
-pid, mid): reaching the one probe and each module through several local
+ends, and a restarted trace starts from them empty).  Each value dynamo
+reads is a guard evaluated on every call of the compiled code, so per
+module the traced code reads one: the Forward's _tm_mode (the node's
+level, whether it is observed, a release), and a level a debugger
+changes recompiles the region (doc/manual.md, "Compiled models"); what
+never changes for a Forward comes as a constant (_static).  The traced
+code reaches the probe through _live and the module through _modules,
+globals keyed by those constant ints (_Node's pid, mid): reaching the one
+probe and each module through several local
 objects (the module's forward, a method bound to it, was one) would make
 dynamo guard that they are the same object, a Python lambda per module
 evaluated on every call of the compiled code.  A module's observed
 forward is therefore its instance attribute, not a bound method
-(_attr_call).
+(forward_traced).
 
 Level 3 passes each tensor's copy to the op, which copies it to the host.
 
@@ -129,8 +132,23 @@ _DTYPES = _dtype_codes()
 # no aliasing guards); while the probe is open
 _live: dict[int, Any] = {}
 # id(module) -> module, for each module whose forward a probe wraps: the
-# traced code's way to the module (_attr_call)
+# traced code's way to the module (forward_traced), and to the class's
+# forward it calls (a function from _static's constants cannot be traced;
+# type(module).forward would make dynamo guard that the modules of one
+# class have the same class, a lambda per module)
 _modules: dict[int, Any] = {}
+_fns: dict[int, Any] = {}
+
+
+def add_module(module: Any, fn: Any) -> None:
+    _modules[id(module)] = module
+    if fn is not None:
+        _fns[id(module)] = fn
+
+
+def drop_module(mid: int) -> None:
+    _modules.pop(mid, None)
+    _fns.pop(mid, None)
 
 
 def register(probe: Any) -> int:
@@ -288,12 +306,11 @@ def _snapshot(pid: int, nid: int, args: Any, kwargs: Any) -> None:
         torch.ops.tensormorph.snap(pid, nid, [], -1, "")
 
 
-def region_call(probe: Any, node: Any, inner: Any, args: Any, kwargs: Any,
+def region_call(probe: Any, nid: int, level: int, inner: Any, args: Any, kwargs: Any,
                 module: Any = None) -> Any:
-    """An observed call, traced: its events go to the region's table.
-    inner is called with module first unless it is None (a bound method)."""
-    level = node.level
-    nid = node.id
+    """An observed call of node nid at level, traced: its events go to the
+    region's table.  inner is called with module first unless it is None
+    (a bound method)."""
     outer = not _open
     _open.append(nid)
     pid = probe._cid
@@ -320,46 +337,64 @@ def region_call(probe: Any, node: Any, inner: Any, args: Any, kwargs: Any,
     return out
 
 
-def _attr_call(fwd: Any, args: Any, kwargs: Any) -> Any:
-    """A Forward that is the module's forward attribute (not bound), traced.
-    The module is reached through _live (a global), never through the
-    Forward: dynamo guards an object it reaches by two local paths with a
-    Python lambda (module is module.forward._tm_module), evaluated on every
-    call; by a local path and a global one, it does not.  (Not through the
-    probe's nodes either: the node is reached locally, as fwd._tm_node.)"""
+def _static(fwd: Any) -> tuple[int, int, int, bool, int]:
+    """What the traced path needs of a Forward that stays the same while it
+    is set: the probe's id, the module's, the node's id, whether it calls
+    the class's forward (else fwd._tm_inner) and whether it is bound.  Dynamo calls this
+    while it traces and keeps the result as a constant (it is marked
+    assume_constant_result once dynamo is imported), guarding only fwd's
+    identity, which it guards anyway: each value read as an attribute would
+    be a guard of its own, evaluated on every call of the compiled code
+    (eight per module).  What may change -- the level, whether the node is
+    observed, a release -- is fwd._tm_mode, one guarded int."""
     node = fwd._tm_node
-    probe = _live.get(node.pid) if node is not None else None
-    if probe is None:
-        return fwd._tm_inner(*args, **kwargs)       # released
-    module = _modules[node.mid]
-    fn = node.fn
-    if fn is None:
-        fn = fwd._tm_inner              # an instance's own forward
+    bound = fwd._tm_bound
+    # (a function from a constant cannot be traced: dynamo guards it)
+    cls = node.fn is not None and not (bound and fwd.__name__ != "forward")
+    return node.pid, node.mid, node.id, cls, bound
+
+
+def _mark_static() -> None:
+    torch._dynamo.assume_constant_result(_static)
+
+
+def forward_traced(fwd: Any, args: Any, kwargs: Any) -> Any:
+    """A probe's Forward (_hook.c's, or probe.py's _PyForward) called in
+    code dynamo traces.  It reads fwd's mode (the one guarded value per
+    module, see _static) and its constants, never the Forward's probe and
+    module: the probe is reached through _live and the module through
+    _modules or the call's arguments (one local path to each, see the
+    module's docstring)."""
+    mode = fwd._tm_mode
+    if mode < 0:                                        # released
+        if fwd._tm_bound:
+            return type(args[0]).forward(*args, **kwargs)
+        return fwd._tm_inner(*args, **kwargs)
+    pid, mid, nid, cls, bound = _static(fwd)
+    probe = _live.get(pid)
+    if bound:
+        module, args = args[0], args[1:]
+        if id(module) != mid:                           # a copy
+            return type(module).forward(module, *args, **kwargs)
+    elif probe is None:
+        return fwd._tm_inner(*args, **kwargs)
+    else:
+        module = _modules[mid]
+    if cls:
+        fn = _fns[mid]
+    else:
+        fn = fwd._tm_inner              # an instance's own forward, a Lightning step
         module = None
-    if probe._closed or not node.observed:
+    if probe is None or probe._closed or not mode & 1:
         return fn(*args, **kwargs) if module is None else fn(module, *args, **kwargs)
-    return region_call(probe, node, fn, args, kwargs, module)
+    return region_call(probe, nid, mode >> 1, fn, args, kwargs, module)
 
 
 def traced_call(self: Any, *args: Any, **kwargs: Any) -> Any:
-    """Forward.__call__ as dynamo sees it (_hook.c's set_trace_call).  It
-    reads the node's ints rather than the Forward's probe and module: see
-    _Node's slots."""
+    """Forward.__call__ as dynamo sees it (_hook.c's set_trace_call)."""
     if not torch.compiler.is_compiling():
         return self(*args, **kwargs)        # an explicit __call__: the C path
-    if not self._tm_bound:
-        return _attr_call(self, args, kwargs)
-    node, module = self._tm_node, args[0]
-    if node is None or id(module) != node.mid:
-        return type(module).forward(*args, **kwargs)    # released, or a copy
-    probe = _live.get(node.pid)
-    fn = node.fn
-    if fn is None or self.__name__ != "forward":
-        fn = self._tm_inner             # an instance's own forward, a Lightning step
-        module = None
-    if probe is None or probe._closed or not node.observed:
-        return fn(*args, **kwargs) if module is not None else fn(*args[1:], **kwargs)
-    return region_call(probe, node, fn, args[1:], kwargs, module)
+    return forward_traced(self, args, kwargs)
 
 
 # Host code (a host read, the recorder): inductor's graph partitioning runs
@@ -982,3 +1017,6 @@ def unwrap_compiled(module: Any) -> Any:
     while cls is not None and isinstance(module, cls):
         module = module._orig_mod
     return module
+
+
+when_dynamo(_mark_static)
