@@ -314,6 +314,39 @@ def test_mlp_fullgraph(tmp_path, level):
     assert stats["stats"]["unique_graphs"] == 1
 
 
+def test_dynamic_sizes(tmp_path):
+    """dynamic=True: a region's table of host events is a constant passed
+    by key (_compiled._const), and sizes are read at run time; batches of
+    three sizes through one graph record what eager mode does, with no
+    graph break."""
+    class Var(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mlp = MLP()
+
+        def forward(self, x):
+            return self.mlp(x)
+
+    paths = []
+    for compiled in (False, True):
+        torch.manual_seed(0)
+        model = Var()
+        path = str(tmp_path / f"{'c' if compiled else 'e'}.tmrun")
+        torch._dynamo.reset()
+        counters.clear()
+        with tp.attach(model, level=1, record=path):
+            run = torch.compile(model, fullgraph=True, dynamic=True,
+                                backend="aot_eager") if compiled else model
+            for b in (3, 5, 7):
+                run(torch.randn(b, 16, generator=torch.Generator().manual_seed(b)))
+        paths.append(path)
+    assert breaks({k: dict(v) for k, v in counters.items()}) == 0
+    assert counters["stats"]["unique_graphs"] == 1
+    e, c = fwd_events(paths[0]), fwd_events(paths[1])
+    assert {ev.tensors[0].shape[0] for ev in c} == {3, 5, 7}
+    assert_same(e, c)
+
+
 def test_attached_then_compiled(tmp_path):
     """attach(model) before torch.compile(model): the probe's forward is
     what dynamo traces from the model's own call."""

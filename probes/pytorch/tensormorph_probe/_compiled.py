@@ -70,10 +70,12 @@ from __future__ import annotations
 import array
 import ctypes
 import functools
+import hashlib
 import importlib.abc
 import importlib.util
 import sys
 import time
+import warnings
 import weakref
 from typing import Any
 
@@ -103,6 +105,7 @@ _host: list[torch.Tensor] = []         # host tensors whose stats are still to c
 _hlev: list[int] = []                  # their levels
 _hrecs: list[torch.Tensor] = []        # the region's host_stats results, by chunk
 _hsize = [0]                           # their elements, as far as known
+_dyn = [False]                         # the table has per-tensor entries (_put)
 # A host_stats op takes the pending tensors when they are this many or this
 # large: few ops (each call costs ~20 us), and a bounded number of bytes
 # kept alive for it in a model whose activations would be freed sooner.
@@ -192,8 +195,29 @@ def _grad_hooks(pid: int, ordinal: int, tensors: Any, slot_kind: int, host: bool
             _hooks.append(functools.partial(_grad_traced, pid, _tok[0], ordinal, slot_kind, j, host))
 
 
+# lists of ints the compiled code hands its ops on every run, by key
+_consts: dict[int, list[int]] = {}
+
+
+def _const(*ints: int) -> int:
+    """The key of a list of ints that compiled code passes an op each time
+    it runs (a region's table, a chunk's slots).  Dynamo calls this while
+    it traces and keeps the key as a constant (assume_constant_result): an
+    int[] argument would cost each call of the op two conversions of every
+    int (36 us for a 12-block model's table of 1250).  The key is a hash of
+    the ints, so that a graph that inductor cached on disk in another
+    process, traced there, names the same list: the trace that finds it
+    in the cache registers it here."""
+    data = array.array("q", ints).tobytes()
+    key = int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little") >> 1
+    key = key or 1
+    if key not in _consts:
+        _consts[key] = list(ints)
+    return key
+
+
 def _host_chunk() -> None:
-    _hrecs.append(torch.ops.tensormorph.host_stats(list(_host), list(_hlev)))
+    _hrecs.append(torch.ops.tensormorph.host_stats(list(_host), _const(*_hlev)))
     _host.clear()
     _hlev.clear()
     _hsize[0] = 0
@@ -223,6 +247,9 @@ def _put(kind: int, nid: int, level: int, tensors: Any, slot_kind: int, host: bo
             if len(_host) >= _HOST_CHUNK or _hsize[0] >= _HOST_ELEMS:
                 _host_chunk()
             return
+    # per-tensor entries: sizes, which may be dynamic (a SymInt, which
+    # under dynamo passes for an int): the table is passed whole
+    _dyn[0] = True
     start = len(_table)
     _table.extend((kind, nid, level, n, 0))
     for j in range(n):
@@ -235,13 +262,13 @@ def _put(kind: int, nid: int, level: int, tensors: Any, slot_kind: int, host: bo
         stats = _ROW_NONE
         if level and x.layout == torch.strided:
             stats = _ROW_HOST if host and devtype == 0 else _ROW_DEV
+        numel = x.numel()
         _table.extend((slot_kind, j, _DTYPES.get(x.dtype, 0), devtype,
-                       dev.index if dev.index is not None else 0, x.numel(), stats, len(shape)))
+                       dev.index if dev.index is not None else 0, numel, stats, len(shape)))
         _table.extend(shape)
         if stats == _ROW_HOST:
             _host.append(x)
             _hlev.extend((level | slot_kind << 2 | j << 8, 1))
-            numel = x.numel()
             if isinstance(numel, int):      # not a dynamic size
                 _hsize[0] += numel
             if len(_host) >= _HOST_CHUNK or _hsize[0] >= _HOST_ELEMS:
@@ -263,7 +290,10 @@ def _emit(pid: int) -> None:
         stats = torch.zeros((0, VEC_LEN), dtype=torch.float64)
     if _host:
         _host_chunk()
-    table = list(_table)
+    if _dyn[0]:
+        table, plan = list(_table), 0
+    else:
+        table, plan = [], _const(*_table)
     caps = list(_caps)
     hrecs = list(_hrecs)
     tok = _tok[0] if _tok else None
@@ -279,7 +309,8 @@ def _emit(pid: int) -> None:
     _hrecs.clear()
     _tok.clear()
     _nev[0] = 0
-    torch.ops.tensormorph.flush(stats, table, pid, caps, tok, hrecs)
+    _dyn[0] = False
+    torch.ops.tensormorph.flush(stats, table, plan, pid, caps, tok, hrecs)
 
 
 def _snapshot(pid: int, nid: int, args: Any, kwargs: Any) -> None:
@@ -356,6 +387,7 @@ def _static(fwd: Any) -> tuple[int, int, int, bool, int]:
 
 def _mark_static() -> None:
     torch._dynamo.assume_constant_result(_static)
+    torch._dynamo.assume_constant_result(_const)
 
 
 def forward_traced(fwd: Any, args: Any, kwargs: Any) -> Any:
@@ -416,9 +448,9 @@ def _probe(pid: int) -> Any:
 # against 18 us for an op taking 50 tensors), and none of them has a
 # gradient.
 _LIB = torch.library.Library("tensormorph", "DEF")
-_LIB.define("flush(Tensor stats, int[] table, int probe, Tensor[] captures, Tensor? token, "
-            "Tensor[] hrecs) -> ()", tags=_TAGS)
-_LIB.define("host_stats(Tensor[] xs, int[] levels) -> Tensor")
+_LIB.define("flush(Tensor stats, int[] table, int plan, int probe, Tensor[] captures, "
+            "Tensor? token, Tensor[] hrecs) -> ()", tags=_TAGS)
+_LIB.define("host_stats(Tensor[] xs, int levels) -> Tensor")
 _LIB.define("begin(int probe) -> Tensor", tags=_TAGS)
 _LIB.define("grad(Tensor stats, Tensor token, int probe, int[] meta, bool raw) -> ()", tags=_TAGS)
 _LIB.define("snap(int probe, int node, Tensor?[] tensors, int npos, str kwnames) -> ()",
@@ -439,18 +471,40 @@ def _fake(name: str) -> Any:
     return reg
 
 
+def _lost(what: str) -> None:
+    """Compiled code names a constant no trace in this process made (code
+    compiled ahead of time, loaded without dynamo tracing it here): what it
+    recorded cannot be read."""
+    if not _lost_said:
+        _lost_said.append(what)
+        warnings.warn(f"tensormorph probe: a compiled region's {what} is unknown in this "
+                      "process (compiled elsewhere and loaded without tracing): its events "
+                      "are not recorded", RuntimeWarning, stacklevel=2)
+
+
+_lost_said: list[str] = []
+
+
 @_impl("flush")
-def flush(stats: torch.Tensor, table: list[int], probe: int,
+def flush(stats: torch.Tensor, table: list[int], plan: int, probe: int,
           captures: list[torch.Tensor], token: torch.Tensor | None,
           hrecs: list[torch.Tensor]) -> None:
-    """A compiled region ran: its events to the probe (run time)."""
+    """A compiled region ran: its events to the probe (run time).  The
+    table is _consts[plan] unless plan is 0 (a table with dynamic sizes)."""
     p = _probe(probe)
-    if p is not None:
-        p._compiled_flush(stats, table, captures, token, hrecs)
+    if p is None:
+        return
+    if plan:
+        got = _consts.get(plan)
+        if got is None:
+            _lost("table")
+            return
+        table = got
+    p._compiled_flush(stats, table, captures, token, hrecs, plan)
 
 
 @_fake("flush")
-def _flush_fake(stats: torch.Tensor, table: list[int], probe: int,
+def _flush_fake(stats: torch.Tensor, table: list[int], plan: int, probe: int,
                 captures: list[torch.Tensor], token: torch.Tensor | None,
                 hrecs: list[torch.Tensor]) -> None:
     return None
@@ -480,20 +534,25 @@ def _c_stats() -> Any:
 
 
 @_impl("host_stats")
-def host_stats(xs: list[torch.Tensor], levels: list[int]) -> torch.Tensor:
+def host_stats(xs: list[torch.Tensor], key: int) -> torch.Tensor:
     """Host tensors' summaries (struct tm_rec_tensor rows, uint8) as the
     batch takes them: metadata from the tensors, the slots from `levels`
-    (pairs: level | slot kind << 2 | first slot index << 8, and how many
-    tensors of one event take the next indexes), stats computed by
-    libtensormorph as eager mode computes them.  A tensor passed again (a
-    module's output is the next one's input) is reduced once."""
+    (_consts[key], pairs: level | slot kind << 2 | first slot index << 8,
+    and how many tensors of one event take the next indexes), stats
+    computed by libtensormorph as eager mode computes them.  A tensor
+    passed again (a module's output is the next one's input) is reduced
+    once."""
     n = len(xs)
     out = torch.zeros((n, _TSIZE), dtype=torch.uint8)
+    levels = _consts.get(key)
+    if levels is None:
+        _lost("slots")
+        return out
     hook = _lib.load_hook()
     if hook is not None and hasattr(hook, "host_stats"):
         # the same, in one C call (_hook.c's host_stats)
         if n:
-            hook.host_stats(list(xs), list(levels), _DTYPES, out.data_ptr(), _c_stats_addr())
+            hook.host_stats(list(xs), levels, _DTYPES, out.data_ptr(), _c_stats_addr())
         return out
     buf = out.numpy()
     hold = []
@@ -545,7 +604,7 @@ def host_stats(xs: list[torch.Tensor], levels: list[int]) -> torch.Tensor:
 
 
 @_fake("host_stats")
-def _host_stats_fake(xs: list[torch.Tensor], levels: list[int]) -> torch.Tensor:
+def _host_stats_fake(xs: list[torch.Tensor], key: int) -> torch.Tensor:
     return torch.empty((len(xs), _TSIZE), dtype=torch.uint8, device="cpu")
 
 
@@ -645,12 +704,13 @@ def run_grad(p: Any, stats: torch.Tensor, token: int, meta: list[int], raw: bool
 _plans: dict[tuple[int, ...], tuple[Any, int, str]] = {}
 
 
-def _plan(table: list[int]) -> tuple[Any, int, str]:
+def _plan(table: list[int], plan: int = 0) -> tuple[Any, int, str]:
     """A region's table read once (a region runs the same table every
     time): 7 int64 per event (kind, node, level, tensors, per-tensor ints,
     their offset in the table, the index of an EXIT's ENTER, else -1), the
-    number of events, and the levels it observes its calls at ("1,2")."""
-    key = tuple(table)
+    number of events, and the levels it observes its calls at ("1,2").
+    plan: the table's key in _consts, else 0."""
+    key: Any = plan or tuple(table)
     got = _plans.get(key)
     if got is None:
         meta = array.array("q")
@@ -678,7 +738,7 @@ def _plan(table: list[int]) -> tuple[Any, int, str]:
 
 def run_flush(p: Any, stats: torch.Tensor, table: list[int],
               captures: list[torch.Tensor], token: torch.Tensor | None,
-              hrecs: list[torch.Tensor]) -> None:
+              hrecs: list[torch.Tensor], plan: int = 0) -> None:
     """The events of a region that ran, into p's batch as _enter and _exit
     would have packed them: calls numbered, the step moved by a root call,
     stats from the rows of `stats` (one host read) and the summaries of
@@ -697,7 +757,7 @@ def run_flush(p: Any, stats: torch.Tensor, table: list[int],
     caps = [c.to("cpu").contiguous() for c in captures]
     t = time.monotonic_ns() - p._t0
     nodes = p._by_id
-    meta, nevents, levels = _plan(table)
+    meta, nevents, levels = _plan(table, plan)
     callv = array.array("q", bytes(8 * nevents))
     hook = _lib.load_hook()
     fast = getattr(hook, "flush_events", None) if hook is not None else None

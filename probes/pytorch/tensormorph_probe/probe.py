@@ -1142,9 +1142,9 @@ class Probe(_ProbeBase):
 
     def _compiled_flush(self, stats: torch.Tensor, table: list[int],
                         captures: list[torch.Tensor], token: torch.Tensor | None,
-                        hrecs: list[torch.Tensor]) -> None:
+                        hrecs: list[torch.Tensor], plan: int = 0) -> None:
         """A compiled region ran (_compiled.py's tensormorph::flush)."""
-        _compiled.run_flush(self, stats, table, captures, token, hrecs)
+        _compiled.run_flush(self, stats, table, captures, token, hrecs, plan)
 
     def _submit(self) -> None:
         """Hands the batch to libtensormorph: one host copy of the device
