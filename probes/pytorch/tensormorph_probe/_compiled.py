@@ -34,7 +34,9 @@ tensor code, so the probe adds no graph break:
   time it reads the stats to the host once and hands the events to the
   probe (Probe._compiled_flush), which numbers the calls, moves the step as
   a root call does in eager mode and packs them into its batch: the same
-  order, call numbers, addresses and seqs as eager mode.
+  order, call numbers, addresses and seqs as eager mode.  The table and
+  the slots host_stats reads are constants of the trace: the ops get
+  them by key (_const) rather than as lists converted on every call.
 
 The region's state while it is traced lives in module lists that dynamo
 tracks as side effects of the trace (they are empty again when a region
