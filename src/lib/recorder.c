@@ -329,6 +329,16 @@ static int try_push(tm_recorder *r, const struct tm_rec_event *e,
 		return 2;
 	if (r->head - r->tail + need > r->o.ring_events)
 		return 1;
+	/* An empty ring restarts at slot 0, as the tensor store does
+	 * (ring_alloc): the writer drains every few steps, and each step's
+	 * events then land on the same few pages, still in cache, instead of
+	 * first-touching new ones (page faults) on a pass over the whole
+	 * ring.  Annotations wait for positions at or below the old head:
+	 * they still go before these events. */
+	if (r->head == r->tail && r->head % r->o.ring_events) {
+		r->head += r->o.ring_events - r->head % r->o.ring_events;
+		r->tail = r->head;
+	}
 	if (ring_alloc(r->o.ring_tensors, &r->thead, &r->ttail, e->ntensors,
 		       &tstart, &tused))
 		return 1;

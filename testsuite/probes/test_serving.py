@@ -586,6 +586,35 @@ def test_request_rows_of_the_frameworks_batches():
     assert r.rows((), {}) is None
 
 
+def test_serving_rows_off(tmp_path):
+    """TENSORMORPH_SERVING_ROWS=0: a forward of several requests records its
+    batch tensors only, with the same stats as a run with the rows; by
+    default each batch tensor whose leading size is the tokens is followed
+    by one slot a request, out.0[r0] and out.0[r1], as tmdb names them."""
+    import tensormorph_probe as tp
+
+    rows, flat = tmp_path / "rows.tmrun", tmp_path / "flat.tmrun"
+    procs = [_server(tmp_path, "vllm", steps=1, TENSORMORPH_RECORD=str(rows), SERVE_PACKED="1"),
+             _server(tmp_path, "vllm", steps=1, TENSORMORPH_RECORD=str(flat), SERVE_PACKED="1",
+                     TENSORMORPH_SERVING_ROWS="0")]
+    for p in procs:
+        _finish(p)
+
+    def act(path):
+        with tp.Trace(str(path)) as t:
+            return [e for e in t.events() if e.step == DUMMY and e.kind == "exit"
+                    and e.node == "model.model.layers.1.mlp.act_fn"]
+
+    with_rows, without = act(rows), act(flat)
+    assert len(with_rows) == len(without) == 1
+    assert [x.slot for x in with_rows[0].tensors] == ["out.0", "out.0[r0]", "out.0[r1]"]
+    assert [x.slot for x in without[0].tensors] == ["out.0"]
+    assert with_rows[0].tensors[0].stats == without[0].tensors[0].stats
+    # each request's rows: its own count of elements, summing to the batch's
+    n = [x.stats["numel"] for x in with_rows[0].tensors]
+    assert n[1] > 0 and n[2] > 0 and n[1] + n[2] == n[0]
+
+
 @needs_tmdb
 def test_compare_aligns_serving_runs_by_request(tmp_path):
     """Two recordings of the vLLM stand-in that batch differently: the run

@@ -140,6 +140,49 @@ static void test_tiny_ring_gaps(void)
 	unlink(path);
 }
 
+/* A drained ring restarts at slot 0 (the same few pages every batch): with
+ * a ring of 8 and batches of 3 drained in turn, positions pass the ring's
+ * size many times, and the trace still holds every event in order with no
+ * gap, each annotation made between batches before the next batch's
+ * events. */
+static void test_ring_restarts_empty(void)
+{
+	const char *vals[1] = { "x" };
+	const struct tm_annot *an;
+	struct tm_recorder_stats st;
+	struct coverage c;
+	tm_reader *rd = NULL;
+	uint32_t node;
+	int k;
+	tm_recorder *r = open_rec("restart", 8, 0, 1, &node);
+
+	for (k = 0; k < 7; k++) {
+		CU_ASSERT_EQUAL(tm_recorder_annotate(r, (uint64_t)k, 0, "k", vals, 1, 1), TM_OK);
+		CU_ASSERT_EQUAL(submit_n(r, node, 3, NULL), TM_OK);
+		CU_ASSERT_EQUAL(tm_recorder_drain(r), TM_OK);
+	}
+	tm_recorder_get_stats(r, &st);
+	CU_ASSERT_EQUAL(st.next_seq, 21);
+	CU_ASSERT_EQUAL(st.events_dropped, 0);
+	CU_ASSERT_EQUAL(tm_recorder_close(r), TM_OK);
+
+	c = read_coverage(path);
+	CU_ASSERT(c.ok);
+	CU_ASSERT_EQUAL(c.events, 21);
+	CU_ASSERT_EQUAL(c.gaps, 0);
+	CU_ASSERT_EQUAL_FATAL(tm_reader_open(path, 0, &rd, NULL), TM_OK);
+	for (k = 0; k < 7; k++) {
+		/* annotation k was made before batch k's first event, 3k */
+		an = NULL;
+		CU_ASSERT_EQUAL(tm_reader_annotation_at(rd, (uint64_t)k, 3 * (uint64_t)k, "k",
+							&an), TM_OK);
+		CU_ASSERT(an != NULL && an->seq == 3 * (uint64_t)k && an->nvalues == 1 &&
+			  strcmp(an->values[0], "x") == 0);
+	}
+	tm_reader_close(rd);
+	unlink(path);
+}
+
 /* The writer thread is named in the user's process (top -H, py-spy). */
 static void test_writer_thread_named(void)
 {
@@ -618,6 +661,7 @@ int main(void)
 {
 	static const struct tm_test_case cases[] = {
 		TM_TEST(test_tiny_ring_gaps),
+		TM_TEST(test_ring_restarts_empty),
 		TM_TEST(test_threaded_coverage),
 		TM_TEST(test_writer_thread_named),
 		TM_TEST(test_lossless),

@@ -106,14 +106,14 @@ def install(probe: Any) -> None:
 def patch_frameworks(probe: Any) -> bool:
     """Evaluation scopes of the frameworks imported so far; True once
     nothing is left to look for."""
-    ref = weakref.ref(probe)
     done = True
     mod = sys.modules.get("transformers.trainer")
     trainer = getattr(mod, "Trainer", None) if mod is not None else None
     if trainer is None:
-        done = False
+        done = False        # looked for again at the next root call: cheaply
     elif not probe._fw.get("transformers"):
         probe._fw["transformers"] = True
+        ref = weakref.ref(probe)
 
         def make_eval(orig: Any) -> Any:
             def method(self: Any, *args: Any, **kwargs: Any) -> Any:

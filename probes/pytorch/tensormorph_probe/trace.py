@@ -17,7 +17,8 @@ from . import _lib
 
 @dataclass
 class TensorRecord:
-    slot: str                     # "out.0", "in.1", "grad_out.0", "data", "grad"
+    slot: str                     # "out.0", "in.1", "grad_out.0", "data", "grad",
+                                  # "out.0[r1]" (a request's rows of out.0)
     dtype: int
     shape: tuple[int, ...]
     device_type: int
@@ -93,8 +94,14 @@ def _s(b: bytes | None) -> str | None:
 
 def _tensor(t: _lib.Tensor) -> TensorRecord:
     slot = _lib.SLOT_NAMES[t.slot.kind] if t.slot.kind < len(_lib.SLOT_NAMES) else "?"
+    index = t.slot.index
     if t.slot.kind not in (_lib.SLOT_DATA, _lib.SLOT_GRAD):
-        slot = f"{slot}.{t.slot.index}"
+        if index & _lib.SLOT_ROWS:
+            # a request's rows of a batch tensor, named as tmdb names them
+            slot = (f"{slot}.{index % _lib.SLOT_ROW_INDEX_MAX}"
+                    f"[r{index // _lib.SLOT_ROW_INDEX_MAX % _lib.SLOT_ROW_MAX}]")
+        else:
+            slot = f"{slot}.{index}"
     stats = {name: t.stat[i] for i, name in enumerate(_lib.STAT_NAMES) if t.have >> i & 1}
     hist = (t.hist_lo, t.hist_hi, tuple(t.hist)) if t.have_hist else None
     payload = ctypes.string_at(t.payload, t.payload_len) if t.payload else None
