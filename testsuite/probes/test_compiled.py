@@ -18,6 +18,7 @@ import math
 import os
 import subprocess
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
@@ -313,6 +314,39 @@ def test_mlp_fullgraph(tmp_path, level):
     assert stats["stats"]["unique_graphs"] == 1
 
 
+def test_dynamic_sizes(tmp_path):
+    """dynamic=True: a region's table of host events is a constant passed
+    by key (_compiled._const), and sizes are read at run time; batches of
+    three sizes through one graph record what eager mode does, with no
+    graph break."""
+    class Var(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mlp = MLP()
+
+        def forward(self, x):
+            return self.mlp(x)
+
+    paths = []
+    for compiled in (False, True):
+        torch.manual_seed(0)
+        model = Var()
+        path = str(tmp_path / f"{'c' if compiled else 'e'}.tmrun")
+        torch._dynamo.reset()
+        counters.clear()
+        with tp.attach(model, level=1, record=path):
+            run = torch.compile(model, fullgraph=True, dynamic=True,
+                                backend="aot_eager") if compiled else model
+            for b in (3, 5, 7):
+                run(torch.randn(b, 16, generator=torch.Generator().manual_seed(b)))
+        paths.append(path)
+    assert breaks({k: dict(v) for k, v in counters.items()}) == 0
+    assert counters["stats"]["unique_graphs"] == 1
+    e, c = fwd_events(paths[0]), fwd_events(paths[1])
+    assert {ev.tensors[0].shape[0] for ev in c} == {3, 5, 7}
+    assert_same(e, c)
+
+
 def test_attached_then_compiled(tmp_path):
     """attach(model) before torch.compile(model): the probe's forward is
     what dynamo traces from the model's own call."""
@@ -453,6 +487,39 @@ def test_aliasing_guards_do_not_grow_with_modules():
     two, four = aliasing(2), aliasing(4)
     assert not [a for a in two | four if "forward" in a[0] or "forward" in a[1]], two | four
     assert two == four
+
+
+def test_guards_per_module():
+    """Each guard dynamo installs is evaluated on every call of the compiled
+    code: per module the probe adds its forward (identity, no __call__ of
+    its own, its type's __call__), the class forward it calls and one int
+    (_tm_mode: the level, observed), never the node's other attributes,
+    which do not change (_compiled._static).  Counted as guards of a model
+    with 4 blocks more than of the same with 2, with the probe and alone
+    (the probe's per-module guards were 16 before _static)."""
+    class Deep(nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.blocks = nn.ModuleList(Block(False) for _ in range(n))
+
+        def forward(self, x):
+            for b in self.blocks:
+                x = b(x)
+            return x
+
+    def guards(n, probe):
+        torch.manual_seed(0)
+        torch._dynamo.reset()
+        model, got = Deep(n), []
+        with tp.attach(model, level=1, record=None) if probe else nullcontext():
+            run = torch._dynamo.optimize("eager", guard_export_fn=got.extend)(model)
+            run(torch.randn(4, 16))
+        return got
+    mine = guards(2, True)
+    assert not [g.name for g in mine if "_tm_node" in g.name or "_tm_bound" in g.name]
+    assert [g.name for g in mine if g.name.endswith("._tm_mode")]
+    added = (len(guards(4, True)) - len(mine)) - (len(guards(4, False)) - len(guards(2, False)))
+    assert added <= 8 * 7, added        # 8 modules (4 a block)
 
 
 def test_level_change_recompiles(tmp_path):

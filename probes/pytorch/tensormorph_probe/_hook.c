@@ -1542,8 +1542,26 @@ static PyMemberDef forward_members[] = {
 	{ NULL, 0, 0, 0, NULL }
 };
 
+/* What may change of a node while compiled code runs, as one int that
+ * dynamo reads and guards on (_compiled.traced_call): the node's level
+ * << 1 | 1 if it is observed, -1 once released.  The rest of what the
+ * traced path reads never changes for one Forward and reaches dynamo as a
+ * constant (_compiled._static), with no guard evaluated on each call. */
+static PyObject *
+forward_mode(PyObject *self, void *unused)
+{
+	Forward *f = (Forward *)self;
+
+	(void)unused;
+	if (f->probe == NULL || f->node == NULL)
+		return PyLong_FromLong(-1);
+	return PyLong_FromLong((long)f->node->level * 2 + (f->node->observed ? 1 : 0));
+}
+
 static PyGetSetDef forward_getset[] = {
 	{ "__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL },
+	{ "_tm_mode", forward_mode, NULL, "level << 1 | observed, -1 released (_compiled.py)",
+	  NULL },
 	{ NULL, NULL, NULL, NULL, NULL }
 };
 

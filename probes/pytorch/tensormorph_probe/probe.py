@@ -216,7 +216,7 @@ class _PyForward:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if torch.compiler.is_compiling():
             # traced by dynamo: as _hook.c's Forward (_compiled.py)
-            return _compiled._attr_call(self, args, kwargs)
+            return _compiled.forward_traced(self, args, kwargs)
         probe, node = self._tm_probe, self._tm_node
         if probe is None or probe._closed or node.wrapped is None:
             return self._tm_inner(*args, **kwargs)      # released
@@ -229,6 +229,14 @@ class _PyForward:
             raise
         probe._exit(node, start, call, out)
         return out
+
+    @property
+    def _tm_mode(self) -> int:
+        """As _hook.c's Forward: level << 1 | observed, -1 once released."""
+        node = self._tm_node
+        if self._tm_probe is None or node is None:
+            return -1
+        return node.level * 2 + (1 if node.observed else 0)
 
     def release(self) -> None:
         self._tm_probe = self._tm_node = self._tm_module = None
@@ -769,7 +777,7 @@ class Probe(_ProbeBase):
         functools.update_wrapper(fwd, type(mod).forward if own is None else own)
         fwd.__wrapped__ = inner         # its signature: the bound forward's
         node.wrapped = mod.forward = fwd
-        _compiled._modules[id(mod)] = mod
+        _compiled.add_module(mod, node.fn)
 
     def _py_wrapper(self, node: _Node, mod: torch.nn.Module, inner: Any, name: str,
                     scope: bool) -> Any:
@@ -783,7 +791,7 @@ class Probe(_ProbeBase):
                     return getattr(type(module), name)(module, *args, **kwargs)
                 if probe._closed or not node.observed:
                     return inner(*args, **kwargs)
-                return _compiled.region_call(probe, node, inner, args, kwargs)
+                return _compiled.region_call(probe, node.id, node.level, inner, args, kwargs)
             if module is not mod or probe._closed or (name == "forward" and node.wrapped is None):
                 # a copy (deepcopy rebinds this method), or unwrapped
                 return getattr(type(module), name)(module, *args, **kwargs)
@@ -816,7 +824,7 @@ class Probe(_ProbeBase):
             if mine is None:
                 continue
             mine.release()                  # copies made meanwhile keep nothing
-            _compiled._modules.pop(node.mid, None)
+            _compiled.drop_module(node.mid)
             d = node.module.__dict__
             if d.get("forward") is mine:
                 if node.own is not None:
@@ -1134,9 +1142,9 @@ class Probe(_ProbeBase):
 
     def _compiled_flush(self, stats: torch.Tensor, table: list[int],
                         captures: list[torch.Tensor], token: torch.Tensor | None,
-                        hrecs: list[torch.Tensor]) -> None:
+                        hrecs: list[torch.Tensor], plan: int = 0) -> None:
         """A compiled region ran (_compiled.py's tensormorph::flush)."""
-        _compiled.run_flush(self, stats, table, captures, token, hrecs)
+        _compiled.run_flush(self, stats, table, captures, token, hrecs, plan)
 
     def _submit(self) -> None:
         """Hands the batch to libtensormorph: one host copy of the device
