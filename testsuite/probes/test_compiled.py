@@ -458,6 +458,19 @@ def test_gpt2_fullgraph(tmp_path):
     assert_same(e, c)
 
 
+class _Deep(nn.Module):
+    """n blocks in a row: a model whose guards are counted per module."""
+
+    def __init__(self, n):
+        super().__init__()
+        self.blocks = nn.ModuleList(Block(False) for _ in range(n))
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return x
+
+
 def test_aliasing_guards_do_not_grow_with_modules():
     """dynamo guards an object it reaches two ways with a Python lambda
     evaluated on every call of the compiled code; the probe's forward must
@@ -465,20 +478,10 @@ def test_aliasing_guards_do_not_grow_with_modules():
     did: `module is module.forward.__self__`, one per module).  The same
     model with twice the blocks has the same aliasing guards, none of them
     through a forward."""
-    class Deep(nn.Module):
-        def __init__(self, n):
-            super().__init__()
-            self.blocks = nn.ModuleList(Block(False) for _ in range(n))
-
-        def forward(self, x):
-            for b in self.blocks:
-                x = b(x)
-            return x
-
     def aliasing(n):
         torch.manual_seed(0)
         torch._dynamo.reset()
-        model, guards = Deep(n), []
+        model, guards = _Deep(n), []
         with tp.attach(model, level=1, record=None):
             run = torch._dynamo.optimize("eager", guard_export_fn=guards.extend)(model)
             run(torch.randn(4, 16))
@@ -497,20 +500,10 @@ def test_guards_per_module():
     which do not change (_compiled._static).  Counted as guards of a model
     with 4 blocks more than of the same with 2, with the probe and alone
     (the probe's per-module guards were 16 before _static)."""
-    class Deep(nn.Module):
-        def __init__(self, n):
-            super().__init__()
-            self.blocks = nn.ModuleList(Block(False) for _ in range(n))
-
-        def forward(self, x):
-            for b in self.blocks:
-                x = b(x)
-            return x
-
     def guards(n, probe):
         torch.manual_seed(0)
         torch._dynamo.reset()
-        model, got = Deep(n), []
+        model, got = _Deep(n), []
         with tp.attach(model, level=1, record=None) if probe else nullcontext():
             run = torch._dynamo.optimize("eager", guard_export_fn=got.extend)(model)
             run(torch.randn(4, 16))
