@@ -858,10 +858,19 @@ last_gradhook(ProbeBase *p, PyObject *x)
 
 	if (hooks == NULL || !PyDict_Check(hooks) || PyDict_GET_SIZE(hooks) == 0)
 		goto out;
-	if ((it = PyObject_CallMethodNoArgs(hooks, s_reversed)) == NULL ||
-	    (key = PyIter_Next(it)) == NULL)
+	if (PyDict_GET_SIZE(hooks) == 1) {
+		/* the usual case, the previous call's hook alone: the last
+		 * without reversed() and its iterator */
+		Py_ssize_t pos = 0;
+
+		if (!PyDict_Next(hooks, &pos, NULL, &v))
+			goto out;
+	} else if ((it = PyObject_CallMethodNoArgs(hooks, s_reversed)) == NULL ||
+		   (key = PyIter_Next(it)) == NULL) {
 		goto out;
-	v = PyDict_GetItemWithError(hooks, key);
+	} else {
+		v = PyDict_GetItemWithError(hooks, key);
+	}
 	if (v != NULL && Py_IS_TYPE(v, &GradHookType) && ((GradHook *)v)->probe == p)
 		g = (GradHook *)v;
 out:
