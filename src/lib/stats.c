@@ -26,7 +26,8 @@
  * window of octaves are known.  The fine counters are exact for magnitudes
  * from 2^-126 to 2^128; a window reaching past them (a tensor whose
  * abs_max is below 2^-112, or an f64 one above 2^127) takes a second,
- * exact pass.  The definition is in tm-stats.h.
+ * exact pass, and so does a tensor too small to be worth the fold
+ * (FINE_MIN).  The definition is in tm-stats.h.
  */
 #include "config.h"
 
@@ -94,6 +95,17 @@ static inline unsigned fine_d(double v)
 	e = e < 0 ? 0 : e > 255 ? 255 : e;
 	return (unsigned)((u >> 63) << 8) | (unsigned)e;
 }
+
+/*
+ * Below FINE_MIN elements the exact pass (about 2 ns an element) is cheaper
+ * than folding the fine counters (reading and zeroing all 4 x 512 of them,
+ * some 150 ns), and the main pass counts none: a bias or a norm's weight of
+ * 16 to 64 floats took 3 times as long at level 2 as at level 1, mostly
+ * for the fold (testsuite/perf/stats-bench).
+ */
+#ifndef FINE_MIN
+#define FINE_MIN 96
+#endif
 
 #define FINE_IDX(v) _Generic((v), float: fine_f, double: fine_d)(v)
 
@@ -298,7 +310,8 @@ static inline int any_lane(const void *mask, size_t n)
 		q[U][L] += (double)(v) * (double)(v); \
 		if (FULL) { \
 			z[U][L] += (v) == 0; \
-			fh[(L) & (FINE_COPIES - 1)][FINE_IDX(v)]++; \
+			if (fh) \
+				fh[(L) & (FINE_COPIES - 1)][FINE_IDX(v)]++; \
 		} \
 	} \
 } while (0)
@@ -327,7 +340,7 @@ static inline int any_lane(const void *mask, size_t n)
 	if (FULL) { \
 		vs2[u] += d_ * d_; \
 		vz[u] += (vd_)((vdm_)one & (e_ == 0)); \
-		for (l = 0; l < LANES; l += FINE_COPIES) { \
+		for (l = 0; fh && l < LANES; l += FINE_COPIES) { \
 			fh[0][FINE_IDX(x[u][l])]++; \
 			fh[1][FINE_IDX(x[u][l + 1])]++; \
 			fh[2][FINE_IDX(x[u][l + 2])]++; \
@@ -757,7 +770,7 @@ static void histogram(struct tm_tensor *t, hist_fn *fn, const uint8_t *p,
 
 	(void)frexp(amax, &top);        /* amax < 2^top; 0 for amax 0 */
 	memset(h, 0, sizeof(h));
-	if (top >= -111 && top <= 128 && numel <= UINT32_MAX) {
+	if (fh && top >= -111 && top <= 128 && numel <= UINT32_MAX) {
 		/* Fields above the top octave's (top + 126) are empty; those
 		 * up to f0 = top + 111 fold into the innermost bin, the 15
 		 * after it are one octave each.  Each field is read and zeroed
@@ -784,7 +797,8 @@ static void histogram(struct tm_tensor *t, hist_fn *fn, const uint8_t *p,
 		}
 	} else {
 		fn(h, p, numel, tab, top);
-		memset(fh, 0, sizeof(fine_hist));
+		if (fh)
+			memset(fh, 0, sizeof(fine_hist));
 	}
 	for (b = 0; b < TM_HIST_BINS; b++)
 		t->hist[b] = h[b] > UINT32_MAX ? UINT32_MAX : (uint32_t)h[b];
@@ -823,7 +837,7 @@ int tm_stats_compute(struct tm_tensor *t, const void *data, uint64_t numel,
 
 	memset(&r, 0, sizeof(r));
 	if (level >= 2)
-		kernels()->stats[dtype](&r, p, numel, tab, fh);
+		kernels()->stats[dtype](&r, p, numel, tab, numel >= FINE_MIN ? fh : NULL);
 	else
 		kernels()->stats1[dtype](&r, p, numel, tab, NULL);
 	nf = numel - r.nan - r.pinf - r.ninf;
@@ -856,7 +870,8 @@ int tm_stats_compute(struct tm_tensor *t, const void *data, uint64_t numel,
 	set_stat(t, TM_STAT_L2, l2);
 	if (level >= 2) {
 		set_stat(t, TM_STAT_STD, sd);
-		histogram(t, hist_kernels[dtype], p, numel, tab, amax, fh);
+		histogram(t, hist_kernels[dtype], p, numel, tab, amax,
+			  numel >= FINE_MIN ? fh : NULL);
 	}
 	return TM_OK;
 }

@@ -631,11 +631,12 @@ static void test_level1_matches_level2(void)
  * Values over 2^-149 .. 2^40 of either sign (random exponents, so every
  * octave and the subnormals are hit), with zeros, -0.0, exact powers of
  * two and NaN/Inf, against the frexp definition, at sizes that end in
- * every part of the kernel's blocks.
+ * every part of the kernel's blocks, on either side of FINE_MIN (below it
+ * the histogram is the exact pass, from it the fine counters' fold).
  */
 static void test_log2_wide(void)
 {
-	size_t sizes[] = { 1, 3, 16, 17, 33, 1000, 4099 };
+	size_t sizes[] = { 1, 3, 16, 17, 33, 95, 96, 97, 1000, 4099 };
 	size_t i, k;
 
 	for (k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {

@@ -803,7 +803,7 @@ static PyObject *has_torch_function_unary, *ordered_dict, *s_grad_fn, *s_registe
 static unsigned long long hook_key = 1ULL << 62;
 
 static PyObject *
-register_hook(PyObject *x, PyObject *hook)
+register_hook(PyObject *x, PyObject *hook, PyObject *hooks_read)
 {
 	PyObject *hooks, *r, *key;
 	int tf;
@@ -816,7 +816,9 @@ register_hook(PyObject *x, PyObject *hook)
 	Py_DECREF(r);
 	if (tf)
 		return PyObject_CallMethodOneArg(x, s_register_hook, hook);
-	if ((hooks = PyObject_GetAttr(x, s_backward_hooks)) == NULL)
+	if (hooks_read != NULL)
+		hooks = Py_NewRef(hooks_read);
+	else if ((hooks = PyObject_GetAttr(x, s_backward_hooks)) == NULL)
 		return NULL;
 	if (hooks == Py_None) {
 		PyObject *fn;
@@ -849,25 +851,38 @@ register_hook(PyObject *x, PyObject *hook)
 	Py_RETURN_NONE;
 }
 
-/* The hook registered last on x, when it is one of this probe's. */
+/*
+ * The hook registered last on x, when it is one of this probe's; *read:
+ * x._backward_hooks as read here (a new reference, for register_hook), or
+ * NULL.
+ */
 static GradHook *
-last_gradhook(ProbeBase *p, PyObject *x)
+last_gradhook(ProbeBase *p, PyObject *x, PyObject **read)
 {
 	PyObject *hooks = PyObject_GetAttr(x, s_backward_hooks), *it = NULL, *key = NULL, *v;
 	GradHook *g = NULL;
 
 	if (hooks == NULL || !PyDict_Check(hooks) || PyDict_GET_SIZE(hooks) == 0)
 		goto out;
-	if ((it = PyObject_CallMethodNoArgs(hooks, s_reversed)) == NULL ||
-	    (key = PyIter_Next(it)) == NULL)
+	if (PyDict_GET_SIZE(hooks) == 1) {
+		/* the usual case, the previous call's hook alone: the last
+		 * without reversed() and its iterator */
+		Py_ssize_t pos = 0;
+
+		if (!PyDict_Next(hooks, &pos, NULL, &v))
+			goto out;
+	} else if ((it = PyObject_CallMethodNoArgs(hooks, s_reversed)) == NULL ||
+		   (key = PyIter_Next(it)) == NULL) {
 		goto out;
-	v = PyDict_GetItemWithError(hooks, key);
+	} else {
+		v = PyDict_GetItemWithError(hooks, key);
+	}
 	if (v != NULL && Py_IS_TYPE(v, &GradHookType) && ((GradHook *)v)->probe == p)
 		g = (GradHook *)v;
 out:
 	Py_XDECREF(key);
 	Py_XDECREF(it);
-	Py_XDECREF(hooks);
+	*read = hooks;
 	PyErr_Clear();          /* no _backward_hooks to read: a hook of its own */
 	return g;
 }
@@ -880,7 +895,7 @@ static int
 add_grad_hook(ProbeBase *p, PyObject *x, NodeBase *n, unsigned long long call, int slot_kind,
 	      int index)
 {
-	PyObject *on, *r;
+	PyObject *on, *r, *hooks;
 	GradHook *g;
 	int v;
 
@@ -892,11 +907,15 @@ add_grad_hook(ProbeBase *p, PyObject *x, NodeBase *n, unsigned long long call, i
 	Py_DECREF(on);
 	if (!v)
 		return 0;
-	if ((g = last_gradhook(p, x)) != NULL)
+	if ((g = last_gradhook(p, x, &hooks)) != NULL) {
+		Py_XDECREF(hooks);
 		return gradhook_add(g, n, call, slot_kind, index);
+	}
 	g = PyObject_GC_New(GradHook, &GradHookType);
-	if (g == NULL)
+	if (g == NULL) {
+		Py_XDECREF(hooks);
 		return -1;
+	}
 	Py_INCREF(p);
 	g->probe = p;
 	g->e = NULL;
@@ -904,10 +923,13 @@ add_grad_hook(ProbeBase *p, PyObject *x, NodeBase *n, unsigned long long call, i
 	g->vectorcall = gradhook_call;
 	PyObject_GC_Track(g);
 	if (gradhook_add(g, n, call, slot_kind, index) < 0) {
+		Py_XDECREF(hooks);
 		Py_DECREF(g);
 		return -1;
 	}
-	r = register_hook(x, (PyObject *)g);
+	/* nothing ran since that read: the same dict (or None) */
+	r = register_hook(x, (PyObject *)g, hooks);
+	Py_XDECREF(hooks);
 	Py_DECREF(g);
 	if (r == NULL)
 		return -1;
