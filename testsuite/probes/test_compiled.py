@@ -314,6 +314,37 @@ def test_mlp_fullgraph(tmp_path, level):
     assert stats["stats"]["unique_graphs"] == 1
 
 
+class _Queries(nn.Module):
+    """Learnt queries handed to a child module, as DETR's decoder gets them:
+    a leaf tensor is the child's input at every step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.queries = nn.Parameter(torch.randn(4, 16))
+        self.proj = nn.Linear(16, 16)
+        self.head = nn.Linear(16, 1)
+
+    def forward(self, x):
+        return self.head(x + self.proj(self.queries))
+
+
+def test_leaf_input_gradient_once_a_step(tmp_path):
+    """A parameter a compiled region hands a module wants its gradient at
+    every step: a hook registered by the compiled code would be registered
+    again at each run and report every earlier call at each backward.  The
+    compiled run records what eager mode does: one grad_in a step."""
+    torch.manual_seed(0)
+    e, c, stats = record_pair(
+        tmp_path, _Queries(), lambda m: torch.compile(m, fullgraph=True, backend="aot_eager"),
+        2, backward=True)
+    assert_same(e, c)
+    assert breaks(stats) == 0
+    for events in (e, c):
+        got = [(ev.step, ev.call) for ev in events if ev.kind == "bwd" and ev.node == "model.proj"
+               for t in ev.tensors if t.slot == "grad_in.0"]
+        assert got == [(0, 1), (1, 1), (2, 1)]
+
+
 def test_dynamic_sizes(tmp_path):
     """dynamic=True: a region's table of host events is a constant passed
     by key (_compiled._const), and sizes are read at run time; batches of

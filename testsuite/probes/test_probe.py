@@ -507,6 +507,53 @@ def test_fast_path_and_python_path_record_the_same(tmp_path, levels):
         assert any(t[6] for e in fast for t in e[7])
 
 
+LEAF_SCRIPT = """
+import sys, torch
+from torch import nn
+import tensormorph_probe as tp
+from tensormorph_probe import probe
+
+class Twice(nn.Module):
+    def forward(self, x):
+        return x * 2
+
+torch.manual_seed(0)
+model = nn.Sequential(Twice(), nn.Linear(4, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+queries = torch.randn(3, 4, requires_grad=True)     # learnt, fed to the model each step
+with tp.attach(model, level=2, record=sys.argv[1]):
+    for step in range(4):
+        for micro in range(2):                      # two micro-batches a step
+            (model(queries).pow(2).sum() * (micro + 1)).backward()
+        opt.step()
+        opt.zero_grad()
+print("hook" if probe._hook is not None else "python")
+"""
+
+
+@pytest.mark.parametrize("path", ["fast", "python"])
+def test_a_leaf_input_reports_each_call_once(tmp_path, path):
+    """A leaf fed to the model at every call (learnt queries) keeps one
+    gradient hook across steps: each backward reports the gradient of the
+    call it follows, once, never again at a later backward."""
+    script = tmp_path / "leaf.py"
+    script.write_text(LEAF_SCRIPT)
+    out = tmp_path / "leaf.tmrun"
+    env = dict(os.environ, TENSORMORPH_NO_HOOK="1" if path == "python" else "0")
+    proc = subprocess.run([sys.executable, str(script), str(out)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    _, events, _ = read(str(out))
+    grads = [(e.step, e.node, e.call, t.stats["l2"]) for e in events if e.kind == "bwd"
+             for t in e.tensors if t.slot == "grad_in.0" and e.node == "model.0"]
+    assert [(s, c) for s, _, c, _ in grads] == [(s, c) for s in range(4) for c in (1, 2)]
+    # the second micro-batch's loss is scaled by 2: its gradient is twice the first's
+    # (at the same weights, within a step)
+    for s in range(4):
+        first, second = (g[3] for g in grads if g[0] == s)
+        assert second == pytest.approx(2 * first)
+
+
 def test_cli_records_unmodified_script(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent("""

@@ -103,6 +103,8 @@ _caps: list[torch.Tensor] = []
 _tok: list[torch.Tensor] = []          # the region's token, once a hook wants it
 _nev: list[int] = [0]                  # events tabled so far in the region
 _hooks: list[Any] = []                 # tensor, hook, ...: registered as the region ends
+_leaves: list[torch.Tensor] = []       # leaf tensors whose gradient a call wants
+_leafmeta: list[int] = []              # for each: ordinal, slot kind, index
 _host: list[torch.Tensor] = []         # host tensors whose stats are still to compute
 _hlev: list[int] = []                  # their levels
 _hrecs: list[torch.Tensor] = []        # the region's host_stats results, by chunk
@@ -193,6 +195,14 @@ def _grad_hooks(pid: int, ordinal: int, tensors: Any, slot_kind: int, host: bool
         if x.requires_grad:
             if not _tok:
                 _tok.append(torch.ops.tensormorph.begin(pid))
+            if x.is_leaf:
+                # a parameter handed to a module: a hook the compiled code
+                # registers is registered again at each run, and each
+                # reports at every later backward; leaf_grads gives it the
+                # eager path's hook, one per tensor (_hook.c's GradHook)
+                _leaves.append(x)
+                _leafmeta.extend((ordinal, slot_kind, j))
+                continue
             _hooks.append(x)
             _hooks.append(functools.partial(_grad_traced, pid, _tok[0], ordinal, slot_kind, j, host))
 
@@ -305,6 +315,9 @@ def _emit(pid: int) -> None:
     for i in range(0, len(_hooks), 2):
         _hooks[i].register_hook(_hooks[i + 1])
     _hooks.clear()
+    leaves, leafmeta = list(_leaves), _const(*_leafmeta) if _leaves else 0
+    _leaves.clear()
+    _leafmeta.clear()
     _table.clear()
     _rows.clear()
     _caps.clear()
@@ -313,6 +326,8 @@ def _emit(pid: int) -> None:
     _nev[0] = 0
     _dyn[0] = False
     torch.ops.tensormorph.flush(stats, table, plan, pid, caps, tok, hrecs)
+    if leaves:
+        torch.ops.tensormorph.leaf_grads(tok, pid, leaves, leafmeta)
 
 
 def _snapshot(pid: int, nid: int, args: Any, kwargs: Any) -> None:
@@ -454,6 +469,7 @@ _LIB.define("flush(Tensor stats, int[] table, int plan, int probe, Tensor[] capt
             "Tensor? token, Tensor[] hrecs) -> ()", tags=_TAGS)
 _LIB.define("host_stats(Tensor[] xs, int levels) -> Tensor")
 _LIB.define("begin(int probe) -> Tensor", tags=_TAGS)
+_LIB.define("leaf_grads(Tensor token, int probe, Tensor[] leaves, int meta) -> ()", tags=_TAGS)
 _LIB.define("grad(Tensor stats, Tensor token, int probe, int[] meta, bool raw) -> ()", tags=_TAGS)
 _LIB.define("snap(int probe, int node, Tensor?[] tensors, int npos, str kwnames) -> ()",
             tags=_TAGS)
@@ -641,6 +657,33 @@ def _grad_fake(stats: torch.Tensor, token: torch.Tensor, probe: int, meta: list[
     return None
 
 
+@_impl("leaf_grads")
+def leaf_grads(token: torch.Tensor, probe: int, leaves: list[torch.Tensor], meta: int) -> None:
+    """The region that just ran (flush numbered its calls under token) wants
+    the gradients of these leaf tensors (run time): the eager path's hooks
+    on them, for those calls."""
+    p = _probe(probe)
+    if p is None:
+        return
+    m = _consts.get(meta)
+    calls = p._region_calls.get(int(token))
+    if m is None:
+        _lost("table")
+        return
+    if calls is None:
+        return
+    for k, x in enumerate(leaves):
+        ordinal, slot_kind, index = m[3 * k:3 * k + 3]
+        nid, call, _ = calls[ordinal]
+        p._leaf_grad_hook(x, p._by_id[nid], call, slot_kind, index)
+
+
+@_fake("leaf_grads")
+def _leaf_grads_fake(token: torch.Tensor, probe: int, leaves: list[torch.Tensor],
+                     meta: int) -> None:
+    return None
+
+
 @_impl("snap")
 def snap(probe: int, node: int, tensors: list[torch.Tensor | None], npos: int,
          kwnames: str) -> None:
@@ -663,7 +706,7 @@ def _snap_fake(probe: int, node: int, tensors: list[torch.Tensor | None], npos: 
 
 try:
     from torch._library.effects import EffectType
-    for _name in ("flush", "begin", "grad", "snap"):
+    for _name in ("flush", "begin", "grad", "snap", "leaf_grads"):
         _LIB._register_effectful_op("tensormorph::" + _name, EffectType.ORDERED)
 except (ImportError, AttributeError):   # older torch: kept as ops without outputs
     pass

@@ -665,6 +665,14 @@ probe_event1(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
  * (grad_out.0 of the first, grad_in.0 of the second): one hook serves
  * both, as long as no other hook was registered on the tensor in between
  * (that one could change the gradient the second sees).
+ *
+ * A leaf's hook (a tensor that requires grad and has no grad_fn, such as
+ * learnt queries fed to a decoder each step) outlives the forward that
+ * asked: the next forward finds it and adds its own calls.  So its calls
+ * are those of the forwards since its last backward: the hook forgets them
+ * once it has reported them, and a forward of a later step drops what an
+ * earlier one's left (a forward with no backward).  Otherwise each step
+ * would report every earlier call again, without end.
  */
 struct gentry {
 	NodeBase *node;
@@ -677,8 +685,12 @@ typedef struct {
 	ProbeBase *probe;
 	struct gentry *e;
 	Py_ssize_t n, cap;
+	char leaf;
+	unsigned long long step;        /* of the calls in e (a leaf's) */
 	vectorcallfunc vectorcall;
 } GradHook;
+
+static void gradhook_forget(GradHook *g);
 
 static PyTypeObject GradHookType;
 
@@ -718,6 +730,8 @@ gradhook_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kw
 			return NULL;
 		}
 	}
+	if (g->leaf)
+		gradhook_forget(g);
 	Py_DECREF(p);
 	Py_RETURN_NONE;
 }
@@ -725,6 +739,10 @@ gradhook_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kw
 static int
 gradhook_add(GradHook *g, NodeBase *n, unsigned long long call, int slot_kind, int index)
 {
+	if (g->leaf && g->step != g->probe->step) {
+		gradhook_forget(g);
+		g->step = g->probe->step;
+	}
 	if (g->n == g->cap) {
 		Py_ssize_t cap = g->cap ? 2 * g->cap : 2;
 		struct gentry *e = PyMem_Realloc(g->e, (size_t)cap * sizeof(*e));
@@ -756,8 +774,9 @@ gradhook_traverse(GradHook *g, visitproc visit, void *arg)
 	return 0;
 }
 
-static int
-gradhook_clear(GradHook *g)
+/* Drops g's calls. */
+static void
+gradhook_forget(GradHook *g)
 {
 	Py_ssize_t n = g->n;
 
@@ -766,6 +785,12 @@ gradhook_clear(GradHook *g)
 		n--;            /* not inside Py_CLEAR, which names its argument twice */
 		Py_CLEAR(g->e[n].node);
 	}
+}
+
+static int
+gradhook_clear(GradHook *g)
+{
+	gradhook_forget(g);
 	Py_CLEAR(g->probe);
 	return 0;
 }
@@ -803,7 +828,7 @@ static PyObject *has_torch_function_unary, *ordered_dict, *s_grad_fn, *s_registe
 static unsigned long long hook_key = 1ULL << 62;
 
 static PyObject *
-register_hook(PyObject *x, PyObject *hook, PyObject *hooks_read)
+register_hook(PyObject *x, PyObject *hook, PyObject *hooks_read, int *leaf)
 {
 	PyObject *hooks, *r, *key;
 	int tf;
@@ -831,6 +856,7 @@ register_hook(PyObject *x, PyObject *hook, PyObject *hooks_read)
 			Py_DECREF(hooks);
 			return NULL;
 		}
+		*leaf = fn == Py_None;
 		r = fn == Py_None ? Py_NewRef(Py_None) :
 			PyObject_CallMethodOneArg(fn, s_register_hook_dict, x);
 		Py_DECREF(fn);
@@ -889,24 +915,28 @@ out:
 
 /*
  * Probe._grad_hook: (node, call) wants x's gradient as slot_kind.index,
- * if x requires one and autograd records.  0 or -1.
+ * if x requires one and autograd records (or, with any, whether it
+ * records now or not: a compiled region's leaf, its forward run with
+ * autograd off).  0 or -1.
  */
 static int
 add_grad_hook(ProbeBase *p, PyObject *x, NodeBase *n, unsigned long long call, int slot_kind,
-	      int index)
+	      int index, int any)
 {
 	PyObject *on, *r, *hooks;
 	GradHook *g;
-	int v;
+	int v, leaf = -1;
 
 	if ((v = get_bool(x, s_requires_grad, 0)) <= 0)
 		return v;
-	if ((on = PyObject_CallNoArgs(grad_enabled)) == NULL)
-		return -1;
-	v = on == Py_True;
-	Py_DECREF(on);
-	if (!v)
-		return 0;
+	if (!any) {
+		if ((on = PyObject_CallNoArgs(grad_enabled)) == NULL)
+			return -1;
+		v = on == Py_True;
+		Py_DECREF(on);
+		if (!v)
+			return 0;
+	}
 	if ((g = last_gradhook(p, x, &hooks)) != NULL) {
 		Py_XDECREF(hooks);
 		return gradhook_add(g, n, call, slot_kind, index);
@@ -920,6 +950,7 @@ add_grad_hook(ProbeBase *p, PyObject *x, NodeBase *n, unsigned long long call, i
 	g->probe = p;
 	g->e = NULL;
 	g->n = g->cap = 0;
+	g->leaf = 0;
 	g->vectorcall = gradhook_call;
 	PyObject_GC_Track(g);
 	if (gradhook_add(g, n, call, slot_kind, index) < 0) {
@@ -928,8 +959,19 @@ add_grad_hook(ProbeBase *p, PyObject *x, NodeBase *n, unsigned long long call, i
 		return -1;
 	}
 	/* nothing ran since that read: the same dict (or None) */
-	r = register_hook(x, (PyObject *)g, hooks);
+	r = register_hook(x, (PyObject *)g, hooks, &leaf);
 	Py_XDECREF(hooks);
+	if (r != NULL && leaf < 0) {        /* register_hook did not read grad_fn */
+		PyObject *fn = PyObject_GetAttr(x, s_grad_fn);
+
+		if (fn == NULL)
+			Py_CLEAR(r);
+		else
+			leaf = fn == Py_None;
+		Py_XDECREF(fn);
+	}
+	g->leaf = leaf > 0;
+	g->step = p->step;
 	Py_DECREF(g);
 	if (r == NULL)
 		return -1;
@@ -941,18 +983,20 @@ static PyObject *
 probe_grad_hook(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
 	unsigned long long call;
-	int slot_kind, index;
+	int slot_kind, index, any;
 
-	if (nargs != 5 || !PyObject_TypeCheck(args[1], &NodeBaseType)) {
-		PyErr_SetString(PyExc_TypeError, "_grad_hook(x, node, call, slot_kind, index)");
+	if ((nargs != 5 && nargs != 6) || !PyObject_TypeCheck(args[1], &NodeBaseType)) {
+		PyErr_SetString(PyExc_TypeError,
+				"_grad_hook(x, node, call, slot_kind, index[, any])");
 		return NULL;
 	}
 	call = PyLong_AsUnsignedLongLong(args[2]);
 	slot_kind = (int)PyLong_AsLong(args[3]);
 	index = (int)PyLong_AsLong(args[4]);
-	if (PyErr_Occurred() ||
+	any = nargs == 6 ? PyObject_IsTrue(args[5]) : 0;
+	if (PyErr_Occurred() || any < 0 ||
 	    add_grad_hook((ProbeBase *)self, args[0], (NodeBase *)args[1], call, slot_kind,
-			  index) < 0)
+			  index, any) < 0)
 		return NULL;
 	Py_RETURN_NONE;
 }
@@ -1182,7 +1226,7 @@ c_enter(ProbeBase *p, NodeBase *n, PyObject *x, long long *start, unsigned long 
 	} else {
 		struct ev1 e = { EV_ENTER, PHASE_FWD, SLOT_IN, level, 0, n->id, *call, t, t, 0 };
 
-		if ((level >= 2 && add_grad_hook(p, x, n, *call, SLOT_GRAD_IN, 0) < 0) ||
+		if ((level >= 2 && add_grad_hook(p, x, n, *call, SLOT_GRAD_IN, 0, 0) < 0) ||
 		    emit1(p, &e, x) < 0)
 			goto fail;
 	}
@@ -1207,7 +1251,7 @@ c_exit(ProbeBase *p, NodeBase *n, long long start, unsigned long long call, PyOb
 	p->active--;
 	if (emit1(p, &e, out) < 0)
 		return -1;
-	return level >= 2 ? add_grad_hook(p, out, n, call, SLOT_GRAD_OUT, 0) : 0;
+	return level >= 2 ? add_grad_hook(p, out, n, call, SLOT_GRAD_OUT, 0, 0) : 0;
 }
 
 static PyObject *

@@ -365,6 +365,30 @@ def _def_line(code: types.CodeType) -> int:
     return line
 
 
+class _LeafGrad:
+    """The Python path's gradient hook of a leaf tensor (see _hook.c's
+    GradHook): the calls that want its gradient, since its last backward
+    and of one step."""
+
+    __slots__ = ("probe", "calls", "step")
+
+    def __init__(self, probe: Probe) -> None:
+        self.probe = probe
+        self.calls: list[tuple[_Node, int, int, int]] = []
+        self.step = probe.step_count
+
+    def add(self, node: _Node, call: int, slot_kind: int, index: int) -> None:
+        if self.step != self.probe.step_count:
+            self.step = self.probe.step_count
+            self.calls.clear()      # a forward with no backward: nothing wants them
+        self.calls.append((node, call, slot_kind, index))
+
+    def __call__(self, grad: torch.Tensor) -> None:
+        calls, self.calls = self.calls, []
+        for c in calls:
+            self.probe._on_grad(*c, grad)
+
+
 class Probe(_ProbeBase):
     """A recording probe attached to one model (or to the first root called).
 
@@ -1335,16 +1359,35 @@ class Probe(_ProbeBase):
             self._grad_hook(x, node, call, slot_kind, j)
 
     def _grad_hook_py(self, x: torch.Tensor, node: _Node, call: int, slot_kind: int,
-                      index: int) -> None:
+                      index: int, any: bool = False) -> None:
         """(node, call) wants x's gradient as slot_kind.index (a BWD event),
-        if x requires one and autograd records.  _hook.c's
-        ProbeBase._grad_hook also lets the calls that want one tensor's
-        gradient share a hook."""
-        if x.requires_grad and _grad_enabled():
+        if x requires one and autograd records (any: whether it records now
+        or not).  _hook.c's ProbeBase._grad_hook also lets the calls that
+        want one tensor's gradient share a hook."""
+        if not (x.requires_grad and (any or _grad_enabled())):
+            return
+        if x.grad_fn is not None:
             x.register_hook(_partial(self._on_grad, node, call, slot_kind, index))
+            return
+        # a leaf: one hook holding the calls since its last backward, as
+        # _hook.c's GradHook (a hook per call would report each again at
+        # every later backward)
+        hooks = x._backward_hooks
+        last = next(reversed(hooks.values())) if hooks else None
+        if not (isinstance(last, _LeafGrad) and last.probe is self):
+            last = _LeafGrad(self)
+            x.register_hook(last)
+        last.add(node, call, slot_kind, index)
 
     if _hook is None:
         _grad_hook = _grad_hook_py
+
+    def _leaf_grad_hook(self, x: torch.Tensor, node: _Node, call: int, slot_kind: int,
+                        index: int) -> None:
+        """A compiled region's call wants the gradient of x, a leaf it was
+        handed (_compiled.leaf_grads): the hook eager mode gives it, though
+        the region's forward ran with autograd off."""
+        self._grad_hook(x, node, call, slot_kind, index, True)
 
     def _on_grad(self, node: _Node, call: int, slot_kind: int, index: int,
                  grad: torch.Tensor) -> None:
