@@ -781,14 +781,32 @@ def _plan(table: list[int], plan: int = 0) -> tuple[Any, int, str]:
     return got
 
 
+def _first_event(p: Any, node: Any, levels: str) -> None:
+    """A region's first event, its call counted: the regions of the step
+    so far and their levels.  tmdb's `info frame` tells a compiled
+    region's stop by them, `info probe` lists them (one annotation each,
+    the latest has all)."""
+    regs = p._compiled_regions
+    step = p.step_count
+    if p._compiled_step != step:
+        p._compiled_step = step
+        regs.clear()
+    key = (node.address, levels)
+    if key not in regs:
+        regs.append(key)
+        p._annotate_regions(regs)
+
+
 def run_flush(p: Any, stats: torch.Tensor, table: list[int],
               captures: list[torch.Tensor], token: torch.Tensor | None,
               hrecs: list[torch.Tensor], plan: int = 0) -> None:
     """The events of a region that ran, into p's batch as _enter and _exit
     would have packed them: calls numbered, the step moved by a root call,
     stats from the rows of `stats` (one host read) and the summaries of
-    `hrecs`, in table order.  The common events (not a root's, host tensors
-    only) are packed by _hook.c's flush_events, a run of them a call."""
+    `hrecs`, in table order.  The common events (host tensors only, a root
+    call's included: it calls Probe._root_call and _first_event as this
+    loop does) are packed by _hook.c's flush_events, a run of them a call:
+    a region of host tensors is one call of it."""
     rows = stats.to("cpu", torch.float64).tolist() if stats.numel() else []
     if hrecs:
         hcat = hrecs[0] if len(hrecs) == 1 else torch.cat(hrecs)
@@ -814,27 +832,20 @@ def run_flush(p: Any, stats: torch.Tensor, table: list[int],
     step = p.step_count
     e = 0
     while e < nevents:
-        if e and fast is not None:
-            e, h = fast(p, maddr, nevents, e, nodes, haddr, h, t, caddr)
+        if fast is not None:
+            e, h = fast(p, maddr, nevents, e, nodes, haddr, h, t, caddr, _first_event, levels)
             if e >= nevents:
                 break
+            step = p.step_count
         kind, nid, level, n, m, i, pair = meta[7 * e:7 * e + 7]
         node = nodes[nid]
         is_root = node.is_root
         if kind == _EV_ENTER:
-            if is_root:
-                # a root call as Probe._enter counts it (the step, the micro-batch)
-                root = not p._root_depth
-                if root:
-                    p._root_enter()
-                    step = p.step_count
-                p._root_depth += 1
-                if root and p.on_root_call is not None:
-                    # the call's arguments stayed in the compiled code: a
-                    # serving probe reads its batch from the worker
-                    p.on_root_call((), None)
-            else:
-                root = False
+            # a root call as Probe._enter counts it (the step, the
+            # micro-batch); its arguments stayed in the compiled code: a
+            # serving probe reads its batch from the worker
+            root = is_root and p._root_call((), None)
+            step = p.step_count
             node.depth += 1
             if node.epoch != step:
                 node.epoch = step
@@ -849,18 +860,8 @@ def run_flush(p: Any, stats: torch.Tensor, table: list[int],
             node.depth -= 1
             tend = t
         if not e:
-            # the regions of the step so far and their levels: tmdb's
-            # `info frame` tells a compiled region's stop by them, `info
-            # probe` lists them (one annotation each, the latest has all)
-            regs = p._compiled_regions
-            if p._compiled_step != step:
-                p._compiled_step = step
-                regs.clear()
-            key = (node.address, levels)
-            if key not in regs:
-                regs.append(key)
-                p._annotate_regions(regs)
-                step = p.step_count
+            _first_event(p, node, levels)
+            step = p.step_count
         if p._nev >= p._bev or p._nt + n > p._bt:
             p._submit()
         base = p._nt

@@ -184,7 +184,8 @@ static PyObject *s_enter, *s_exit, *s_submit, *s_submit_live, *s_forward, *s_sha
 	*s_dtype, *s_is_cpu, *s_layout, *s_is_contiguous, *s_data_ptr, *s_event1_py,
 	*s_is_inference, *s_version, *s_stride, *s_detach, *s_contiguous, *s_clone,
 	*s_requires_grad, *s_backward_hooks, *s_reversed, *s_register_hook, *s_discover,
-	*s_grad_check, *s_grad, *s_grads_queue, *s_raise;
+	*s_grad_check, *s_grad, *s_grads_queue, *s_raise, *s_root_depth, *s_root_call,
+	*s_micro;
 
 static long long
 now_ns(void)
@@ -2172,41 +2173,81 @@ fail:
 	return NULL;
 }
 
+/* Probe._micro = call: the root call's number. */
+static int
+set_micro(ProbeBase *p, unsigned long long call)
+{
+	PyObject *v = PyLong_FromUnsignedLongLong(call);
+	int r;
+
+	if (v == NULL)
+		return -1;
+	r = PyObject_SetAttr((PyObject *)p, s_micro, v);
+	Py_DECREF(v);
+	return r;
+}
+
+/* Probe._root_depth += d (an attribute of the Python probe). */
+static int
+root_depth_add(ProbeBase *p, long d)
+{
+	PyObject *v = PyObject_GetAttr((PyObject *)p, s_root_depth), *nv;
+	long depth;
+	int r;
+
+	if (v == NULL)
+		return -1;
+	depth = PyLong_AsLong(v);
+	Py_DECREF(v);
+	if (depth == -1 && PyErr_Occurred())
+		return -1;
+	if ((nv = PyLong_FromLong(depth + d)) == NULL)
+		return -1;
+	r = PyObject_SetAttr((PyObject *)p, s_root_depth, nv);
+	Py_DECREF(nv);
+	return r;
+}
+
 /*
- * flush_events(p, meta, nevents, e, by_id, hb, h, t, callv): a compiled
- * region's events from e on into p's batch, as _compiled.run_flush packs
- * them, while they are its common kind: a node that is not a root, host
- * tensors only (their rows at hb, from row h on).  meta: 7 int64 per
- * event (kind, node, level, tensors, per-tensor ints, their offset in the
- * table, the event's ENTER for an EXIT); callv: int64 per event, the call
- * numbers (an EXIT's read from its ENTER's).  Returns (the first
- * event left to Python, h).
+ * flush_events(p, meta, nevents, e, by_id, hb, h, t, callv, first, levels):
+ * a compiled region's events from e on into p's batch, as
+ * _compiled.run_flush packs them, while they are its common kind: host
+ * tensors only (their rows at hb, from row h on).  A root call's ENTER
+ * moves the step as an eager one does, by Probe._root_call (Python); the
+ * region's first event (e 0) calls first(p, node, levels) after its call
+ * is counted, as run_flush does (the step's regions).  A model compiled as
+ * one region is then one call here a step, no event of it in Python.
+ * meta: 7 int64 per event (kind, node, level, tensors, per-tensor ints,
+ * their offset in the table, the event's ENTER for an EXIT); callv: int64
+ * per event, the call numbers (an EXIT's read from its ENTER's).  Returns
+ * (the first event left to Python, h).
  */
 static PyObject *
 flush_events(PyObject *unused, PyObject *args)
 {
 	ProbeBase *p;
-	PyObject *by_id;
+	PyObject *by_id, *first, *levels, *r;
 	unsigned long long meta_addr, hb_addr, callv_addr;
 	Py_ssize_t nevents, e, h;
 	long long t, *callv;
 	const long long *meta;
 	const struct rec_tensor *hb;
+	NodeBase *node = NULL;
 
 	(void)unused;
-	if (!PyArg_ParseTuple(args, "O!KnnO!KnLK:flush_events", &ProbeBaseType, &p, &meta_addr,
-			      &nevents, &e, &PyDict_Type, &by_id, &hb_addr, &h, &t, &callv_addr))
+	if (!PyArg_ParseTuple(args, "O!KnnO!KnLKOO:flush_events", &ProbeBaseType, &p, &meta_addr,
+			      &nevents, &e, &PyDict_Type, &by_id, &hb_addr, &h, &t, &callv_addr,
+			      &first, &levels))
 		return NULL;
 	meta = (const long long *)(uintptr_t)meta_addr;
 	callv = (long long *)(uintptr_t)callv_addr;
 	hb = (const struct rec_tensor *)(uintptr_t)hb_addr;
 	for (; e < nevents; e++) {
 		const long long *m = meta + 7 * e;
-		int kind = (int)m[0], level = (int)m[2];
+		int kind = (int)m[0], level = (int)m[2], root = 0;
 		unsigned int nid = (unsigned int)m[1], n = (unsigned int)m[3];
 		unsigned long long call;
 		PyObject *key, *o;
-		NodeBase *node;
 
 		if (m[4] || (n && hb == NULL) || !p->evaddr)
 			break;
@@ -2216,9 +2257,30 @@ flush_events(PyObject *unused, PyObject *args)
 		Py_DECREF(key);
 		if (o == NULL && PyErr_Occurred())
 			return NULL;
-		if (o == NULL || !PyObject_TypeCheck(o, &NodeBaseType) || ((NodeBase *)o)->is_root)
+		if (o == NULL || !PyObject_TypeCheck(o, &NodeBaseType) ||
+		    (kind != EV_ENTER && (m[6] < 0 || m[6] >= e)))
 			break;
+		/* held: the Python called below may change by_id */
+		Py_INCREF(o);
 		node = (NodeBase *)o;
+		if (kind == EV_ENTER && node->is_root) {
+			/* a root call as Probe._enter counts it (the step, the
+			 * micro-batch); its arguments stayed in the compiled
+			 * code: a serving probe reads its batch from the worker */
+			PyObject *none_args = PyTuple_New(0);
+
+			if (none_args == NULL)
+				goto fail;
+			r = PyObject_CallMethodObjArgs((PyObject *)p, s_root_call, none_args, Py_None,
+						       NULL);
+			Py_DECREF(none_args);
+			if (r == NULL)
+				goto fail;
+			root = PyObject_IsTrue(r);
+			Py_DECREF(r);
+			if (root < 0)
+				goto fail;
+		}
 		if (kind == EV_ENTER) {
 			node->depth++;
 			if (node->epoch != (long long)p->step) {
@@ -2226,26 +2288,39 @@ flush_events(PyObject *unused, PyObject *args)
 				node->count = 0;
 			}
 			call = ++node->count;
-			callv[e] = (long long)call;
+			if (root && set_micro(p, call) < 0)
+				goto fail;
 		} else {
-			if (m[6] < 0 || m[6] >= e)
-				break;
 			call = (unsigned long long)callv[m[6]];
-			callv[e] = (long long)call;
 			node->depth--;
 		}
+		callv[e] = (long long)call;
+		if (!e && first != Py_None) {
+			r = PyObject_CallFunctionObjArgs(first, (PyObject *)p, o, levels, NULL);
+			if (r == NULL)
+				goto fail;
+			Py_DECREF(r);
+		}
 		if (room(p, n) < 0)
-			return NULL;
+			goto fail;
 		if (n)
 			memcpy((struct rec_tensor *)(uintptr_t)p->taddr + p->nt, hb + h,
 			       n * sizeof(struct rec_tensor));
 		h += n;
 		put_event(p, kind, PHASE_FWD, nid, call, t, t, kind == EV_ENTER ? 0 : t, level, n);
 		p->nt += n;
+		/* a root call ended, as run_flush counts it (before a debugger
+		 * subscribed to the event may pause the model in after_event) */
+		if (kind != EV_ENTER && node->is_root && root_depth_add(p, -1) < 0)
+			goto fail;
+		Py_CLEAR(node);
 		if (after_event(p) < 0)
 			return NULL;
 	}
 	return Py_BuildValue("nn", e, h);
+fail:
+	Py_XDECREF(node);
+	return NULL;
 }
 
 /* set_trace_call(fn): Forward.__call__ becomes fn for whoever looks it up
@@ -2356,7 +2431,8 @@ static PyMethodDef module_methods[] = {
 	{ "host_stats", host_stats, METH_VARARGS,
 	  "host_stats(xs, levels, dtypes, out, stats): compiled regions' host tensors summarised" },
 	{ "flush_events", flush_events, METH_VARARGS,
-	  "flush_events(p, meta, nevents, e, by_id, hb, h, t, callv): a compiled region's events" },
+	  "flush_events(p, meta, nevents, e, by_id, hb, h, t, callv, first, levels): "
+	  "a compiled region's events" },
 	{ "set_trace_call", set_trace_call, METH_O,
 	  "set_trace_call(fn): the Python __call__ dynamo traces in place of a Forward's C call" },
 	{ "set_discover_trace_call", set_discover_trace_call, METH_O,
@@ -2389,6 +2465,8 @@ PyInit__hook(void)
 	PyObject *m;
 
 	if (intern(&s_enter, "_enter") || intern(&s_exit, "_exit") || intern(&s_raise, "_raise") ||
+	    intern(&s_root_depth, "_root_depth") || intern(&s_root_call, "_root_call") ||
+	    intern(&s_micro, "_micro") ||
 	    intern(&s_submit, "_submit") || intern(&s_submit_live, "_submit_live") ||
 	    intern(&s_forward, "forward") || intern(&s_shape, "shape") ||
 	    intern(&s_dtype, "dtype") || intern(&s_is_cpu, "is_cpu") ||

@@ -1263,13 +1263,7 @@ class Probe(_ProbeBase):
         """A call of node begins: its ENTER event.  Returns the call's start
         time and number, which its _exit takes."""
         t = _now() - self._t0
-        root = node.is_root and not self._root_depth
-        if root:
-            self._root_enter()
-        if node.is_root:
-            self._root_depth += 1
-        if root and self.on_root_call is not None and not self._rerunning:
-            self.on_root_call(args, kwargs)     # inside the call: annotates its step
+        root = node.is_root and self._root_call(args, kwargs)
         node.depth += 1
         step = self.step_count
         if node.epoch != step:
@@ -1403,6 +1397,17 @@ class Probe(_ProbeBase):
     def _training(self) -> bool:
         """Whether this process trains: an optimizer exists or has stepped."""
         return self._opt_steps > 0 or len(self._optimizers) > 0
+
+    def _root_call(self, args: tuple[Any, ...], kwargs: Any) -> bool:
+        """A root node's call begins (_enter; a compiled region's, from its
+        flush): whether it is the outermost, which may begin a step."""
+        root = not self._root_depth
+        if root:
+            self._root_enter()
+        self._root_depth += 1
+        if root and self.on_root_call is not None and not self._rerunning:
+            self.on_root_call(args, kwargs)     # inside the call: annotates its step
+        return root
 
     def _root_enter(self) -> None:
         """A root call begins: whether it begins a step (doc/manual.md,
