@@ -13,7 +13,10 @@ be had (no network, no wheel for it) is skipped with the reason.
 
 Versions checked: the oldest and newest supported (touchpoints.SUPPORTED)
 and the newest release on the index ("newest"); TENSORMORPH_CONTRACT_VERSIONS
-(e.g. "vllm==0.31.0 sglang==newest") replaces that list.
+(e.g. "vllm==0.31.0 sglang==newest") replaces that list.  A newest release
+past the supported range whose touch points fail is an expected failure
+that names them (a release is not a fault of this tree); one whose touch
+points hold says to raise the range.
 """
 
 from __future__ import annotations
@@ -196,9 +199,16 @@ def test_touch_points_in_released_source(framework, version):
     for group, errs in alts.items():
         if all(e is not None for e in errs):
             missing.append(f"alternatives {group!r}: none holds: {errs}")
-    assert not missing, (f"{framework} {src.version} ({path.name}) lacks what the plugins "
-                         "use:\n  " + "\n  ".join(missing))
     lo, hi = tpt.SUPPORTED[framework]
+    lacks = (f"{framework} {src.version} ({path.name}) lacks what the plugins use:\n  "
+             + "\n  ".join(missing))
+    if missing and version == "newest" and \
+            tpt.version_tuple(src.version) > tpt.version_tuple(hi):
+        # a release past the supported range that the plugins do not fit
+        # yet: news to act on, said in the log, but not a fault of this
+        # tree (the supported range still holds)
+        pytest.xfail("newer than the supported range, not supported yet: " + lacks)
+    assert not missing, lacks
     if version == "newest" and tpt.version_tuple(src.version) > tpt.version_tuple(hi):
         # not a failure: the table holds; the range should be widened
         print(f"{framework} {src.version} is newer than {hi} and its touch points hold: "
