@@ -988,7 +988,7 @@ probe_grad_hook(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 
 	if ((nargs != 5 && nargs != 6) || !PyObject_TypeCheck(args[1], &NodeBaseType)) {
 		PyErr_SetString(PyExc_TypeError,
-				"_grad_hook(x, node, call, slot_kind, index[, any])");
+				"_grad_hook(x, node, call, slot_kind, index[, grad_off_too])");
 		return NULL;
 	}
 	call = PyLong_AsUnsignedLongLong(args[2]);

@@ -1353,12 +1353,12 @@ class Probe(_ProbeBase):
             self._grad_hook(x, node, call, slot_kind, j)
 
     def _grad_hook_py(self, x: torch.Tensor, node: _Node, call: int, slot_kind: int,
-                      index: int, any: bool = False) -> None:
+                      index: int, grad_off_too: bool = False) -> None:
         """(node, call) wants x's gradient as slot_kind.index (a BWD event),
-        if x requires one and autograd records (any: whether it records now
-        or not).  _hook.c's ProbeBase._grad_hook also lets the calls that
+        if x requires one and autograd records (grad_off_too: whether it
+        records now or not).  _hook.c's ProbeBase._grad_hook also lets the calls that
         want one tensor's gradient share a hook."""
-        if not (x.requires_grad and (any or _grad_enabled())):
+        if not (x.requires_grad and (grad_off_too or _grad_enabled())):
             return
         if x.grad_fn is not None:
             x.register_hook(_partial(self._on_grad, node, call, slot_kind, index))
