@@ -22,8 +22,9 @@ A row's kind says what is checked in MODULE's source:
 
 Rows with alt "optional" may be missing: the plugin works without them (an
 older vLLM lacks the worker extension's init/destroy hooks; the extension's
-RPC methods and register() still work).  Other rows with the same `alt` are
-alternatives: frameworks moved things between
+RPC methods and register() still work; vLLM 0.34 removed the V1 model
+runner and VLLM_USE_V2_MODEL_RUNNER, and its one runner is V2).  Other rows
+with the same `alt` are alternatives: frameworks moved things between
 versions (SGLang 0.5.11 keeps ranks on the ModelRunner, 0.5.23 in
 sglang.srt.runtime_context), and one of them is enough; the plugins try
 them in the order listed.
@@ -93,17 +94,21 @@ TOUCH_POINTS: tuple[TouchPoint, ...] = (
     TouchPoint(_V, "literal", "vllm.envs", "VLLM_SERVER_DEV_MODE",
                "enables POST /collective_rpc"),
     # ------------------------------------------------------------ vLLM: model and requests
+    # V2 is the only runner from 0.34 on (vllm/v1/worker/gpu_worker.py
+    # _make_model_runner); before, the default.  The plugin tells the two
+    # apart by the runner's own methods (V2's prepare_inputs), not by the
+    # worker's use_v2_model_runner, which 0.34 dropped with the V1 runner.
     TouchPoint(_V, "literal", "vllm.envs", "VLLM_USE_V2_MODEL_RUNNER",
-               "0 selects the V1 runner; V2 is the default"),
-    TouchPoint(_V, "attr", _GW, "Worker.use_v2_model_runner", "which runner the worker built",
-               "runner"),
+               "the user's choice of runner up to 0.33 (0: V1); 0.34 refuses 0", "optional"),
     TouchPoint(_V, "method", _R2, "GPUModelRunner.get_model", "V2: the model"),
+    TouchPoint(_V, "attr", _R2, "GPUModelRunner.model", "V2: the model, when get_model fails"),
     TouchPoint(_V, "method", _R2, "GPUModelRunner.execute_model",
                "V2: wrapped per runner: a dummy run has no requests"),
     TouchPoint(_V, "param", _R2, "GPUModelRunner.execute_model(dummy_run)",
                "V2: profiling, warm-up, capture and DP padding runs"),
     TouchPoint(_V, "method", _R2, "GPUModelRunner.prepare_inputs",
-               "V2: wrapped per runner: the batch it returns is the step's"),
+               "V2: wrapped per runner: the batch it returns is the step's; a runner "
+               "that has it is a V2 one"),
     TouchPoint(_V, "attr", "vllm.v1.worker.gpu.input_batch", "InputBatch.req_ids",
                "V2: the step's request ids, in row order"),
     TouchPoint(_V, "attr", "vllm.v1.worker.gpu.input_batch", "InputBatch.query_start_loc_np",
@@ -113,14 +118,17 @@ TOUCH_POINTS: tuple[TouchPoint, ...] = (
     TouchPoint(_V, "attr", "vllm.v1.worker.gpu.input_batch",
                "InputBatch.num_tokens_after_padding",
                "V2: the leading size when padded (CUDA graphs, DP)"),
+    # the V1 runner, up to 0.33 with VLLM_USE_V2_MODEL_RUNNER=0; 0.34 removed it
     TouchPoint(_V, "method", _R1, "GPUModelRunner.get_model",
-               "V1: the model, unwrapped from CUDA graph wrappers"),
-    TouchPoint(_V, "attr", _R1, "GPUModelRunner.input_batch", "V1: the persistent batch"),
+               "V1: the model, unwrapped from CUDA graph wrappers", "optional"),
+    TouchPoint(_V, "attr", _R1, "GPUModelRunner.input_batch", "V1: the persistent batch",
+               "optional"),
     TouchPoint(_V, "attr", "vllm.v1.worker.gpu_input_batch", "InputBatch.req_ids",
-               "V1: the step's request ids, in row order"),
+               "V1: the step's request ids, in row order", "optional"),
     TouchPoint(_V, "method", _R1, "GPUModelRunner._dummy_run",
-               "V1: wrapped per runner: a dummy run has no requests"),
-    TouchPoint(_V, "attr", _R1, "GPUModelRunner.model", "the model, when get_model fails"),
+               "V1: wrapped per runner: a dummy run has no requests", "optional"),
+    TouchPoint(_V, "attr", _R1, "GPUModelRunner.model", "V1: the model, when get_model fails",
+               "optional"),
     # ------------------------------------------------------------ vLLM: parallelism
     TouchPoint(_V, "attr", "vllm.config.parallel", "ParallelConfig.world_size", "workers"),
     TouchPoint(_V, "attr", "vllm.config.parallel", "ParallelConfig.tensor_parallel_size",

@@ -17,12 +17,14 @@ catch everything, say it once, and leave the server serving
 purpose.
 
 The request ids of a step come from the model runner vLLM built: the V2
-runner (vllm/v1/worker/gpu/model_runner.py, the default unless
-VLLM_USE_V2_MODEL_RUNNER=0) builds each step's batch in prepare_inputs,
-a local of execute_model, so that method is wrapped on the runner; the V1
-runner keeps the batch in input_batch.  Profiling, warm-up and capture
-runs (execute_model(dummy_run=True) in V2, _dummy_run in V1) are steps
-with no requests.
+runner (vllm/v1/worker/gpu/model_runner.py: the only one from vLLM 0.34 on,
+the default before) builds each step's batch in prepare_inputs, a local of
+execute_model, so that method is wrapped on the runner; the V1 runner (up
+to 0.33, VLLM_USE_V2_MODEL_RUNNER=0) keeps the batch in input_batch.  Which
+one it is, the runner itself says (V2's prepare_inputs): the worker's
+use_v2_model_runner and the variable went with the V1 runner in 0.34.
+Profiling, warm-up and capture runs (execute_model(dummy_run=True) in V2,
+_dummy_run in V1) are steps with no requests.
 
 WorkerExtension is the same thing through vLLM's documented extension
 point, `worker_extension_cls`: vLLM adds it to the worker class's bases,
@@ -136,6 +138,9 @@ class _Requests:
 
     def __init__(self, runner: Any) -> None:
         self.runner = runner
+        # the runner's shape, not the worker's use_v2_model_runner (gone in
+        # 0.34): V2 has prepare_inputs, V1 only _prepare_inputs; in 0.34
+        # every runner (GPU, multimodal encoder, XPU, CPU) is a V2 one
         self.v2 = callable(getattr(runner, "prepare_inputs", None))
         self.dummy = 0                      # dummy runs in progress
         self.batch_ids: list[str] | None = None
@@ -217,7 +222,8 @@ def _wrap(obj: Any, name: str, hook: Any) -> None:
 
 def _model_of(worker: Any) -> Any:
     """The worker's nn.Module: GPUModelRunner.get_model() (V1 unwraps the
-    CUDA graph / micro-batch wrappers model_runner.model may be)."""
+    CUDA graph / micro-batch wrappers model_runner.model may be), else
+    model_runner.model."""
     runner = getattr(worker, "model_runner", None)
     model = None
     if runner is not None and hasattr(runner, "get_model"):
