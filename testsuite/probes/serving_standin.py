@@ -13,7 +13,9 @@ FRAMEWORK vllm: the engine process loads the general plugins (vLLM's
   runs in that process (UniProcExecutor), else one process per rank
   (MultiprocExecutor).  Each worker: WorkerWrapperBase.init_worker (loads
   the plugins, mixes in worker_extension_cls with vLLM's name check, builds
-  the worker), init_device (builds the model runner: V2 unless
+  the worker), init_device (builds the model runner: the vLLM version of
+  the stand-in's dist-info decides its shape: from 0.34 the V2 runner
+  always and a worker without use_v2_model_runner; before, V2 unless
   VLLM_USE_V2_MODEL_RUNNER=0; then the extension's init_worker_extension),
   load_model, the profiling run and the warm-up runs (dummy runs, before
   any traffic), then STEPS steps of two requests each.  SERVE_RPC=1 calls
@@ -58,7 +60,7 @@ import subprocess
 import sys
 import time
 import types
-from importlib.metadata import entry_points
+from importlib.metadata import entry_points, version
 
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
@@ -382,19 +384,27 @@ class StandInWorkerBase:
         self.model_runner = None
 
 
+def vllm_has_v1_runner():
+    """vLLM 0.34 removed the V1 runner, VLLM_USE_V2_MODEL_RUNNER and the
+    worker's use_v2_model_runner (vllm/v1/worker/gpu_worker.py)."""
+    major, minor = (int(x) for x in version("vllm").split(".")[:2])
+    return (major, minor) < (0, 34)
+
+
 class StandInWorker(StandInWorkerBase):
     """vllm.v1.worker.gpu_worker.Worker: init_device builds the runner."""
 
     def __init__(self, vllm_config, local_rank, rank, distributed_init_method,
                  is_driver_worker=False):
-        self.use_v2_model_runner = os.environ.get("VLLM_USE_V2_MODEL_RUNNER", "1") != "0"
+        if vllm_has_v1_runner():
+            self.use_v2_model_runner = os.environ.get("VLLM_USE_V2_MODEL_RUNNER", "1") != "0"
         super().__init__(vllm_config=vllm_config, local_rank=local_rank, rank=rank,
                          distributed_init_method=distributed_init_method,
                          is_driver_worker=is_driver_worker)
 
     def init_device(self):
-        cls = StandInV2Runner if self.use_v2_model_runner else StandInV1Runner
-        self.model_runner = cls(self.vllm_config, "cpu")
+        v1 = vllm_has_v1_runner() and not self.use_v2_model_runner
+        self.model_runner = (StandInV1Runner if v1 else StandInV2Runner)(self.vllm_config, "cpu")
 
     def load_model(self, *, load_dummy_weights=False):
         self.model_runner.load_model()

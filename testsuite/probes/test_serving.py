@@ -41,7 +41,7 @@ GROUPS = {"vllm": "vllm.general_plugins", "sglang": "sglang.srt.plugins"}
 
 
 # the framework versions the stand-ins play (their dist-info's Version)
-VERSIONS = {"vllm": "0.33.0", "sglang": "0.5.23"}
+VERSIONS = {"vllm": "0.34.0", "sglang": "0.5.23"}
 
 
 def _dist(tmp_path: Path, versions=None) -> Path:
@@ -169,12 +169,13 @@ def test_pause_timeout_is_checked(monkeypatch):
 # ---------------------------------------------------------------- live
 
 @needs_tmdb
-@pytest.mark.parametrize("runner", ["V2", "V1"])
-def test_vllm_plugin_attaches_in_worker_and_stops(tmp_path, runner):
-    """vLLM stand-in, plugin on its own, with the V2 model runner (vLLM's
-    default: the batch is a local of execute_model, built by
-    prepare_inputs) and the V1 one (VLLM_USE_V2_MODEL_RUNNER=0:
-    input_batch): TENSORMORPH_LISTEN=1 gives the worker process a
+@pytest.mark.parametrize("version,runner", [("0.34.0", "V2"), ("0.33.0", "V2"), ("0.33.0", "V1")])
+def test_vllm_plugin_attaches_in_worker_and_stops(tmp_path, version, runner):
+    """vLLM stand-in, plugin on its own, with the V2 model runner (the batch
+    is a local of execute_model, built by prepare_inputs): vLLM 0.34's only
+    runner, its worker without use_v2_model_runner, and 0.33's default; and
+    0.33's V1 one (VLLM_USE_V2_MODEL_RUNNER=0: input_batch), which 0.34
+    removed: TENSORMORPH_LISTEN=1 gives the worker process a
     PID.sock; tmdb attaches by pid, `info probe` names the framework and
     rank, a breakpoint conditioned on a request id stops at the step (=
     model forward) that ran it, with the right value; the profiling and
@@ -182,11 +183,13 @@ def test_vllm_plugin_attaches_in_worker_and_stops(tmp_path, runner):
     step's ids are in the trace (TQL `request`) and in the request log, and
     the recording replays to the same stop."""
     trace = tmp_path / "serve.tmrun"
-    proc = _server(tmp_path, "vllm", steps=6, TENSORMORPH_LISTEN="1",
-                   TENSORMORPH_WAIT="60", TENSORMORPH_SERVING_PAUSE="60",
-                   TENSORMORPH_RECORD=str(trace),
+    proc = _server(tmp_path, "vllm", steps=6, versions={"vllm": version},
+                   TENSORMORPH_LISTEN="1", TENSORMORPH_WAIT="60",
+                   TENSORMORPH_SERVING_PAUSE="60", TENSORMORPH_RECORD=str(trace),
                    **({"VLLM_USE_V2_MODEL_RUNNER": "0"} if runner == "V1" else {}))
     said, _ = _wait_for(proc.stderr, r"listening on (\S+)")
+    # a supported version: no warning about it at load
+    assert "vllm plugin: vllm" not in "".join(said), "".join(said)
     cmds = ['break model.model.layers.1.mlp if request == "req-2-1"', "continue",
             "print tensor.numel", "print step", "print request", "print request.count"]
     tm = _tmdb([f"attach {proc.pid}", "info probe"] + cmds + ["detach"])
@@ -461,7 +464,7 @@ def test_model_body_skipped_is_loud(tmp_path):
 @pytest.mark.parametrize("framework,version,said", [
     ("sglang", "0.5.10", "sglang 0.5.10 is older than 0.5.11, the oldest version this plugin "
                          "supports"),
-    ("vllm", "0.34.0", "vllm 0.34.0 is newer than 0.33.0, the newest version this plugin was "
+    ("vllm", "0.35.0", "vllm 0.35.0 is newer than 0.34.0, the newest version this plugin was "
                        "checked against")])
 def test_version_outside_range_is_named(tmp_path, framework, version, said):
     """A framework version outside the supported range is named at load, and
@@ -480,6 +483,8 @@ def test_version_range():
     assert tpt.version_note("sglang", "0.5.11") is None
     assert tpt.version_note("sglang", "0.5.23.post2") is None
     assert tpt.version_note("vllm", "0.33.0") is None
+    assert tpt.version_note("vllm", "0.34.0") is None
+    assert "newer" in tpt.version_note("vllm", "0.35.0")
     assert "older" in tpt.version_note("vllm", "0.28.0")
     assert "not installed" in tpt.version_note("vllm", None)
 

@@ -49,7 +49,7 @@ class TouchPoint(NamedTuple):
 # point exist; the newest is the newest release the contract test ran on.  A
 # version outside gets a warning naming it at load (the plugin still tries).
 SUPPORTED = {
-    "vllm": ("0.29.0", "0.33.0"),
+    "vllm": ("0.29.0", "0.34.0"),
     "sglang": ("0.5.11", "0.5.23"),
 }
 
