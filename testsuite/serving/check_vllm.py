@@ -3,8 +3,9 @@
 serve` of a tiny local Llama with --enforce-eager, the tensormorph plugin
 selected with VLLM_PLUGINS, tmdb attached to rank 0, one completion request
 stopped at a breakpoint on its id.  vLLM's default model runner (V2) is
-used; VLLM_USE_V2_MODEL_RUNNER=0 in the environment checks the V1 one.
-Exit 77 where vLLM, a GPU or tmdb is missing."""
+used; VLLM_USE_V2_MODEL_RUNNER=0 in the environment checks the V1 one
+(vLLM 0.33 and older: 0.34 has no V1 runner and refuses the 0).  Exit 77
+where vLLM, a GPU or tmdb is missing."""
 
 from __future__ import annotations
 
