@@ -139,23 +139,26 @@ _DTYPES = _dtype_codes()
 # no aliasing guards); while the probe is open
 _live: dict[int, Any] = {}
 # id(module) -> module, for each module whose forward a probe wraps: the
-# traced code's way to the module (forward_traced), and to the class's
-# forward it calls (a function from _static's constants cannot be traced;
-# type(module).forward would make dynamo guard that the modules of one
-# class have the same class, a lambda per module)
+# traced code's way to the module (forward_traced)
 _modules: dict[int, Any] = {}
+# id(fn) -> fn, the class forwards that wrapped forwards call: the traced
+# code's way to them, one source (one guard on its code) per class forward
+# however many modules share it.  A function from _static's constants
+# cannot be traced; type(module).forward would make dynamo guard that the
+# modules of one class have the same class, a lambda per module.  Never
+# dropped: a class's function lives as long as its class, and kept here
+# its id names no other.
 _fns: dict[int, Any] = {}
 
 
 def add_module(module: Any, fn: Any) -> None:
     _modules[id(module)] = module
     if fn is not None:
-        _fns[id(module)] = fn
+        _fns[id(fn)] = fn
 
 
 def drop_module(mid: int) -> None:
     _modules.pop(mid, None)
-    _fns.pop(mid, None)
 
 
 def register(probe: Any) -> int:
@@ -385,21 +388,24 @@ def region_call(probe: Any, nid: int, level: int, inner: Any, args: Any, kwargs:
     return out
 
 
-def _static(fwd: Any) -> tuple[int, int, int, bool, int]:
+def _static(fwd: Any) -> tuple[int, int, int, int, bool]:
     """What the traced path needs of a Forward that stays the same while it
-    is set: the probe's id, the module's, the node's id, whether it calls
-    the class's forward (else fwd._tm_inner) and whether it is bound.  Dynamo calls this
-    while it traces and keeps the result as a constant (it is marked
-    assume_constant_result once dynamo is imported), guarding only fwd's
-    identity, which it guards anyway: each value read as an attribute would
-    be a guard of its own, evaluated on every call of the compiled code
-    (eight per module).  What may change -- the level, whether the node is
-    observed, a release -- is fwd._tm_mode, one guarded int."""
+    is set: the probe's id, the module's, the node's id, the key in _fns of
+    the class's forward it calls (else 0: fwd._tm_inner) and whether it is
+    bound.  Dynamo calls this while it traces and keeps the result as a
+    constant (it is marked assume_constant_result once dynamo is imported),
+    guarding only fwd's identity, which it guards anyway (a module's
+    forward found in its instance dictionary: torch/_dynamo's
+    guard_to_detect_forward_monkeypatching): each value read as an
+    attribute would be a guard of its own, evaluated on every call of the
+    compiled code (eight per module).  What may change -- the level,
+    whether the node is observed, a release -- is fwd._tm_mode, one
+    guarded int."""
     node = fwd._tm_node
     bound = fwd._tm_bound
     # (a function from a constant cannot be traced: dynamo guards it)
     cls = node.fn is not None and not (bound and fwd.__name__ != "forward")
-    return node.pid, node.mid, node.id, cls, bound
+    return node.pid, node.mid, node.id, id(node.fn) if cls else 0, bound
 
 
 def _mark_static() -> None:
@@ -419,7 +425,7 @@ def forward_traced(fwd: Any, args: Any, kwargs: Any) -> Any:
         if fwd._tm_bound:
             return type(args[0]).forward(*args, **kwargs)
         return fwd._tm_inner(*args, **kwargs)
-    pid, mid, nid, cls, bound = _static(fwd)
+    pid, mid, nid, fid, bound = _static(fwd)
     probe = _live.get(pid)
     if bound:
         module, args = args[0], args[1:]
@@ -429,8 +435,8 @@ def forward_traced(fwd: Any, args: Any, kwargs: Any) -> Any:
         return fwd._tm_inner(*args, **kwargs)
     else:
         module = _modules[mid]
-    if cls:
-        fn = _fns[mid]
+    if fid:
+        fn = _fns[fid]
     else:
         fn = fwd._tm_inner              # an instance's own forward, a Lightning step
         module = None
