@@ -22,7 +22,8 @@ tensor code, so the probe adds no graph break:
   reduced once, as eager mode's reuse does.  One node per chunk instead of
   a few dozen reductions per tensor: the graph and its compile time stay
   the model's, and a chunk bounds how long the region keeps tensors alive
-  for it;
+  for it.  The last chunk goes to the flush below, which computes its
+  rows: a region of fewer tensors than a chunk makes one op call;
 - a device tensor's stats are computed by device_stats (_devstats.py, the
   definitions of stats.c), tensor reductions that inductor fuses with the
   model's kernels and a CUDA graph captures; they are stacked into one
@@ -303,8 +304,12 @@ def _emit(pid: int) -> None:
         stats = torch.stack([r.to(dev, torch.float64) for r in _rows])
     else:
         stats = torch.zeros((0, VEC_LEN), dtype=torch.float64)
-    if _host:
-        _host_chunk()
+    # the last chunk's tensors go to the flush, which computes their rows:
+    # one op call, not two, for a region of fewer than _HOST_CHUNK tensors
+    host, hkey = list(_host), _const(*_hlev) if _host else 0
+    _host.clear()
+    _hlev.clear()
+    _hsize[0] = 0
     if _dyn[0]:
         table, plan = list(_table), 0
     else:
@@ -328,7 +333,7 @@ def _emit(pid: int) -> None:
     _tok.clear()
     _nev[0] = 0
     _dyn[0] = False
-    torch.ops.tensormorph.flush(stats, table, plan, pid, caps, tok, hrecs)
+    torch.ops.tensormorph.flush(stats, table, plan, pid, caps, tok, hrecs, host, hkey)
     if leaves:
         torch.ops.tensormorph.leaf_grads(tok, pid, leaves, leafmeta)
 
@@ -472,7 +477,7 @@ def _probe(pid: int) -> Any:
 # gradient.
 _LIB = torch.library.Library("tensormorph", "DEF")
 _LIB.define("flush(Tensor stats, int[] table, int plan, int probe, Tensor[] captures, "
-            "Tensor? token, Tensor[] hrecs) -> ()", tags=_TAGS)
+            "Tensor? token, Tensor[] hrecs, Tensor[] host, int hkey) -> ()", tags=_TAGS)
 _LIB.define("host_stats(Tensor[] xs, int levels) -> Tensor")
 _LIB.define("begin(int probe) -> Tensor", tags=_TAGS)
 _LIB.define("leaf_grads(Tensor token, int probe, Tensor[] leaves, int meta) -> ()", tags=_TAGS)
@@ -512,12 +517,16 @@ _lost_said: list[str] = []
 @_impl("flush")
 def flush(stats: torch.Tensor, table: list[int], plan: int, probe: int,
           captures: list[torch.Tensor], token: torch.Tensor | None,
-          hrecs: list[torch.Tensor]) -> None:
+          hrecs: list[torch.Tensor], host: list[torch.Tensor], hkey: int) -> None:
     """A compiled region ran: its events to the probe (run time).  The
-    table is _consts[plan] unless plan is 0 (a table with dynamic sizes)."""
+    table is _consts[plan] unless plan is 0 (a table with dynamic sizes);
+    host and hkey: the region's last chunk of host tensors, as host_stats
+    takes them, whose rows follow hrecs'."""
     p = _probe(probe)
     if p is None:
         return
+    if host:
+        hrecs = [*hrecs, host_stats(host, hkey)]
     if plan:
         got = _consts.get(plan)
         if got is None:
@@ -530,7 +539,7 @@ def flush(stats: torch.Tensor, table: list[int], plan: int, probe: int,
 @_fake("flush")
 def _flush_fake(stats: torch.Tensor, table: list[int], plan: int, probe: int,
                 captures: list[torch.Tensor], token: torch.Tensor | None,
-                hrecs: list[torch.Tensor]) -> None:
+                hrecs: list[torch.Tensor], host: list[torch.Tensor], hkey: int) -> None:
     return None
 
 
