@@ -458,6 +458,59 @@ last_remember(ProbeBase *p, PyObject *x, unsigned int idx, int level, uint64_t d
 }
 
 /*
+ * x's metadata as a summary row takes it, for event1 (eager mode) and
+ * host_stats (compiled regions): dims (its first MAX_RANK sizes), rank
+ * (all of them), numel and the code of its dtype in dtypes (-1: none yet).
+ * *shape and *dt get new references (event1's reuse keeps them), NULL on
+ * error.  0, or -1 with an exception set (a shape that is not a tuple of
+ * sizes).
+ */
+static int
+read_meta(PyObject *x, PyObject *dtypes, int64_t *dims, Py_ssize_t *rank, uint64_t *numel,
+	  long *dtype, PyObject **shape, PyObject **dt)
+{
+	PyObject *code;
+	Py_ssize_t i;
+
+	*dt = NULL;
+	*numel = 1;
+	*dtype = -1;
+	if ((*shape = PyObject_GetAttr(x, s_shape)) == NULL)
+		return -1;
+	if (!PyTuple_Check(*shape)) {
+		PyErr_SetString(PyExc_TypeError, "a tensor's shape is not a tuple");
+		goto fail;
+	}
+	*rank = PyTuple_GET_SIZE(*shape);
+	for (i = 0; i < *rank; i++) {
+		long long d = PyLong_AsLongLong(PyTuple_GET_ITEM(*shape, i));
+
+		if (d < 0) {
+			if (!PyErr_Occurred())
+				PyErr_SetString(PyExc_ValueError, "a tensor's size is negative");
+			goto fail;
+		}
+		if (i < MAX_RANK)
+			dims[i] = d;
+		*numel *= (uint64_t)d;
+	}
+	if ((*dt = PyObject_GetAttr(x, s_dtype)) == NULL)
+		goto fail;
+	code = PyDict_GetItemWithError(dtypes, *dt);
+	if (code == NULL)
+		return PyErr_Occurred() ? -1 : 0;
+	if ((*dtype = PyLong_AsLong(code)) == -1 && PyErr_Occurred())
+		return -1;
+	if (*dtype < 0 || *dtype > 255)
+		*dtype = -1;
+	return 0;
+fail:
+	Py_CLEAR(*shape);
+	Py_CLEAR(*dt);
+	return -1;
+}
+
+/*
  * Probe._event1 for a host tensor: its summary at the batch's next tensor
  * slot, its stats computed now (the tensor may change in place after the
  * hook), the event after it.  Returns 1 when written, 0 when x is for
@@ -468,10 +521,10 @@ static int
 event1(ProbeBase *p, const struct ev1 *e, PyObject *x)
 {
 	struct rec_tensor *rt;
-	PyObject *shape = NULL, *dt = NULL, *y = NULL, *code;
+	PyObject *shape = NULL, *dt = NULL, *y = NULL;
 	int64_t dims[MAX_RANK];
 	uint64_t numel = 1, data = 0;
-	Py_ssize_t rank, i;
+	Py_ssize_t rank;
 	int v, clevel = 0, capture = 0, reused = 0, ret = 0;
 	unsigned int idx;
 	long dtype;
@@ -484,23 +537,9 @@ event1(ProbeBase *p, const struct ev1 *e, PyObject *x)
 	if (room(p, 1) < 0)
 		return -1;
 	idx = p->nt;
-	if ((shape = PyObject_GetAttr(x, s_shape)) == NULL)
-		goto python;
-	if (!PyTuple_Check(shape) || (rank = PyTuple_GET_SIZE(shape)) > MAX_RANK)
-		goto python;
-	for (i = 0; i < rank; i++) {
-		long long d = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
-
-		if (d < 0)
-			goto python;
-		dims[i] = d;
-		numel *= (uint64_t)d;
-	}
-	if ((dt = PyObject_GetAttr(x, s_dtype)) == NULL)
-		goto python;
-	code = PyDict_GetItemWithError(p->dtypes, dt);
-	if (code == NULL || (dtype = PyLong_AsLong(code)) < 0 || dtype > 255)
-		goto python;            /* first of its dtype: Python names it */
+	if (read_meta(x, p->dtypes, dims, &rank, &numel, &dtype, &shape, &dt) < 0 ||
+	    rank > MAX_RANK || dtype < 0)
+		goto python;            /* a dtype seen first: Python names it */
 	if (e->level >= 1) {
 		PyObject *layout = PyObject_GetAttr(x, s_layout);
 
@@ -2031,7 +2070,7 @@ host_stats(PyObject *unused, PyObject *args)
 	PyObject *xs, *levels, *dtypes, *hold = NULL, *shape = NULL, *dt = NULL, *y = NULL;
 	unsigned long long out_addr, stats_addr;
 	struct rec_tensor *rows, *rt;
-	Py_ssize_t n, nl, i, k, j, rank, r;
+	Py_ssize_t n, nl, i, k, j, rank;
 	long long *codes = NULL;
 	Py_ssize_t *src = NULL;
 
@@ -2059,42 +2098,23 @@ host_stats(PyObject *unused, PyObject *args)
 			codes[i++] = code + j * 256;
 	}
 	for (i = 0; i < n; i++) {
-		PyObject *x = PyList_GET_ITEM(xs, i), *c;
+		PyObject *x = PyList_GET_ITEM(xs, i);
 		long long code = codes[i];
 		int lv = (int)(code & 3) > 2 ? 2 : (int)(code & 3), v;
-		uint64_t numel = 1, ptr = 0;
+		uint64_t numel, ptr = 0;
 		int64_t dims[MAX_RANK];
-		long dtype = 0;
+		long dtype;
 
 		src[i] = -1;
-		if ((shape = PyObject_GetAttr(x, s_shape)) == NULL)
+		if (read_meta(x, dtypes, dims, &rank, &numel, &dtype, &shape, &dt) < 0)
 			goto fail;
-		if (!PyTuple_Check(shape)) {
-			PyErr_SetString(PyExc_TypeError, "host_stats: a tensor's shape is not a tuple");
-			goto fail;
-		}
-		rank = PyTuple_GET_SIZE(shape);
-		for (r = 0; r < rank; r++) {
-			long long d = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, r));
-
-			if (d == -1 && PyErr_Occurred())
-				goto fail;
-			numel *= (uint64_t)d;
-			if (r < MAX_RANK)
-				dims[r] = d;
-		}
 		if (rank > MAX_RANK) {          /* as the Python path cuts it */
 			dims[MAX_RANK - 1] = -1;
 			rank = MAX_RANK;
 		}
+		if (dtype < 0)
+			dtype = 0;              /* as the Python path: _DTYPES.get(dtype, 0) */
 		Py_CLEAR(shape);
-		if ((dt = PyObject_GetAttr(x, s_dtype)) == NULL)
-			goto fail;
-		c = PyDict_GetItemWithError(dtypes, dt);
-		if (c != NULL && (dtype = PyLong_AsLong(c)) < 0)
-			goto fail;
-		if (c == NULL && PyErr_Occurred())
-			goto fail;
 		Py_CLEAR(dt);
 		if (lv) {
 			if ((v = get_bool(x, s_is_contiguous, 1)) < 0)
