@@ -393,7 +393,7 @@ def region_call(probe: Any, nid: int, level: int, inner: Any, args: Any, kwargs:
     return out
 
 
-def _static(fwd: Any) -> tuple[int, int, int, int, bool]:
+def _static(fwd: Any) -> tuple[int, int, int, int, int]:
     """What the traced path needs of a Forward that stays the same while it
     is set: the probe's id, the module's, the node's id, the key in _fns of
     the class's forward it calls (else 0: fwd._tm_inner) and whether it is
