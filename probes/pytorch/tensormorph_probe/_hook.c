@@ -1664,8 +1664,11 @@ forward_mode(PyObject *self, void *unused)
 	return PyLong_FromLong((long)f->node->level * 2 + (f->node->observed ? 1 : 0));
 }
 
+/* No __dict__ attribute, though a Forward keeps attributes in its dict
+ * (tp_dictoffset): dynamo guards that an object it calls has no __call__
+ * in its __dict__, a dictionary lookup per module on every call of the
+ * compiled code, unless the object has no __dict__ to look in. */
 static PyGetSetDef forward_getset[] = {
-	{ "__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL },
 	{ "_tm_mode", forward_mode, NULL, "level << 1 | observed, -1 released (_compiled.py)",
 	  NULL },
 	{ NULL, NULL, NULL, NULL, NULL }

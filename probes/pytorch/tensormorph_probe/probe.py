@@ -201,6 +201,15 @@ class _Node(_NodeBase):
         self.fn: Any = None             # the class's forward that the wrapper calls
 
 
+def _update_wrapper(wrapper: Any, fn: Any) -> None:
+    """functools.update_wrapper for a wrapper that may have no __dict__
+    attribute (_hook.c's Forward: see forward_getset there), though it
+    keeps attributes: fn's own attributes are set one by one."""
+    functools.update_wrapper(wrapper, fn, updated=())
+    for k, v in getattr(fn, "__dict__", {}).items():
+        setattr(wrapper, k, v)
+
+
 class _PyForward:
     """Without the extension: _hook.c's Forward as a module's forward
     attribute (not bound: see forward_call there), in Python."""
@@ -765,7 +774,7 @@ class Probe(_ProbeBase):
                 w: Any = _hook.Forward(self, node, mod, inner, name, scope=scope)
             else:
                 w = self._py_wrapper(node, mod, inner, name, scope)
-            functools.update_wrapper(w, fn)
+            _update_wrapper(w, fn)
             bound = types.MethodType(w, mod)
             mod.__dict__[name] = bound
             self._root_methods.append((mod, name, bound))
@@ -798,7 +807,7 @@ class Probe(_ProbeBase):
         node.fn = type(mod).forward if own is None else None
         fwd = (_hook.Forward(self, node, mod, inner, bound=False) if _hook is not None
                else _PyForward(self, node, mod, inner))
-        functools.update_wrapper(fwd, type(mod).forward if own is None else own)
+        _update_wrapper(fwd, type(mod).forward if own is None else own)
         fwd.__wrapped__ = inner         # its signature: the bound forward's
         node.wrapped = mod.forward = fwd
         _compiled.add_module(mod, node.fn)
