@@ -78,7 +78,10 @@ COMPILED = FLAVOUR == "compiled"
 
 
 def say(*a):
-    print(*a, flush=True)
+    # one write a line: the stand-in's processes share the test's pipe,
+    # and print's pieces (with Python unbuffered) interleave with theirs
+    sys.stdout.write(" ".join(map(str, a)) + "\n")
+    sys.stdout.flush()
 
 
 def module(name, **attrs):
