@@ -461,9 +461,9 @@ last_remember(ProbeBase *p, PyObject *x, unsigned int idx, int level, uint64_t d
  * x's metadata as a summary row takes it, for event1 (eager mode) and
  * host_stats (compiled regions): dims (its first MAX_RANK sizes), rank
  * (all of them), numel and the code of its dtype in dtypes (-1: none yet).
- * *shape and *dt get new references (event1's reuse keeps them), NULL on
- * error.  0, or -1 with an exception set (a shape that is not a tuple of
- * sizes).
+ * *shape and *dt get new references or NULL, the caller's to drop (on
+ * error too; event1's reuse keeps them).  0, or -1 with an exception set
+ * (a shape that is not a tuple of sizes).
  */
 static int
 read_meta(PyObject *x, PyObject *dtypes, int64_t *dims, Py_ssize_t *rank, uint64_t *numel,
