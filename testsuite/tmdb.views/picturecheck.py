@@ -127,8 +127,10 @@ def close_text(a: str, b: str, rel: float = 1e-3) -> bool:
     model computes differs in its last bits between CPUs (torch's kernels
     for each), and a run that diverges carries that to the fourth digit.
     The words between the numbers are the same (runs of spaces aside: a
-    shorter number moves a column), each number within rel of the other;
-    a count or a step that differs by one is still a difference."""
+    shorter number moves a column), each number within rel of the other.
+    So a count, a step or an index under 1/rel that differs by one is
+    still a difference; a larger integer may be a value (a float's bits in
+    hex, an integral l2), so it gets the same tolerance."""
     if a == b:
         return True
     na, nb = _NUM.findall(a), _NUM.findall(b)
