@@ -390,8 +390,8 @@ class StandInWorkerBase:
 def vllm_has_v1_runner():
     """vLLM 0.34 removed the V1 runner, VLLM_USE_V2_MODEL_RUNNER and the
     worker's use_v2_model_runner (vllm/v1/worker/gpu_worker.py)."""
-    major, minor = (int(x) for x in version("vllm").split(".")[:2])
-    return (major, minor) < (0, 34)
+    from tensormorph_probe.serving.touchpoints import version_tuple
+    return version_tuple(version("vllm")) < (0, 34)
 
 
 class StandInWorker(StandInWorkerBase):
