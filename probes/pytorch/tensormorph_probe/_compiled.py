@@ -232,11 +232,18 @@ def _const(*ints: int) -> int:
     return key
 
 
-def _host_chunk() -> None:
-    _hrecs.append(torch.ops.tensormorph.host_stats(list(_host), _const(*_hlev)))
+def _take_host() -> tuple[list[torch.Tensor], int]:
+    """The pending host tensors and the key of their slots, as host_stats
+    takes them; none pending after."""
+    host, key = list(_host), _const(*_hlev) if _host else 0
     _host.clear()
     _hlev.clear()
     _hsize[0] = 0
+    return host, key
+
+
+def _host_chunk() -> None:
+    _hrecs.append(torch.ops.tensormorph.host_stats(*_take_host()))
 
 
 def _put(kind: int, nid: int, level: int, tensors: Any, slot_kind: int, host: bool) -> None:
@@ -306,10 +313,7 @@ def _emit(pid: int) -> None:
         stats = torch.zeros((0, VEC_LEN), dtype=torch.float64)
     # the last chunk's tensors go to the flush, which computes their rows:
     # one op call, not two, for a region of fewer than _HOST_CHUNK tensors
-    host, hkey = list(_host), _const(*_hlev) if _host else 0
-    _host.clear()
-    _hlev.clear()
-    _hsize[0] = 0
+    host, hkey = _take_host()
     if _dyn[0]:
         table, plan = list(_table), 0
     else:
