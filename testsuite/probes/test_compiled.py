@@ -278,7 +278,8 @@ def train(model, run, steps=3):
         opt.zero_grad()
 
 
-def record_pair(tmp_path, model0, compile_fn, level=1, attach_model=False, backward=False):
+def record_pair(tmp_path, model0, compile_fn, level=1, attach_model=False, backward=False,
+                levels=None):
     """The same training recorded eagerly and compiled; the compiled run's
     dynamo counters."""
     paths = []
@@ -287,7 +288,8 @@ def record_pair(tmp_path, model0, compile_fn, level=1, attach_model=False, backw
         path = str(tmp_path / f"{'c' if compiled else 'e'}.tmrun")
         torch._dynamo.reset()
         counters.clear()
-        probe = tp.attach(model if attach_model else None, level=level, record=path)
+        probe = tp.attach(model if attach_model else None, level=level, record=path,
+                          levels=levels)
         try:
             train(model, compile_fn(model) if compiled else model)
         finally:
@@ -312,6 +314,44 @@ def test_mlp_fullgraph(tmp_path, level):
     assert_same(e, c)
     assert breaks(stats) == 0
     assert stats["stats"]["unique_graphs"] == 1
+
+
+def test_level0_hands_the_probe_no_tensor(tmp_path):
+    """Level 0 records only the tensors' sizes, constants of a graph of
+    static sizes: the region hands the probe's operators no tensor (none
+    kept alive for them, none standing between kernels inductor would
+    fuse), and records what eager mode does."""
+    nodes = []
+
+    def keep_graph(gm, example_inputs):
+        nodes.extend(n for n in gm.graph.nodes if n.op == "call_function")
+        return gm.forward
+
+    torch.manual_seed(0)
+    e, c, stats = record_pair(
+        tmp_path, MLP(), lambda m: torch.compile(m, fullgraph=True, backend=keep_graph), 0)
+    assert_same(e, c)
+    assert any(ev.tensors for ev in c)
+    ops = [n for n in nodes if str(n.target).startswith("tensormorph.")]
+    assert [str(n.target) for n in ops] == ["tensormorph.flush"]
+    # flush(stats, table, plan, probe, captures, token, hrecs, host, hkey)
+    stats_, table, plan, _, captures, _, hrecs, host, _ = ops[0].args
+    assert (table, captures, hrecs, host) == ([], [], [], [])
+    assert plan
+
+
+@pytest.mark.parametrize("level, levels", [(1, {"model.blocks.1.**": 0}),
+                                           (0, {"model.blocks.1.**": 2, "model.head": 3})])
+def test_levels_of_their_own(tmp_path, level, levels):
+    """Nodes of level 0 among observed ones in one region: their constant
+    rows and the others' computed ones come in eager mode's order."""
+    torch.manual_seed(0)
+    e, c, stats = record_pair(
+        tmp_path, MLP(), lambda m: torch.compile(m, fullgraph=True, backend="aot_eager"), level,
+        backward=True, levels=levels)
+    assert_same(e, c)
+    assert {ev.level for ev in c} >= {0, max(level, *levels.values())}
+    assert breaks(stats) == 0
 
 
 class _Queries(nn.Module):
@@ -345,10 +385,12 @@ def test_leaf_input_gradient_once_a_step(tmp_path):
         assert got == [(0, 1), (1, 1), (2, 1)]
 
 
-def test_dynamic_sizes(tmp_path):
+@pytest.mark.parametrize("level", [0, 1])
+def test_dynamic_sizes(tmp_path, level):
     """dynamic=True: a region's table of host events is a constant passed
-    by key (_compiled._const), and sizes are read at run time; batches of
-    three sizes through one graph record what eager mode does, with no
+    by key (_compiled._const), and sizes are read at run time (level 0's
+    tensors too, whose static sizes are constants of the table); batches
+    of three sizes through one graph record what eager mode does, with no
     graph break."""
     class Var(nn.Module):
         def __init__(self):
@@ -365,7 +407,7 @@ def test_dynamic_sizes(tmp_path):
         path = str(tmp_path / f"{'c' if compiled else 'e'}.tmrun")
         torch._dynamo.reset()
         counters.clear()
-        with tp.attach(model, level=1, record=path):
+        with tp.attach(model, level=level, record=path):
             run = torch.compile(model, fullgraph=True, dynamic=True,
                                 backend="aot_eager") if compiled else model
             for b in (3, 5, 7):
@@ -374,7 +416,7 @@ def test_dynamic_sizes(tmp_path):
     assert breaks({k: dict(v) for k, v in counters.items()}) == 0
     assert counters["stats"]["unique_graphs"] == 1
     e, c = fwd_events(paths[0]), fwd_events(paths[1])
-    assert {ev.tensors[0].shape[0] for ev in c} == {3, 5, 7}
+    assert {ev.tensors[0].shape[0] for ev in c if ev.tensors} == {3, 5, 7}
     assert_same(e, c)
 
 

@@ -12,7 +12,9 @@ tensor code, so the probe adds no graph break:
   per-tensor entries follow (its slot, dtype, device, numel and shape --
   SymInts where dynamo made a size dynamic).  An event whose tensors are
   all host tensors (the common case) has none: its rows come whole from
-  host_stats, so dynamo traces little Python per call;
+  host_stats, so dynamo traces little Python per call.  A level-0 event
+  of static sizes has them, constants (_put_static): its rows are the
+  same at every run, packed once by _plan, and no tensor leaves the graph;
 - a host tensor's stats are computed by libtensormorph, as in eager mode
   (tm_recorder_stats, one pass in C): the region hands its host tensors,
   a chunk at a time (_HOST_CHUNK), to one opaque op,
@@ -116,6 +118,7 @@ _dyn = [False]                         # the table has per-tensor entries (_put)
 # kept alive for it in a model whose activations would be freed sooner.
 _HOST_CHUNK = 256
 _HOST_ELEMS = 1 << 22
+_META = 8                              # int64 per event in a plan's meta (_plan)
 _ROW_NONE, _ROW_DEV, _ROW_HOST = 0, 1, 2   # a tensor's stats in the table: none, a
                                            # device row of `stats`, a host summary
 
@@ -246,9 +249,39 @@ def _host_chunk() -> None:
     _hrecs.append(torch.ops.tensormorph.host_stats(*_take_host()))
 
 
+def _put_static(kind: int, nid: int, tensors: Any, slot_kind: int) -> bool:
+    """A level-0 event whose sizes are all static: its tensors' entries
+    (metadata only) are constants of the table, whose rows _plan packs
+    once, and the tensors stay in the graph: no op keeps them alive to the
+    region's end or takes them at every run.  False (nothing tabled) when
+    a size is dynamic."""
+    ents: list[int] = []
+    for j in range(len(tensors)):
+        x = tensors[j]
+        shape = list(x.shape)
+        for s in shape:
+            # a dynamic size (a SymInt, though isinstance(s, int) holds
+            # while dynamo traces) is read at run time, by host_stats
+            if not torch.fx.experimental.symbolic_shapes.has_static_value(s):
+                return False
+        if len(shape) > _MAX_RANK:
+            shape = shape[:_MAX_RANK - 1] + [-1]
+        dev = x.device
+        ents.extend((slot_kind, j, _DTYPES.get(x.dtype, 0),
+                     0 if dev.type == "cpu" else 1 if dev.type == "cuda" else 2,
+                     dev.index if dev.index is not None else 0, x.numel(), _ROW_NONE,
+                     len(shape)))
+        ents.extend(shape)
+    _table.extend((kind, nid, 0, len(tensors), len(ents)))
+    _table.extend(ents)
+    return True
+
+
 def _put(kind: int, nid: int, level: int, tensors: Any, slot_kind: int, host: bool) -> None:
     n = len(tensors)
     _nev[0] += 1
+    if not level and n and _put_static(kind, nid, tensors, slot_kind):
+        return
     if host and level < 3:
         size = 0
         for j in range(n):
@@ -768,11 +801,33 @@ def run_grad(p: Any, stats: torch.Tensor, token: int, meta: list[int], raw: bool
 _plans: dict[tuple[int, ...], tuple[Any, int, str]] = {}
 
 
-def _plan(table: list[int], plan: int = 0) -> tuple[Any, int, str]:
+def _static_rows(table: list[int], i: int, n: int, rows: bytearray) -> int:
+    """The rows of an event's n per-tensor entries at table[i:] when none
+    has stats (level 0, _put_static), appended to rows; their first row's
+    index there, else -1 (nothing appended)."""
+    j, packed = i, []
+    for _ in range(n):
+        slot_kind, slot_index, dtype, devtype, devidx, numel, has, rank = table[j:j + 8]
+        if has != _ROW_NONE:
+            return -1
+        packed.append((rank, (0, numel, 0, slot_index, devidx, slot_kind, dtype, rank, devtype,
+                              0, 0, 0, 0, *table[j + 8:j + 8 + rank])))
+        j += 8 + rank
+    first = len(rows) // _TSIZE
+    rows.extend(bytes(n * _TSIZE))
+    for k, (rank, fields) in enumerate(packed):
+        _TENSOR_PACK[rank](rows, (first + k) * _TSIZE, *fields)
+    return first
+
+
+def _plan(table: list[int], plan: int = 0) -> tuple[Any, int, str, int, Any]:
     """A region's table read once (a region runs the same table every
-    time): 7 int64 per event (kind, node, level, tensors, per-tensor ints,
-    their offset in the table, the index of an EXIT's ENTER, else -1), the
-    number of events, and the levels it observes its calls at ("1,2").
+    time): _META int64 per event (kind, node, level, tensors, per-tensor
+    ints, their offset in the table, the index of an EXIT's ENTER, else -1,
+    the index of its first constant row, else -1), the number of events,
+    the levels it observes its calls at ("1,2"), and the address of the
+    constant rows (level-0 events of static sizes: their tensors' rows
+    are the same at every run) with the buffer that holds them.
     plan: the table's key in _consts, else 0."""
     key: Any = plan or tuple(table)
     got = _plans.get(key)
@@ -780,6 +835,7 @@ def _plan(table: list[int], plan: int = 0) -> tuple[Any, int, str]:
         meta = array.array("q")
         open_: dict[int, list[int]] = {}
         seen = set()
+        rows = bytearray()
         i, e, end = 0, 0, len(table)
         while i < end:
             kind, nid, level, n, m = table[i:i + 5]
@@ -789,11 +845,14 @@ def _plan(table: list[int], plan: int = 0) -> tuple[Any, int, str]:
             else:
                 q = open_.get(nid)
                 pair = q.pop() if q else -1
-            meta.extend((kind, nid, level, n, m, i + 5, pair))
+            srow = _static_rows(table, i + 5, n, rows) if m and n and level < 3 else -1
+            meta.extend((kind, nid, level, n, m, i + 5, pair, srow))
             seen.add(level)
             e += 1
             i += 5 + m
-        got = (meta, e, ",".join(str(lv) for lv in sorted(seen)))
+        cbuf = (ctypes.c_uint8 * len(rows)).from_buffer(rows) if rows else None
+        got = (meta, e, ",".join(str(lv) for lv in sorted(seen)),
+               ctypes.addressof(cbuf) if cbuf is not None else 0, cbuf)
         if len(_plans) > 1024:
             _plans.clear()
         _plans[key] = got
@@ -840,10 +899,12 @@ def run_flush(p: Any, stats: torch.Tensor, table: list[int],
     caps = [c.to("cpu").contiguous() for c in captures]
     t = time.monotonic_ns() - p._t0
     nodes = p._by_id
-    meta, nevents, levels = _plan(table, plan)
+    meta, nevents, levels, saddr, _keep = _plan(table, plan)
     callv = array.array("q", bytes(8 * nevents))
     hook = _lib.load_hook()
     fast = getattr(hook, "flush_events", None) if hook is not None else None
+    if getattr(hook, "META_INTS", None) != _META:   # a build of another layout
+        fast = None
     maddr, caddr = meta.buffer_info()[0], callv.buffer_info()[0]
     ev_pack, t_pack, tsize = _lib.EVENT_STRUCT.pack_into, _TENSOR_PACK, _lib.TENSOR_SIZE
     r = c = 0
@@ -852,11 +913,12 @@ def run_flush(p: Any, stats: torch.Tensor, table: list[int],
     e = 0
     while e < nevents:
         if fast is not None:
-            e, h = fast(p, maddr, nevents, e, nodes, haddr, h, t, caddr, _first_event, levels)
+            e, h = fast(p, maddr, nevents, e, nodes, haddr, h, t, caddr, _first_event, levels,
+                        saddr)
             if e >= nevents:
                 break
             step = p.step_count
-        kind, nid, level, n, m, i, pair = meta[7 * e:7 * e + 7]
+        kind, nid, level, n, m, i, pair, _ = meta[_META * e:_META * e + _META]
         node = nodes[nid]
         is_root = node.is_root
         if kind == _EV_ENTER:
@@ -926,7 +988,7 @@ def run_flush(p: Any, stats: torch.Tensor, table: list[int],
         rerun(p, table[1])
     if token is not None:
         runs = p._region_calls
-        runs[int(token)] = [(meta[7 * k + 1], callv[k], meta[7 * k + 2])
+        runs[int(token)] = [(meta[_META * k + 1], callv[k], meta[_META * k + 2])
                             for k in range(nevents)]
         while len(runs) > _KEEP_REGIONS:
             del runs[next(iter(runs))]

@@ -95,6 +95,9 @@ _Static_assert(offsetof(struct rec_event, ntensors) == offsetof(struct tm_rec_ev
 /* enum tm_event_kind, tm_phase, tm_slot_kind */
 enum { EV_ENTER = 0, EV_EXIT = 1, EV_BWD = 2, EV_PARAM = 3 };
 enum { PHASE_FWD = 0, PHASE_BWD = 1 };
+/* int64 per event in a compiled region's plan (_compiled._META, which
+ * checks it against the module's META_INTS) */
+enum { META_INTS = 8 };
 enum { SLOT_OUT = 0, SLOT_IN = 1, SLOT_GRAD_OUT = 2, SLOT_GRAD_IN = 3 };
 
 typedef int (*stats_fn)(void *recorder, struct rec_tensor *t, size_t n);
@@ -2232,16 +2235,18 @@ root_depth_add(ProbeBase *p, long d)
 }
 
 /*
- * flush_events(p, meta, nevents, e, by_id, hb, h, t, callv, first, levels):
- * a compiled region's events from e on into p's batch, as
- * _compiled.run_flush packs them, while they are its common kind: host
- * tensors only (their rows at hb, from row h on).  A root call's ENTER
+ * flush_events(p, meta, nevents, e, by_id, hb, h, t, callv, first, levels,
+ * sb): a compiled region's events from e on into p's batch, as
+ * _compiled.run_flush packs them, while they are its common kinds: host
+ * tensors only (their rows at hb, from row h on), and level-0 events of
+ * static sizes (their rows constant, at sb, made once by _compiled._plan).  A root call's ENTER
  * moves the step as an eager one does, by Probe._root_call (Python); the
  * region's first event (e 0) calls first(p, node, levels) after its call
  * is counted, as run_flush does (the step's regions).  A model compiled as
  * one region is then one call here a step, no event of it in Python.
- * meta: 7 int64 per event (kind, node, level, tensors, per-tensor ints,
- * their offset in the table, the event's ENTER for an EXIT); callv: int64
+ * meta: META_INTS int64 per event (kind, node, level, tensors, per-tensor
+ * ints, their offset in the table, the event's ENTER for an EXIT, its
+ * first row at sb or -1); callv: int64
  * per event, the call numbers (an EXIT's read from its ENTER's).  Returns
  * (the first event left to Python, h).
  */
@@ -2250,29 +2255,31 @@ flush_events(PyObject *unused, PyObject *args)
 {
 	ProbeBase *p;
 	PyObject *by_id, *first, *levels, *r;
-	unsigned long long meta_addr, hb_addr, callv_addr;
+	unsigned long long meta_addr, hb_addr, callv_addr, sb_addr;
 	Py_ssize_t nevents, e, h;
 	long long t, *callv;
 	const long long *meta;
-	const struct rec_tensor *hb;
+	const struct rec_tensor *hb, *sb;
 	NodeBase *node = NULL;
 
 	(void)unused;
-	if (!PyArg_ParseTuple(args, "O!KnnO!KnLKOO:flush_events", &ProbeBaseType, &p, &meta_addr,
+	if (!PyArg_ParseTuple(args, "O!KnnO!KnLKOOK:flush_events", &ProbeBaseType, &p, &meta_addr,
 			      &nevents, &e, &PyDict_Type, &by_id, &hb_addr, &h, &t, &callv_addr,
-			      &first, &levels))
+			      &first, &levels, &sb_addr))
 		return NULL;
 	meta = (const long long *)(uintptr_t)meta_addr;
 	callv = (long long *)(uintptr_t)callv_addr;
 	hb = (const struct rec_tensor *)(uintptr_t)hb_addr;
+	sb = (const struct rec_tensor *)(uintptr_t)sb_addr;
 	for (; e < nevents; e++) {
-		const long long *m = meta + 7 * e;
+		const long long *m = meta + META_INTS * e;
 		int kind = (int)m[0], level = (int)m[2], root = 0;
 		unsigned int nid = (unsigned int)m[1], n = (unsigned int)m[3];
 		unsigned long long call;
 		PyObject *key, *o;
 
-		if (m[4] || (n && hb == NULL) || !p->evaddr)
+		if ((m[4] && (m[7] < 0 || sb == NULL)) || (n && !m[4] && hb == NULL) ||
+		    !p->evaddr)
 			break;
 		if ((key = PyLong_FromUnsignedLong(nid)) == NULL)
 			return NULL;
@@ -2326,10 +2333,12 @@ flush_events(PyObject *unused, PyObject *args)
 		}
 		if (room(p, n) < 0)
 			goto fail;
+		/* the event's rows: its constant ones, else host_stats' next */
 		if (n)
-			memcpy((struct rec_tensor *)(uintptr_t)p->taddr + p->nt, hb + h,
-			       n * sizeof(struct rec_tensor));
-		h += n;
+			memcpy((struct rec_tensor *)(uintptr_t)p->taddr + p->nt,
+			       m[7] >= 0 ? sb + m[7] : hb + h, n * sizeof(struct rec_tensor));
+		if (m[7] < 0)
+			h += n;
 		put_event(p, kind, PHASE_FWD, nid, call, t, t, kind == EV_ENTER ? 0 : t, level, n);
 		p->nt += n;
 		/* a root call ended, as run_flush counts it (before a debugger
@@ -2454,7 +2463,7 @@ static PyMethodDef module_methods[] = {
 	{ "host_stats", host_stats, METH_VARARGS,
 	  "host_stats(xs, levels, dtypes, out, stats): compiled regions' host tensors summarised" },
 	{ "flush_events", flush_events, METH_VARARGS,
-	  "flush_events(p, meta, nevents, e, by_id, hb, h, t, callv, first, levels): "
+	  "flush_events(p, meta, nevents, e, by_id, hb, h, t, callv, first, levels, sb): "
 	  "a compiled region's events" },
 	{ "set_trace_call", set_trace_call, METH_O,
 	  "set_trace_call(fn): the Python __call__ dynamo traces in place of a Forward's C call" },
@@ -2517,7 +2526,8 @@ PyInit__hook(void)
 	    PyModule_AddObjectRef(m, "NodeBase", (PyObject *)&NodeBaseType) < 0 ||
 	    PyModule_AddObjectRef(m, "Forward", (PyObject *)&ForwardType) < 0 ||
 	    PyModule_AddObjectRef(m, "Discover", (PyObject *)&DiscoverType) < 0 ||
-	    PyModule_AddObjectRef(m, "ParamHook", (PyObject *)&ParamHookType) < 0) {
+	    PyModule_AddObjectRef(m, "ParamHook", (PyObject *)&ParamHookType) < 0 ||
+	    PyModule_AddIntConstant(m, "META_INTS", META_INTS) < 0) {
 		Py_DECREF(m);
 		return NULL;
 	}
