@@ -171,6 +171,76 @@ def check(src: Source, t: tpt.TouchPoint) -> str | None:
     return None if param.rstrip(")") in names else f"{cname}.{meth} takes no {param.rstrip(')')}"
 
 
+def contract_faults(framework: str, version: str,
+                    checked: list[tuple[tpt.TouchPoint, str | None]]) -> list[str]:
+    """What a release lacks of the table, from each row and its check (None:
+    it holds).  A required row must hold; an optional group holds whole or
+    is absent whole (half of it: the plugin takes the path and fails); a
+    group of alternatives holds when every row of one of its paths does."""
+    missing: list[str] = []
+    optional: dict[str, list[tuple[tpt.TouchPoint, str | None]]] = {}
+    paths: dict[str, dict[str, list[str | None]]] = {}
+    for t, err in checked:
+        group, _, path = t.alt.partition("/")
+        if group == "optional":
+            optional.setdefault(path, []).append((t, err))
+        elif group:
+            paths.setdefault(group, {}).setdefault(path, []).append(err)
+        elif err is not None:
+            missing.append(f"{t.kind} {t.module}:{t.name} ({t.use}): {err}")
+    for name, got in optional.items():
+        absent = [t.name for t, err in got if err is not None]
+        if absent and len(absent) < len(got):
+            there = [t.name for t, err in got if err is None]
+            missing.append(f"optional {name!r} half there: {', '.join(there)} but not "
+                           f"{', '.join(absent)}")
+        elif absent:
+            print(f"{framework} {version}: optional {name!r} absent ({', '.join(absent)})")
+    for group, by_path in paths.items():
+        if not any(all(e is None for e in errs) for errs in by_path.values()):
+            missing.append(f"alternatives {group!r}: no path holds whole: "
+                           + "; ".join(f"{p or '-'}: {[e for e in errs if e]}"
+                                       for p, errs in by_path.items()))
+    return missing
+
+
+def test_contract_faults():
+    """The rules on made-up checks: a half-present optional group and a
+    group whose every path lacks a row are faults; an absent optional group
+    and one whole path among broken ones are not."""
+    def tp(name, alt=""):
+        return tpt.TouchPoint("vllm", "attr", "m", name, "use", alt)
+
+    def faults(*rows):
+        return contract_faults("vllm", "0", list(rows))
+
+    assert faults((tp("a"), None), (tp("b", "optional/x"), "gone"),
+                  (tp("c", "optional/x"), "gone")) == []
+    half = faults((tp("b", "optional/x"), None), (tp("c", "optional/x"), "gone"))
+    assert half == ["optional 'x' half there: b but not c"]
+    one_whole = faults((tp("p", "g/1"), "gone"), (tp("q", "g/1"), None),
+                       (tp("r", "g/2"), None), (tp("s", "g/2"), None))
+    assert one_whole == []
+    none_whole = faults((tp("p", "g/1"), "gone"), (tp("q", "g/1"), None),
+                        (tp("r", "g/2"), None), (tp("s", "g/2"), "gone"))
+    assert len(none_whole) == 1 and none_whole[0].startswith("alternatives 'g'")
+    assert faults((tp("a"), "gone")) == ["attr m:a (use): gone"]
+
+
+def test_alt_names_a_group_and_path():
+    """Every alt is "", optional/NAME or GROUP/PATH, and a group of
+    alternatives has more than one path (a group of one is a required row
+    said twice)."""
+    groups: dict[str, set[str]] = {}
+    for t in tpt.TOUCH_POINTS:
+        if t.alt:
+            group, sep, path = t.alt.partition("/")
+            assert sep and group and path, t
+            groups.setdefault(group, set()).add(path)
+    for group, ps in groups.items():
+        assert group == "optional" or len(ps) > 1, (group, ps)
+
+
 # slow: the wheels are large; the normal build's run checks them, the
 # sanitizer run and distcheck (TM_QUICK) repeat nothing by reading them again
 @pytest.mark.slow
@@ -182,23 +252,7 @@ def test_touch_points_in_released_source(framework, version):
         pytest.skip(why)
     src = Source(path)
     rows = tpt.rows(framework)
-    missing: list[str] = []
-    alts: dict[str, list[str | None]] = {}
-    for t in rows:
-        err = check(src, t)
-        if t.alt == "optional":
-            if err is not None:
-                print(f"{framework} {src.version}: optional {t.name} absent ({t.use})")
-        elif t.alt:
-            alts.setdefault(t.alt, []).append(err)
-        elif err is not None:
-            missing.append(f"{t.kind} {t.module}:{t.name} ({t.use}): {err}")
-    # a group of alternatives holds when all rows of one path hold; the
-    # paths are told apart by the version the rows name, so: at least one
-    # row of the group holds, and the plugin tries each in turn
-    for group, errs in alts.items():
-        if all(e is not None for e in errs):
-            missing.append(f"alternatives {group!r}: none holds: {errs}")
+    missing = contract_faults(framework, src.version, [(t, check(src, t)) for t in rows])
     hi = tpt.SUPPORTED[framework][1]
     past = version == "newest" and tpt.version_tuple(src.version) > tpt.version_tuple(hi)
     lacks = (f"{framework} {src.version} ({path.name}) lacks what the plugins use:\n  "

@@ -20,14 +20,17 @@ A row's kind says what is checked in MODULE's source:
             name it assigns (entry point groups, environment variables,
             names built at run time)
 
-Rows with alt "optional" may be missing: the plugin works without them (an
-older vLLM lacks the worker extension's init/destroy hooks; the extension's
-RPC methods and register() still work; vLLM 0.34 removed the V1 model
-runner and VLLM_USE_V2_MODEL_RUNNER, and its one runner is V2).  Other rows
-with the same `alt` are alternatives: frameworks moved things between
-versions (SGLang 0.5.11 keeps ranks on the ModelRunner, 0.5.23 in
-sglang.srt.runtime_context), and one of them is enough; the plugins try
-them in the order listed.
+A row's alt groups it with others ("" : a required row).  The rows of
+"optional/NAME" may be missing, all of them: the plugin works without them
+(an older vLLM lacks the worker extension's init/destroy hooks; the
+extension's RPC methods and register() still work; vLLM 0.34 removed the
+V1 model runner and VLLM_USE_V2_MODEL_RUNNER, and its one runner is V2).
+A release that keeps some of NAME's rows and not the others is a fault:
+the plugin would take that path and fail half way.  The rows of
+"GROUP/PATH" are alternatives: frameworks moved things between versions
+(SGLang 0.5.11 keeps ranks on the ModelRunner, 0.5.23 in
+sglang.srt.runtime_context); GROUP holds when every row of one of its
+paths does, and the plugins try them in the order listed.
 """
 
 from __future__ import annotations
@@ -55,6 +58,8 @@ SUPPORTED = {
 
 _V = "vllm"
 _S = "sglang"
+_XH = "optional/extension-hooks"     # the worker extension's hooks (0.33 on)
+_V1 = "optional/v1-runner"           # vLLM's V1 model runner (up to 0.33)
 _WB = "vllm.v1.worker.worker_base"
 _GW = "vllm.v1.worker.gpu_worker"
 _R1 = "vllm.v1.worker.gpu_model_runner"
@@ -84,9 +89,9 @@ TOUCH_POINTS: tuple[TouchPoint, ...] = (
                "wrapped per worker: the probe attaches after it"),
     TouchPoint(_V, "method", _GW, "Worker.init_device", "builds model_runner (before load_model)"),
     TouchPoint(_V, "literal", _WB, "init_worker_extension",
-               "WorkerExtension hook, called unguarded after init_device", "optional"),
+               "WorkerExtension hook, called unguarded after init_device", _XH),
     TouchPoint(_V, "literal", _WB, "destroy_worker_extension", "WorkerExtension hook at shutdown",
-               "optional"),
+               _XH),
     TouchPoint(_V, "attr", "vllm.config.parallel", "ParallelConfig.worker_extension_cls",
                "--worker-extension-cls names WorkerExtension"),
     TouchPoint(_V, "function", "vllm.entrypoints.serve.dev.rpc.api_router", "collective_rpc",
@@ -99,7 +104,7 @@ TOUCH_POINTS: tuple[TouchPoint, ...] = (
     # apart by the runner's own methods (V2's prepare_inputs), not by the
     # worker's use_v2_model_runner, which 0.34 dropped with the V1 runner.
     TouchPoint(_V, "literal", "vllm.envs", "VLLM_USE_V2_MODEL_RUNNER",
-               "the user's choice of runner up to 0.33 (0: V1); 0.34 refuses 0", "optional"),
+               "the user's choice of runner up to 0.33 (0: V1); 0.34 refuses 0", _V1),
     TouchPoint(_V, "method", _R2, "GPUModelRunner.get_model", "V2: the model"),
     TouchPoint(_V, "attr", _R2, "GPUModelRunner.model", "V2: the model, when get_model fails"),
     TouchPoint(_V, "method", _R2, "GPUModelRunner.execute_model",
@@ -120,15 +125,13 @@ TOUCH_POINTS: tuple[TouchPoint, ...] = (
                "V2: the leading size when padded (CUDA graphs, DP)"),
     # the V1 runner, up to 0.33 with VLLM_USE_V2_MODEL_RUNNER=0; 0.34 removed it
     TouchPoint(_V, "method", _R1, "GPUModelRunner.get_model",
-               "V1: the model, unwrapped from CUDA graph wrappers", "optional"),
-    TouchPoint(_V, "attr", _R1, "GPUModelRunner.input_batch", "V1: the persistent batch",
-               "optional"),
+               "V1: the model, unwrapped from CUDA graph wrappers", _V1),
+    TouchPoint(_V, "attr", _R1, "GPUModelRunner.input_batch", "V1: the persistent batch", _V1),
     TouchPoint(_V, "attr", "vllm.v1.worker.gpu_input_batch", "InputBatch.req_ids",
-               "V1: the step's request ids, in row order", "optional"),
+               "V1: the step's request ids, in row order", _V1),
     TouchPoint(_V, "method", _R1, "GPUModelRunner._dummy_run",
-               "V1: wrapped per runner: a dummy run has no requests", "optional"),
-    TouchPoint(_V, "attr", _R1, "GPUModelRunner.model", "V1: the model, when get_model fails",
-               "optional"),
+               "V1: wrapped per runner: a dummy run has no requests", _V1),
+    TouchPoint(_V, "attr", _R1, "GPUModelRunner.model", "V1: the model, when get_model fails", _V1),
     # ------------------------------------------------------------ vLLM: parallelism
     TouchPoint(_V, "attr", "vllm.config.parallel", "ParallelConfig.world_size", "workers"),
     TouchPoint(_V, "attr", "vllm.config.parallel", "ParallelConfig.tensor_parallel_size",
@@ -171,9 +174,9 @@ TOUCH_POINTS: tuple[TouchPoint, ...] = (
     TouchPoint(_S, "attr", _MR, "ModelRunner.is_draft_worker",
                "a speculative draft model gets no probe of its own"),
     TouchPoint(_S, "attr", "sglang.srt.server_args", "ServerArgs.model_path",
-               "metadata serving.model", "model_path"),
+               "metadata serving.model (0.5.11)", "model_path/0.5.11"),
     TouchPoint(_S, "attr", "sglang.srt.arg_groups.fields.model", "Model.model_path",
-               "metadata serving.model", "model_path"),
+               "metadata serving.model (0.5.2x)", "model_path/0.5.2x"),
     TouchPoint(_S, "attr", "sglang.srt.model_executor.forward_batch_info", "ForwardBatch.rids",
                "the step's request ids (the model's forward gets the ForwardBatch)"),
     TouchPoint(_S, "attr", "sglang.srt.model_executor.forward_batch_info",
@@ -191,37 +194,38 @@ TOUCH_POINTS: tuple[TouchPoint, ...] = (
     TouchPoint(_S, "method", "sglang.srt.model_executor.forward_batch_info",
                "ForwardMode.is_target_verify", "speculative verify: rows not known"),
     # ------------------------------------------------------------ SGLang: ranks
-    TouchPoint(_S, "function", _RC, "get_parallel", "ranks and sizes (0.5.2x)", "ranks"),
-    TouchPoint(_S, "literal", _RC, "tp_rank", "get_parallel().tp_rank", "ranks"),
-    TouchPoint(_S, "literal", _RC, "pp_rank", "get_parallel().pp_rank", "ranks"),
+    TouchPoint(_S, "function", _RC, "get_parallel", "ranks and sizes (0.5.2x)", "ranks/0.5.2x"),
+    TouchPoint(_S, "literal", _RC, "tp_rank", "get_parallel().tp_rank", "ranks/0.5.2x"),
+    TouchPoint(_S, "literal", _RC, "pp_rank", "get_parallel().pp_rank", "ranks/0.5.2x"),
     TouchPoint(_S, "attr", "sglang.srt.arg_groups.fields.parallel", "Parallel.tp_size",
-               "get_parallel().tp_size", "ranks"),
+               "get_parallel().tp_size", "ranks/0.5.2x"),
     TouchPoint(_S, "attr", "sglang.srt.arg_groups.fields.parallel", "Parallel.pp_size",
-               "get_parallel().pp_size", "ranks"),
-    TouchPoint(_S, "attr", _MR, "ModelRunner.tp_rank", "ranks (0.5.11)", "ranks"),
-    TouchPoint(_S, "attr", _MR, "ModelRunner.tp_size", "ranks (0.5.11)", "ranks"),
-    TouchPoint(_S, "attr", _MR, "ModelRunner.pp_rank", "ranks (0.5.11)", "ranks"),
-    TouchPoint(_S, "attr", _MR, "ModelRunner.pp_size", "ranks (0.5.11)", "ranks"),
+               "get_parallel().pp_size", "ranks/0.5.2x"),
+    TouchPoint(_S, "attr", _MR, "ModelRunner.tp_rank", "ranks (0.5.11)", "ranks/0.5.11"),
+    TouchPoint(_S, "attr", _MR, "ModelRunner.tp_size", "ranks (0.5.11)", "ranks/0.5.11"),
+    TouchPoint(_S, "attr", _MR, "ModelRunner.pp_rank", "ranks (0.5.11)", "ranks/0.5.11"),
+    TouchPoint(_S, "attr", _MR, "ModelRunner.pp_size", "ranks (0.5.11)", "ranks/0.5.11"),
     # ------------------------------------------------------------ SGLang: execution
-    TouchPoint(_S, "function", _RC, "get_exec", "the resolved exec config (0.5.2x)", "exec"),
+    TouchPoint(_S, "function", _RC, "get_exec", "the resolved exec config (0.5.2x)",
+               "exec/0.5.2x"),
     TouchPoint(_S, "attr", "sglang.srt.arg_groups.fields.exec_", "ExecGraph.cuda_graph_config",
                "get_exec().graph.cuda_graph_config: resolved per-phase CUDA graphs "
-               "(--cuda-graph-config JSON, --cuda-graph-backend-*, --disable-*)", "exec"),
+               "(--cuda-graph-config JSON, --cuda-graph-backend-*, --disable-*)", "exec/0.5.2x"),
     TouchPoint(_S, "literal", "sglang.srt.arg_groups.fields.exec_", "exec.graph",
-               "the namespace get_exec().graph", "exec"),
+               "the namespace get_exec().graph", "exec/0.5.2x"),
     TouchPoint(_S, "attr", "sglang.srt.arg_groups.fields.exec_", "ExecGraph.enable_torch_compile",
-               "get_exec().graph.enable_torch_compile", "exec"),
-    TouchPoint(_S, "attr", _CG, "CudaGraphConfig.decode", "decode phase", "exec"),
-    TouchPoint(_S, "attr", _CG, "CudaGraphConfig.prefill", "prefill phase", "exec"),
-    TouchPoint(_S, "attr", _CG, "PhaseConfig.backend", "full | breakable | disabled", "exec"),
+               "get_exec().graph.enable_torch_compile", "exec/0.5.2x"),
+    TouchPoint(_S, "attr", _CG, "CudaGraphConfig.decode", "decode phase", "exec/0.5.2x"),
+    TouchPoint(_S, "attr", _CG, "CudaGraphConfig.prefill", "prefill phase", "exec/0.5.2x"),
+    TouchPoint(_S, "attr", _CG, "PhaseConfig.backend", "full | breakable | disabled", "exec/0.5.2x"),
     TouchPoint(_S, "literal", _CG, "disabled", "Backend.DISABLED: the phase runs eagerly",
-               "exec"),
+               "exec/0.5.2x"),
     TouchPoint(_S, "attr", _SA, "ServerArgs.disable_cuda_graph",
-               "decode CUDA graphs off, resolved in place (0.5.11)", "exec"),
+               "decode CUDA graphs off, resolved in place (0.5.11)", "exec/0.5.11"),
     TouchPoint(_S, "attr", _SA, "ServerArgs.disable_piecewise_cuda_graph",
-               "prefill piecewise CUDA graphs off, resolved in place (0.5.11)", "exec"),
+               "prefill piecewise CUDA graphs off, resolved in place (0.5.11)", "exec/0.5.11"),
     TouchPoint(_S, "attr", _SA, "ServerArgs.enable_torch_compile",
-               "torch.compile, resolved in place (0.5.11)", "exec"),
+               "torch.compile, resolved in place (0.5.11)", "exec/0.5.11"),
 )
 
 
