@@ -798,7 +798,7 @@ def run_grad(p: Any, stats: torch.Tensor, token: int, meta: list[int], raw: bool
         p._submit_live()
 
 
-_plans: dict[tuple[int, ...], tuple[Any, int, str]] = {}
+_plans: dict[Any, tuple[Any, int, str, int, Any]] = {}
 
 
 def _static_rows(table: list[int], i: int, n: int, rows: bytearray) -> int:

@@ -2239,8 +2239,9 @@ root_depth_add(ProbeBase *p, long d)
  * sb): a compiled region's events from e on into p's batch, as
  * _compiled.run_flush packs them, while they are its common kinds: host
  * tensors only (their rows at hb, from row h on), and level-0 events of
- * static sizes (their rows constant, at sb, made once by _compiled._plan).  A root call's ENTER
- * moves the step as an eager one does, by Probe._root_call (Python); the
+ * static sizes (their rows constant, at sb, made once by _compiled._plan).
+ * A root call's ENTER moves the step as an eager one does, by
+ * Probe._root_call (Python); the
  * region's first event (e 0) calls first(p, node, levels) after its call
  * is counted, as run_flush does (the step's regions).  A model compiled as
  * one region is then one call here a step, no event of it in Python.
