@@ -1084,7 +1084,8 @@ static int cmd_finish_exec(struct tm_session *s, const char *args, int from_tty)
 
 	if (finish_target(s, TM_DIR_FWD, &a))
 		return -1;
-	tm_out(s, "Run till exit from #%zu  %s\n", a.level, tm_node_name(s, a.node));
+	if (!s->finish_mi)
+		tm_out(s, "Run till exit from #%zu  %s\n", a.level, tm_node_name(s, a.node));
 	if (scan(s, TM_DIR_FWD, pred_call, &a, 1, &st))
 		return -1;
 	if (a.lost && st.why == STOP_STEP)
@@ -1093,6 +1094,19 @@ static int cmd_finish_exec(struct tm_session *s, const char *args, int from_tty)
 	st.finish = st.why == STOP_STEP && !a.lost;
 	report(s, &st);
 	/* GDB's "Value returned": the call's output, into the history. */
+	if (st.why == STOP_STEP && !a.lost && tm_focus_tensor(s) && s->finish_mi) {
+		struct tm_val v;
+
+		/* *stopped names it (gdb-result-var) and shows it: a front end
+		 * prints it from there, and once (Emacs looks for the text in
+		 * the same read as *stopped, which a pipe may split) */
+		memset(&v, 0, sizeof(v));
+		if (tm_evaluate(s, "tensor", &v))
+			return -1;
+		tm_history_add(s, &v);
+		tm_val_clear(&v);
+		return 0;
+	}
 	if (st.why == STOP_STEP && !a.lost && tm_focus_tensor(s)) {
 		int trace = s->set.trace_commands, rc;
 
@@ -1219,7 +1233,8 @@ static int cmd_reverse_finish_exec(struct tm_session *s, const char *args,
 
 	if (finish_target(s, TM_DIR_BWD, &a))
 		return -1;
-	tm_out(s, "Run back to call of #%zu  %s\n", a.level, tm_node_name(s, a.node));
+	if (!s->finish_mi)
+		tm_out(s, "Run back to call of #%zu  %s\n", a.level, tm_node_name(s, a.node));
 	{
 		struct stop st;
 

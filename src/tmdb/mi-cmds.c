@@ -980,9 +980,16 @@ static int mi_exec_nexti(struct mi *m, struct mi_parse *c)
 	return exec_cli(m, c, "nexti", "reverse-nexti");
 }
 
+/* As GDB's: the finish command without its text (GDB runs it with
+ * from_tty 0); the value returned is in *stopped. */
 static int mi_exec_finish(struct mi *m, struct mi_parse *c)
 {
-	return exec_cli(m, c, "finish", "reverse-finish");
+	int rc;
+
+	m->s->finish_mi = 1;
+	rc = exec_cli(m, c, "finish", "reverse-finish");
+	m->s->finish_mi = 0;
+	return rc;
 }
 
 static int mi_exec_until(struct mi *m, struct mi_parse *c)

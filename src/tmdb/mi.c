@@ -920,9 +920,9 @@ static void mi_on_stop(struct tm_session *s, const struct tm_stop *st)
 	if (m->quiet_stop)
 		return;
 	if (st->why == STOP_STEP && st->finish && m->in_cmd && !m->fin_held) {
-		/* finish prints "Value returned is $N = ..." after the stop, and
-		 * GDB's *stopped comes after that text and names $N
-		 * (gdb-result-var): Emacs shows the value, then the prompt */
+		/* a typed finish prints "Value returned is $N = ..." after
+		 * the stop, and GDB's *stopped comes after that text and names
+		 * $N (gdb-result-var); -exec-finish prints no text */
 		m->fin_held = 1;
 		m->fin_hist = m->s->nhist;
 		return;

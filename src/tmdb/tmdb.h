@@ -311,6 +311,9 @@ struct tm_session {
 	int starting;           /* start: its breakpoint waits for the nodes */
 	int intr_reported;      /* this Ctrl-C's "Interrupted." is out */
 	int err_prefixed;       /* this command's error has its FILE:LINE prefix */
+	int finish_mi;          /* MI's -exec-finish runs finish: as GDB's, no text
+				 * ("Run till exit", "Value returned"): the value
+				 * goes into the history and *stopped only */
 
 	/* paging (set height, set pagination): lines since the last prompt */
 	int page_lines;
