@@ -1081,6 +1081,7 @@ static int cmd_finish_exec(struct tm_session *s, const char *args, int from_tty)
 {
 	struct call_arg a;
 	struct stop st;
+	int trace, rc;
 
 	if (finish_target(s, TM_DIR_FWD, &a))
 		return -1;
@@ -1094,7 +1095,9 @@ static int cmd_finish_exec(struct tm_session *s, const char *args, int from_tty)
 	st.finish = st.why == STOP_STEP && !a.lost;
 	report(s, &st);
 	/* GDB's "Value returned": the call's output, into the history. */
-	if (st.why == STOP_STEP && !a.lost && tm_focus_tensor(s) && s->finish_mi) {
+	if (st.why != STOP_STEP || a.lost || !tm_focus_tensor(s))
+		return 0;
+	if (s->finish_mi) {
 		struct tm_val v;
 
 		/* *stopped names it (gdb-result-var) and shows it: a front end
@@ -1107,17 +1110,13 @@ static int cmd_finish_exec(struct tm_session *s, const char *args, int from_tty)
 		tm_val_clear(&v);
 		return 0;
 	}
-	if (st.why == STOP_STEP && !a.lost && tm_focus_tensor(s)) {
-		int trace = s->set.trace_commands, rc;
-
-		tm_out(s, "Value returned is ");
-		/* part of finish's own output: not a command to echo */
-		s->set.trace_commands = 0;
-		rc = tm_execute(s, "print tensor", 0);
-		s->set.trace_commands = trace;
-		return rc == 0 ? 0 : -1;
-	}
-	return 0;
+	tm_out(s, "Value returned is ");
+	/* part of finish's own output: not a command to echo */
+	trace = s->set.trace_commands;
+	s->set.trace_commands = 0;
+	rc = tm_execute(s, "print tensor", 0);
+	s->set.trace_commands = trace;
+	return rc == 0 ? 0 : -1;
 }
 
 const struct cmd_entry cmd_finish_entry = {
