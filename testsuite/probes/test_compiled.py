@@ -340,6 +340,28 @@ def test_level0_hands_the_probe_no_tensor(tmp_path):
     assert plan
 
 
+@pytest.mark.parametrize("level", [1, 2])
+def test_host_stats_reduces_a_tensor_passed_again_once(level):
+    """A region hands host_stats a tensor again and again (a module's
+    output is the next one's input): each of its rows is the row the
+    tensor gets alone, whether it was reduced or copied; views that share
+    an address but not the elements (a prefix, another dtype) are not
+    taken for it."""
+    from tensormorph_probe import _compiled
+    torch.manual_seed(0)
+    a = torch.randn(4, 32, 64)
+    a[0, 0, :5] = torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0, 1e-40])
+    b = torch.randn(300)
+    xs = [a, b, a, a[:2], b, a.view(torch.int32), a.transpose(1, 2), a, a[:2], torch.zeros(0), b.half()]
+    xs += [torch.randn(8) for _ in range(300)] + [a, b]    # a full table: probes wrap around
+    op = torch.ops.tensormorph.host_stats
+    got = op(xs, _compiled._const(*[level, 1] * len(xs)))
+    one = _compiled._const(level, 1)
+    for i, x in enumerate(xs):
+        assert torch.equal(got[i], op([x], one)[0]), f"row {i}"
+    assert not torch.equal(got[0], got[3]) and not torch.equal(got[0], got[5])
+
+
 @pytest.mark.parametrize("level, levels", [(1, {"model.blocks.1.**": 0}),
                                            (0, {"model.blocks.1.**": 2, "model.head": 3})])
 def test_levels_of_their_own(tmp_path, level, levels):

@@ -2078,7 +2078,8 @@ host_stats(PyObject *unused, PyObject *args)
 	struct rec_tensor *rows, *rt;
 	Py_ssize_t n, nl, i, k, j, rank;
 	long long *codes = NULL;
-	Py_ssize_t *src = NULL;
+	Py_ssize_t *src = NULL, *firsts = NULL;
+	size_t mask = 1, h;
 
 	(void)unused;
 	if (!PyArg_ParseTuple(args, "O!O!O!KK:host_stats", &PyList_Type, &xs, &PyList_Type,
@@ -2087,10 +2088,16 @@ host_stats(PyObject *unused, PyObject *args)
 	n = PyList_GET_SIZE(xs);
 	nl = PyList_GET_SIZE(levels);
 	rows = (struct rec_tensor *)(uintptr_t)out_addr;
+	/* the rows reduced first, by address (open addressing, index + 1):
+	 * a region passes a few hundred tensors, half of them again */
+	while (mask < 2 * (size_t)n)
+		mask <<= 1;
 	codes = PyMem_Calloc((size_t)n + 1, sizeof(*codes));
 	src = PyMem_Calloc((size_t)n + 1, sizeof(*src));
+	firsts = PyMem_Calloc(mask, sizeof(*firsts));
+	mask--;
 	hold = PyList_New(0);
-	if (codes == NULL || src == NULL || hold == NULL) {
+	if (codes == NULL || src == NULL || firsts == NULL || hold == NULL) {
 		PyErr_NoMemory();
 		goto fail;
 	}
@@ -2130,15 +2137,20 @@ host_stats(PyObject *unused, PyObject *args)
 				if (PyErr_Occurred())
 					goto fail;
 				/* the same data at the same level: reduced once */
-				for (j = 0; j < i; j++)
-					if (rows[j].data == ptr && ptr && rows[j].numel == numel &&
-					    rows[j].dtype == (uint8_t)dtype && rows[j].level == lv &&
-					    src[j] < 0)
+				h = (size_t)((ptr >> 4) * 0x9E3779B97F4A7C15ULL) & mask;
+				for (j = -1; ptr && firsts[h]; h = (h + 1) & mask) {
+					j = firsts[h] - 1;
+					if (rows[j].data == ptr && rows[j].numel == numel &&
+					    rows[j].dtype == (uint8_t)dtype && rows[j].level == lv)
 						break;
-				if (j < i) {
+					j = -1;
+				}
+				if (j >= 0) {
 					src[i] = j;
 					ptr = 0;
 					lv = 0;
+				} else if (ptr) {
+					firsts[h] = i + 1;
 				}
 			} else {
 				y = PyObject_CallMethodNoArgs(x, s_contiguous);
@@ -2187,11 +2199,13 @@ host_stats(PyObject *unused, PyObject *args)
 	}
 	PyMem_Free(codes);
 	PyMem_Free(src);
+	PyMem_Free(firsts);
 	Py_DECREF(hold);
 	Py_RETURN_NONE;
 fail:
 	PyMem_Free(codes);
 	PyMem_Free(src);
+	PyMem_Free(firsts);
 	Py_XDECREF(hold);
 	Py_XDECREF(shape);
 	Py_XDECREF(dt);
