@@ -632,37 +632,56 @@ static void test_level1_matches_level2(void)
  * octave and the subnormals are hit), with zeros, -0.0, exact powers of
  * two and NaN/Inf, against the frexp definition, at sizes that end in
  * every part of the kernel's blocks, on either side of FINE_MIN (below it
- * the histogram is the exact pass, from it the fine counters' fold).
+ * the histogram is the exact pass, from it the fine counters' fold).  Then
+ * the same without NaN and Inf, so that every block goes through the main
+ * loop, which reads the fields of f32 and bf16 from their bits; and as
+ * bf16 (each value's top 16 bits).
  */
 static void test_log2_wide(void)
 {
 	size_t sizes[] = { 1, 3, 16, 17, 33, 95, 96, 97, 1000, 4099 };
 	size_t i, k;
+	int finite;
 
-	for (k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
-		size_t n = sizes[k];
-		float *f = malloc(n * sizeof(*f));
-		double *d = malloc(n * sizeof(*d));
-		struct tm_tensor t;
-		struct ref r;
+	for (finite = 0; finite < 2; finite++) {
+		for (k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+			size_t n = sizes[k];
+			float *f = malloc(n * sizeof(*f));
+			uint16_t *h = malloc(n * sizeof(*h));
+			double *d = malloc(n * sizeof(*d));
+			struct tm_tensor t;
+			struct ref r;
 
-		for (i = 0; i < n; i++) {
-			int e = (int)(rnd() % 190) - 149;
+			for (i = 0; i < n; i++) {
+				int e = (int)(rnd() % 190) - 149;
 
-			f[i] = ldexpf((float)(1 + rnd_unit()), e) * ((rnd() & 1) ? -1 : 1);
-			if (i % 11 == 4)
-				f[i] = ldexpf(1, (int)(rnd() % 60) - 30);     /* edges */
-			if (i % 13 == 2)
-				f[i] = (i & 2) ? -0.0f : 0.0f;
-			if (i % 29 == 6)
-				f[i] = (i & 1) ? NAN : -INFINITY;
-			d[i] = f[i];
+				f[i] = ldexpf((float)(1 + rnd_unit()), e) * ((rnd() & 1) ? -1 : 1);
+				if (i % 11 == 4)
+					f[i] = ldexpf(1, (int)(rnd() % 60) - 30);     /* edges */
+				if (i % 13 == 2)
+					f[i] = (i & 2) ? -0.0f : 0.0f;
+				if (!finite && i % 29 == 6)
+					f[i] = (i & 1) ? NAN : -INFINITY;
+				d[i] = f[i];
+			}
+			reference(d, n, &r);
+			CU_ASSERT_EQUAL(tm_stats_compute(&t, f, n, TM_DT_F32, 2), TM_OK);
+			check_against(&t, &r, 1e-6);
+
+			for (i = 0; i < n; i++) {
+				uint32_t u;
+
+				memcpy(&u, &f[i], 4);
+				h[i] = (uint16_t)(u >> 16);
+				d[i] = tm_bf16_to_double(h[i]);
+			}
+			reference(d, n, &r);
+			CU_ASSERT_EQUAL(tm_stats_compute(&t, h, n, TM_DT_BF16, 2), TM_OK);
+			check_against(&t, &r, 1e-2);
+			free(f);
+			free(h);
+			free(d);
 		}
-		reference(d, n, &r);
-		CU_ASSERT_EQUAL(tm_stats_compute(&t, f, n, TM_DT_F32, 2), TM_OK);
-		check_against(&t, &r, 1e-6);
-		free(f);
-		free(d);
 	}
 }
 
