@@ -289,17 +289,18 @@ static inline int any_lane(const void *mask, size_t n)
 #define NONFINITE(x) ((x) - (x) != 0)
 
 /*
- * An element's fine field in the main loop, FINE_IDX of its value: f32
- * and bf16 read it from the source's bits with an integer load (in cache:
- * the block was just loaded), other types take it from the value loaded.
- * Taking each lane out of the vector register that holds the block costs
- * a shuffle an element on the ports the vector work needs; level 2 on 8192
- * f32 took 5.7 us this way against 7.2 (AVX-512; AVX2 8.6 against 10.0;
- * stats-bench, best of 10 runs, a noisy host).  Storing the block's fields
- * as a vector and reading them back is worse: each read waits on the
- * store (1.6 ns an element against 0.6 in a loop of counts alone).
+ * An element's fine field in the main loop, FINE_IDX of its value v, for
+ * LOADERS' FINE column: f32 and bf16 read it from the source's bits with
+ * an integer load (in cache: the block was just loaded), other types take
+ * it from the value (fine_of_value).  Taking each lane out of the vector
+ * register that holds the block costs a shuffle an element on the ports
+ * the vector work needs; level 2 on 8192 f32 took 5.7 us this way against
+ * 7.2 (AVX-512; AVX2 8.6 against 10.0; stats-bench, best of 10 runs, a
+ * noisy host).  Storing the block's fields as a vector and reading them
+ * back is worse: each read waits on the store (1.6 ns an element against
+ * 0.6 in a loop of counts alone).
  */
-static inline unsigned fine_ld_f32(const uint8_t *p, uint64_t i, float v)
+static inline unsigned fine_bits_f32(const uint8_t *p, uint64_t i, float v)
 {
 	uint32_t u;
 
@@ -308,7 +309,7 @@ static inline unsigned fine_ld_f32(const uint8_t *p, uint64_t i, float v)
 	return u >> 23;
 }
 
-static inline unsigned fine_ld_bf16(const uint8_t *p, uint64_t i, float v)
+static inline unsigned fine_bits_bf16(const uint8_t *p, uint64_t i, float v)
 {
 	uint16_t h;
 
@@ -317,22 +318,7 @@ static inline unsigned fine_ld_bf16(const uint8_t *p, uint64_t i, float v)
 	return (unsigned)h >> 7;        /* the f32 it widens to, shifted by 23 */
 }
 
-#define FINE_OF_VALUE(LOAD, VT) \
-static inline unsigned fine_##LOAD(const uint8_t *p, uint64_t i, VT v) \
-{ \
-	(void)p; \
-	(void)i; \
-	return FINE_IDX(v); \
-}
-FINE_OF_VALUE(ld_f64, double)
-FINE_OF_VALUE(ld_f16, float)
-FINE_OF_VALUE(ld_byte, float)
-FINE_OF_VALUE(ld_i16, float)
-FINE_OF_VALUE(ld_u16, float)
-FINE_OF_VALUE(ld_i32, double)
-FINE_OF_VALUE(ld_u32, double)
-FINE_OF_VALUE(ld_i64, double)
-FINE_OF_VALUE(ld_u64, double)
+#define fine_of_value(p, i, v) ((void)(p), (void)(i), FINE_IDX(v))
 
 /*
  * The per-element path, for blocks holding a NaN or Inf and for the tail:
@@ -450,7 +436,7 @@ TM_ATTR_V4 static inline int nan8d(tm_v8d t)
 		      __builtin_convertvector(v, vd_))
 #endif
 
-#define STATS_BLOCK(u, FULL, OPS, LOAD) do { \
+#define STATS_BLOCK(u, FULL, OPS, FINE) do { \
 	vd_ e_, d_; \
 \
 	vlo[u] = OPS##_MIN(xv[u], vlo[u]); \
@@ -465,10 +451,10 @@ TM_ATTR_V4 static inline int nan8d(tm_v8d t)
 		for (l = 0; fh && l < LANES; l += FINE_COPIES) { \
 			uint64_t j_ = i + (uint64_t)(u) * LANES + l; \
 \
-			fh[0][fine_##LOAD(p, j_, x[u][l])]++; \
-			fh[1][fine_##LOAD(p, j_ + 1, x[u][l + 1])]++; \
-			fh[2][fine_##LOAD(p, j_ + 2, x[u][l + 2])]++; \
-			fh[3][fine_##LOAD(p, j_ + 3, x[u][l + 3])]++; \
+			fh[0][FINE(p, j_, x[u][l])]++; \
+			fh[1][FINE(p, j_ + 1, x[u][l + 1])]++; \
+			fh[2][FINE(p, j_ + 2, x[u][l + 2])]++; \
+			fh[3][FINE(p, j_ + 3, x[u][l + 3])]++; \
 		} \
 	} \
 } while (0)
@@ -522,10 +508,10 @@ TM_ATTR_V4 static inline int nan8d(tm_v8d t)
  * element by element (SLOW_ELEMENT), into the same set and lanes in the
  * same order; both levels do the same operations on what they share, so
  * level-1 stats are the same bits as level 2's (test_stats checks this).
- * The fine histogram is counted per element (fine_##LOAD), apart from
+ * The fine histogram is counted per element (FINE), apart from
  * the vector sums.
  */
-#define STATS_KERNEL(NAME, VT, LOAD, FULL, NL, NS, ATTR, OPS) \
+#define STATS_KERNEL(NAME, VT, LOAD, FINE, FULL, NL, NS, ATTR, OPS) \
 ATTR \
 static void NAME(struct acc *r, const uint8_t *p, uint64_t n, const float *tab, \
 		 fine_hist fh) \
@@ -588,7 +574,7 @@ static void NAME(struct acc *r, const uint8_t *p, uint64_t n, const float *tab, 
 				break; \
 			_Pragma("GCC unroll 8") \
 			for (u = 0; u < SETS; u++) \
-				STATS_BLOCK(u, FULL, OPS, LOAD); \
+				STATS_BLOCK(u, FULL, OPS, FINE); \
 		} \
 		if (i + SETS * LANES > n) \
 			break; \
@@ -605,7 +591,7 @@ static void NAME(struct acc *r, const uint8_t *p, uint64_t n, const float *tab, 
 			memcpy(&xv[0], x[0], sizeof(xv[0])); \
 			if (TM_UNLIKELY(OPS##_NONFINITE(xv, 1, m))) \
 				break; \
-			STATS_BLOCK(0, FULL, OPS, LOAD); \
+			STATS_BLOCK(0, FULL, OPS, FINE); \
 		} \
 		if (i + LANES > n) \
 			break; \
@@ -729,19 +715,19 @@ static void NAME(struct acc *r, const uint8_t *p, uint64_t n, const float *tab, 
 }
 
 /* Every value type the kernels read: suffix, compare type (float when it
- * holds the source exactly, else double), loader. */
+ * holds the source exactly, else double), loader, fine field. */
 #define LOADERS(X, ...) \
-	X(f32, float, ld_f32, __VA_ARGS__) \
-	X(f64, double, ld_f64, __VA_ARGS__) \
-	X(f16, float, ld_f16, __VA_ARGS__) \
-	X(bf16, float, ld_bf16, __VA_ARGS__) \
-	X(byte, float, ld_byte, __VA_ARGS__) \
-	X(i16, float, ld_i16, __VA_ARGS__) \
-	X(u16, float, ld_u16, __VA_ARGS__) \
-	X(i32, double, ld_i32, __VA_ARGS__) \
-	X(u32, double, ld_u32, __VA_ARGS__) \
-	X(i64, double, ld_i64, __VA_ARGS__) \
-	X(u64, double, ld_u64, __VA_ARGS__)
+	X(f32, float, ld_f32, fine_bits_f32, __VA_ARGS__) \
+	X(f64, double, ld_f64, fine_of_value, __VA_ARGS__) \
+	X(f16, float, ld_f16, fine_of_value, __VA_ARGS__) \
+	X(bf16, float, ld_bf16, fine_bits_bf16, __VA_ARGS__) \
+	X(byte, float, ld_byte, fine_of_value, __VA_ARGS__) \
+	X(i16, float, ld_i16, fine_of_value, __VA_ARGS__) \
+	X(u16, float, ld_u16, fine_of_value, __VA_ARGS__) \
+	X(i32, double, ld_i32, fine_of_value, __VA_ARGS__) \
+	X(u32, double, ld_u32, fine_of_value, __VA_ARGS__) \
+	X(i64, double, ld_i64, fine_of_value, __VA_ARGS__) \
+	X(u64, double, ld_u64, fine_of_value, __VA_ARGS__)
 
 /* Each dtype's loader suffix, as initialisers of a table by dtype of
  * PRE##SUFFIX##POST. */
@@ -756,7 +742,7 @@ static void NAME(struct acc *r, const uint8_t *p, uint64_t n, const float *tab, 
 	[TM_DT_BOOL] = PRE##byte##POST
 
 /* The exact histogram pass, one per value type. */
-#define HIST(SFX, VT, LOAD, ...) \
+#define HIST(SFX, VT, LOAD, FINE, ...) \
 	LOG2_KERNEL(hist_##SFX, VT, LOAD, \
 		    _Generic((VT)0, float: ilog2_f, double: ilog2_d), \
 		    _Generic((VT)0, float: signbit_f, double: signbit_d))
@@ -776,9 +762,9 @@ struct kernel_set {
 
 /* Every kernel of instruction set ISA (LANES NL, SETS NS, attribute ATTR)
  * and their table ks_ISA. */
-#define KSET_DT(SFX, VT, LOAD, ISA, NL, NS, ATTR, OPS) \
-	STATS_KERNEL(stats_##SFX##_##ISA, VT, LOAD, 1, NL, NS, ATTR, OPS) \
-	STATS_KERNEL(stats1_##SFX##_##ISA, VT, LOAD, 0, NL, NS, ATTR, OPS)
+#define KSET_DT(SFX, VT, LOAD, FINE, ISA, NL, NS, ATTR, OPS) \
+	STATS_KERNEL(stats_##SFX##_##ISA, VT, LOAD, FINE, 1, NL, NS, ATTR, OPS) \
+	STATS_KERNEL(stats1_##SFX##_##ISA, VT, LOAD, FINE, 0, NL, NS, ATTR, OPS)
 #define KERNEL_SET(ISA, NAME, NL, NS, ATTR, OPS) \
 	LOADERS(KSET_DT, ISA, NL, NS, ATTR, OPS) \
 	static const struct kernel_set ks_##ISA = { NAME, \
