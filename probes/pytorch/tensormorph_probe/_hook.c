@@ -2060,6 +2060,30 @@ layout(PyObject *mod, PyObject *unused)
 }
 
 /*
+ * host_stats' table of the rows reduced first, by address (open
+ * addressing, row index + 1, half full at most): the row of data ptr with
+ * the same numel, dtype and level, or -1 with *slot the empty entry for
+ * it.  A prefix view or a reinterpretation of the same address is another
+ * row.
+ */
+static Py_ssize_t
+first_row(const struct rec_tensor *rows, const Py_ssize_t *firsts, size_t mask, uint64_t ptr,
+	  uint64_t numel, long dtype, int lv, size_t *slot)
+{
+	size_t h = (size_t)((ptr >> 4) * 0x9E3779B97F4A7C15ULL) & mask;
+
+	for (; firsts[h]; h = (h + 1) & mask) {
+		const struct rec_tensor *r = &rows[firsts[h] - 1];
+
+		if (r->data == ptr && r->numel == numel && r->dtype == (uint8_t)dtype &&
+		    r->level == lv)
+			return firsts[h] - 1;
+	}
+	*slot = h;
+	return -1;
+}
+
+/*
  * host_stats(xs, levels, dtypes, out, stats): _compiled.host_stats's rows,
  * in one call: for each host tensor of xs a struct tm_rec_tensor at out
  * (an address, len(xs) rows, zeroed) with its metadata, its slot from
@@ -2079,7 +2103,7 @@ host_stats(PyObject *unused, PyObject *args)
 	Py_ssize_t n, nl, i, k, j, rank;
 	long long *codes = NULL;
 	Py_ssize_t *src = NULL, *firsts = NULL;
-	size_t mask = 1, h;
+	size_t mask = 1, h = 0;
 
 	(void)unused;
 	if (!PyArg_ParseTuple(args, "O!O!O!KK:host_stats", &PyList_Type, &xs, &PyList_Type,
@@ -2088,8 +2112,8 @@ host_stats(PyObject *unused, PyObject *args)
 	n = PyList_GET_SIZE(xs);
 	nl = PyList_GET_SIZE(levels);
 	rows = (struct rec_tensor *)(uintptr_t)out_addr;
-	/* the rows reduced first, by address (open addressing, index + 1):
-	 * a region passes a few hundred tensors, half of them again */
+	/* first_row's table: a region passes a few hundred tensors, half of
+	 * them again */
 	while (mask < 2 * (size_t)n)
 		mask <<= 1;
 	codes = PyMem_Calloc((size_t)n + 1, sizeof(*codes));
@@ -2137,14 +2161,7 @@ host_stats(PyObject *unused, PyObject *args)
 				if (PyErr_Occurred())
 					goto fail;
 				/* the same data at the same level: reduced once */
-				h = (size_t)((ptr >> 4) * 0x9E3779B97F4A7C15ULL) & mask;
-				for (j = -1; ptr && firsts[h]; h = (h + 1) & mask) {
-					j = firsts[h] - 1;
-					if (rows[j].data == ptr && rows[j].numel == numel &&
-					    rows[j].dtype == (uint8_t)dtype && rows[j].level == lv)
-						break;
-					j = -1;
-				}
+				j = ptr ? first_row(rows, firsts, mask, ptr, numel, dtype, lv, &h) : -1;
 				if (j >= 0) {
 					src[i] = j;
 					ptr = 0;
