@@ -1,8 +1,12 @@
 #!/bin/sh
 # run-pytest.sh -- make check driver for the PyTorch probe tests (pytest on
-# real models).  Uses the library of this build tree and the probe package
-# of this source tree.  Exit 77 (skip) when torch or pytest is missing.  In a
-# sanitizer build python runs with the sanitizer runtimes preloaded.
+# real models): make check runs each test file as a test of its own
+# (PY_LOG_COMPILER), so that make -j runs them side by side.  By hand:
+#   run-pytest.sh [FILE.py ...] [PYTEST-ARGS]   (no file: every test file)
+# Uses the library of this build tree and the probe package of this source
+# tree.  Exit 77 (skip) when torch or pytest is missing, or when nothing
+# is left to run.  In a sanitizer build python runs with the sanitizer
+# runtimes preloaded.
 srcdir=${srcdir:-$(dirname "$0")/..}
 top_srcdir=$(cd "$srcdir/.." && pwd)
 PYTHON=${PYTHON:-python3}
@@ -41,11 +45,6 @@ if ldd "$lib" 2>/dev/null | grep -q 'libasan'; then
 	export LD_PRELOAD ASAN_OPTIONS PYTHONMALLOC
 	TM_QUICK=1
 fi
-# The slow tests (4-rank jobs) run in the normal build; a sanitizer build
-# and distcheck (TM_QUICK=1) repeat the rest.
-if [ -n "${TM_QUICK:-}" ]; then
-	set -- -m "not slow" "$@"
-fi
 TENSORMORPH_LIB=$lib
 PYTHONPATH=$top_srcdir/probes/pytorch${PYTHONPATH:+:$PYTHONPATH}
 # the live tests launch this build's tmdb, which finds the probe here
@@ -56,12 +55,34 @@ export TENSORMORPH_LIB PYTHONPATH TMDB TENSORMORPH_PROBE_PATH
 for so in ../probes/pytorch/tensormorph_probe/_hook*.so; do
 	[ -f "$so" ] && TENSORMORPH_EXPECT_HOOK=1 && export TENSORMORPH_EXPECT_HOOK
 done
-# TM_PYTEST_FILES: the test files to run (run-live.sh); by default all but
-# the live ones, which are a test of their own
-if [ -n "${TM_PYTEST_FILES:-}" ]; then
-	set -- $(for f in $TM_PYTEST_FILES; do echo "$top_srcdir/testsuite/probes/$f"; done) "$@"
-else
-	set -- "$top_srcdir/testsuite/probes" --ignore="$top_srcdir/testsuite/probes/test_live.py" "$@"
+# What to run: the file make check gives (skipped when TM_PYTEST_FILES, the
+# only test files to run, leaves it out: distcheck runs a few, and `make
+# dist` checks that every file is in the tarball), else TM_PYTEST_FILES,
+# else every test file.
+case ${1:-} in
+*.py)
+	if [ -n "${TM_PYTEST_FILES:-}" ]; then
+		case " $TM_PYTEST_FILES " in
+		*" $(basename "$1") "*) ;;
+		*) echo "SKIP: $(basename "$1") is not in TM_PYTEST_FILES ($TM_PYTEST_FILES)"
+		   exit 77 ;;
+		esac
+	fi
+	files=$1
+	shift ;;
+*)
+	files=$(for f in ${TM_PYTEST_FILES:-.}; do echo "$top_srcdir/testsuite/probes/$f"; done) ;;
+esac
+# The slow tests (4-rank jobs) run in the normal build; a sanitizer build
+# and distcheck (TM_QUICK=1) repeat the rest.  An -m of the caller's, after
+# this one, wins.
+if [ -n "${TM_QUICK:-}" ]; then
+	set -- -m "not slow" "$@"
 fi
+set -- $files "$@"
 # the slowest tests in the log: where the CI time goes
-exec "$PYTHON" -m pytest -q -p no:cacheprovider --durations=25 "$@"
+"$PYTHON" -m pytest -q -p no:cacheprovider --durations=25 "$@"
+rc=$?
+# 5: every test deselected (a file of slow tests under TM_QUICK), a skip
+[ $rc -eq 5 ] && exit 77
+exit $rc
