@@ -16,9 +16,10 @@ import tensormorph_probe as tp  # noqa: E402
 
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", "slow: a long real-process test (4-rank jobs); run-pytest.sh leaves "
-        "them out under the sanitizers and in distcheck (TM_QUICK), whose runs repeat "
-        "what the normal build checks")
+        "markers", "slow: a long real-process test (4-rank jobs, compiling, the "
+        "frameworks) or one whose C paths others take too; run-pytest.sh leaves them "
+        "out under the sanitizers and in distcheck (TM_QUICK), whose runs repeat what "
+        "the normal build checks")
 
 
 # The tmdb binary of this build (make check sets it); tests that drive tmdb

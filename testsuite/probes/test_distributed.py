@@ -149,7 +149,10 @@ def test_ddp_four_ranks_module_launcher(tmp_path):
     _check_job(out, 4, 2, 2, 5)
 
 
+# slow: which files a one-rank job writes is the probe's Python; the
+# sanitizer run (TM_QUICK) has the C paths from the two-rank job
 @needs_gloo
+@pytest.mark.slow
 def test_ddp_without_injection_is_clean(tmp_path):
     """The default arguments plant nothing; one process of torchrun
     (WORLD_SIZE=1) is not distributed: one trace under the name given and
@@ -164,6 +167,8 @@ def test_ddp_without_injection_is_clean(tmp_path):
     assert events and not any(_has_nan(e) for e in events)
 
 
+# slow: as above, the probe's Python choosing the files
+@pytest.mark.slow
 def test_single_process_writes_no_manifest(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent("""
@@ -251,7 +256,11 @@ def test_rank_socket_names():
     assert rank_socket_path("rel.s", 2) == "rel.s.rank2"
 
 
+# slow: the launcher passing the variable on, in Python; the sanitizer
+# run has the C socket names from test_rank_socket_names and the C
+# server from the live tests
 @needs_gloo
+@pytest.mark.slow
 def test_listen_path_per_rank_under_torchrun(tmp_path):
     """TENSORMORPH_LISTEN=PATH reaches the workers through the launcher
     (which does not attach) and each rank listens on its own socket."""
