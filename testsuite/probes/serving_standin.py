@@ -53,6 +53,7 @@ JSON" at its end.  Exit status: 0 when every process ended well.
 """
 
 import enum
+import functools
 import json
 import os
 import pkgutil
@@ -63,8 +64,6 @@ import types
 from importlib.metadata import entry_points, version
 
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
-from transformers.modeling_outputs import BaseModelOutputWithPast
 
 NS = types.SimpleNamespace
 FRAMEWORK, STEPS, SLEEP = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
@@ -98,28 +97,36 @@ class PPMissingLayer(torch.nn.Identity):
         return args[0] if args else next(iter(kwargs.values()))
 
 
-class VllmStyleLlama(LlamaForCausalLM):
-    """A Llama as vLLM's model classes are: forward returns the hidden
-    states, compute_logits (called by the runner, outside forward) applies
-    lm_head."""
+@functools.cache
+def llama_classes():
+    """(LlamaForCausalLM, VllmStyleLlama, PackedLlama): transformers is
+    imported by the processes that build a model, not by SGLang's engine
+    and detokenizer or vLLM's multiprocess engine (seconds of CPU each)."""
+    from transformers import LlamaForCausalLM
 
-    def forward(self, input_ids=None, inputs_embeds=None, **kwargs):
-        return self.model(input_ids=input_ids, inputs_embeds=inputs_embeds).last_hidden_state
+    class VllmStyleLlama(LlamaForCausalLM):
+        """A Llama as vLLM's model classes are: forward returns the hidden
+        states, compute_logits (called by the runner, outside forward)
+        applies lm_head."""
 
-    def compute_logits(self, hidden_states):
-        return self.lm_head(hidden_states)
+        def forward(self, input_ids=None, inputs_embeds=None, **kwargs):
+            return self.model(input_ids=input_ids, inputs_embeds=inputs_embeds).last_hidden_state
 
+        def compute_logits(self, hidden_states):
+            return self.lm_head(hidden_states)
 
-class PackedLlama(VllmStyleLlama):
-    """VllmStyleLlama taking what a packed forward needs: positions, the
-    mask and the KV cache (HF takes a prepared 4D mask as it is)."""
+    class PackedLlama(VllmStyleLlama):
+        """VllmStyleLlama taking what a packed forward needs: positions, the
+        mask and the KV cache (HF takes a prepared 4D mask as it is)."""
 
-    def forward(self, input_ids=None, inputs_embeds=None, positions=None, attention_mask=None,
-                kv_cache=None, **kwargs):
-        return self.model(input_ids=input_ids, inputs_embeds=inputs_embeds,
-                          position_ids=positions, attention_mask=attention_mask,
-                          **{CACHE_ARG: kv_cache}, use_cache=kv_cache is not None
-                          ).last_hidden_state
+        def forward(self, input_ids=None, inputs_embeds=None, positions=None,
+                    attention_mask=None, kv_cache=None, **kwargs):
+            return self.model(input_ids=input_ids, inputs_embeds=inputs_embeds,
+                              position_ids=positions, attention_mask=attention_mask,
+                              **{CACHE_ARG: kv_cache}, use_cache=kv_cache is not None
+                              ).last_hidden_state
+
+    return LlamaForCausalLM, VllmStyleLlama, PackedLlama
 
 
 PACKED = os.environ.get("SERVE_PACKED") == "1"
@@ -138,6 +145,10 @@ CACHE_ARG = _cache_arg() if PACKED else "past_key_values"
 
 
 def tiny_llama(pp_rank=0):
+    from transformers import LlamaConfig
+    from transformers.modeling_outputs import BaseModelOutputWithPast
+
+    LlamaForCausalLM, VllmStyleLlama, PackedLlama = llama_classes()
     torch.manual_seed(0)
     cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
