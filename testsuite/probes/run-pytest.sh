@@ -59,6 +59,10 @@ done
 # only test files to run, leaves it out: distcheck runs a few, and `make
 # dist` checks that every file is in the tarball), else TM_PYTEST_FILES,
 # else every test file.
+# The slow tests (jobs of several ranks, compiling, the frameworks, or
+# variants whose C paths others take) run in the normal build; a sanitizer
+# build and distcheck (TM_QUICK=1) repeat the rest.  An -m of the
+# caller's, after this one, wins.
 case ${1:-} in
 *.py)
 	if [ -n "${TM_PYTEST_FILES:-}" ]; then
@@ -68,18 +72,19 @@ case ${1:-} in
 		   exit 77 ;;
 		esac
 	fi
-	files=$1
-	shift ;;
+	file=$1
+	shift
+	if [ -n "${TM_QUICK:-}" ]; then
+		set -- "$file" -m "not slow" "$@"
+	else
+		set -- "$file" "$@"
+	fi ;;
 *)
-	files=$(for f in ${TM_PYTEST_FILES:-.}; do echo "$top_srcdir/testsuite/probes/$f"; done) ;;
+	if [ -n "${TM_QUICK:-}" ]; then
+		set -- -m "not slow" "$@"
+	fi
+	set -- $(for f in ${TM_PYTEST_FILES:-.}; do echo "$top_srcdir/testsuite/probes/$f"; done) "$@" ;;
 esac
-# The slow tests (4-rank jobs) run in the normal build; a sanitizer build
-# and distcheck (TM_QUICK=1) repeat the rest.  An -m of the caller's, after
-# this one, wins.
-if [ -n "${TM_QUICK:-}" ]; then
-	set -- -m "not slow" "$@"
-fi
-set -- $files "$@"
 # the slowest tests in the log: where the CI time goes
 "$PYTHON" -m pytest -q -p no:cacheprovider --durations=25 "$@"
 rc=$?

@@ -190,6 +190,7 @@ def test_not_kept_gap_in_tmdb(tmp_path):
 # the C paths with the crash and dump(), the normal build every trigger.
 _PY_TRIGGER = pytest.mark.slow
 
+
 @pytest.mark.parametrize("mode,reason", [
     ("crash", "fatal signal"),
     pytest.param("usr1", "SIGUSR1", marks=_PY_TRIGGER),
