@@ -2,7 +2,8 @@
 # run-pytest.sh -- make check driver for the PyTorch probe tests (pytest on
 # real models): make check runs each test file as a test of its own
 # (PY_LOG_COMPILER), so that make -j runs them side by side.  By hand:
-#   run-pytest.sh [FILE.py ...] [PYTEST-ARGS]   (no file: every test file)
+#   run-pytest.sh [FILE.py] [PYTEST-ARGS]   (FILE.py: a path, or a name in
+#   testsuite/probes; no file: TM_PYTEST_FILES, else every test file)
 # Uses the library of this build tree and the probe package of this source
 # tree.  Exit 77 (skip) when torch or pytest is missing, or when nothing
 # is left to run.  In a sanitizer build python runs with the sanitizer
@@ -74,6 +75,7 @@ case ${1:-} in
 	fi
 	file=$1
 	shift
+	[ -e "$file" ] || file=$top_srcdir/testsuite/probes/$file
 	if [ -n "${TM_QUICK:-}" ]; then
 		set -- "$file" -m "not slow" "$@"
 	else
