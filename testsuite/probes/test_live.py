@@ -84,11 +84,15 @@ def _model(tmp_path, steps=50, sleep=0.0, wait=30):
     trace, sock = tmp_path / "run.tmrun", tmp_path / "probe.sock"
     proc = subprocess.Popen([sys.executable, str(script), str(trace), str(sock), str(wait),
                              str(steps), str(sleep)], stdout=subprocess.PIPE, text=True)
-    for _ in range(300):
-        if sock.exists():
-            break
+    # until it listens or ends: importing torch under the sanitizers on a
+    # loaded host took longer than the 15 s this waited at first
+    deadline = time.monotonic() + 180
+    while not sock.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert sock.exists(), "the probe did not listen"
+    if not sock.exists():
+        proc.kill()
+        out, _ = proc.communicate()
+        pytest.fail(f"the probe did not listen (exit status {proc.returncode}): {out}")
     return proc, trace, sock
 
 
