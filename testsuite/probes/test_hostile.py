@@ -18,13 +18,14 @@ import pytest
 from conftest import needs_tmdb, run_tmdb
 
 MODEL = textwrap.dedent("""
-    import sys, time, torch
+    import os, sys, time, torch
     import tensormorph_probe as tp
     torch.manual_seed(0)
     m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
     probe = tp.attach(m, record=sys.argv[2] if len(sys.argv) > 2 else None)
+    stop = sys.argv[3] if len(sys.argv) > 3 else None
     steps, end = 0, time.time() + float(sys.argv[1])
-    while time.time() < end:
+    while time.time() < end and not (stop and os.path.exists(stop)):
         m(torch.randn(4, 8)).sum().backward()
         steps += 1
     probe.close()
@@ -38,11 +39,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_model(tmp_path, env_extra, seconds, record=None):
+def start_model(tmp_path, env_extra, seconds, record=None, stop=None):
+    """The model trains for seconds, or until the file stop exists."""
     script = tmp_path / "model.py"
     script.write_text(MODEL)
     env = dict(os.environ, **env_extra)
     args = [sys.executable, str(script), str(seconds)] + ([str(record)] if record else [])
+    args += [str(stop)] if stop else []
     return subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
 
@@ -154,8 +157,15 @@ def test_full_disk(tmp_path):
     env = {"TM_ENOSPC_LIMIT": str(700 << 10),
            "LD_PRELOAD": ":".join(p for p in (os.environ.get("LD_PRELOAD"), str(shim)) if p),
            "TENSORMORPH_LEVEL": "1"}
-    proc = start_model(tmp_path, env, 4, record=trace)
+    # It trains until the probe names the full disk (how long that takes
+    # depends on the host), then a few more steps that find the disk full.
+    stop = tmp_path / "stop"
+    proc = start_model(tmp_path, env, 100, record=trace, stop=stop)
+    first = wait_for_banner(proc, "No space left on device", timeout=100)
+    time.sleep(0.5)
+    stop.touch()
     out, err = proc.communicate(timeout=120)
+    err = first + err
     assert proc.returncode == 0, err
     said = [ln for ln in err.splitlines() if "No space left on device" in ln]
     assert len(said) == 1, err
