@@ -183,3 +183,26 @@ def test_gpu_check_without_cuda_says_so():
     assert r.returncode == 77, r.stdout + r.stderr
     assert "no CUDA device" in r.stdout and "not measured on a GPU" in r.stdout
     assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("body,fails", [
+    ("def run(argv=None):\n    assert argv == ['--device', 'cpu']\n    return 0\n", False),
+    ("def run(argv=None):\n    return 1\n", True),
+    ("def run(argv=None):\n    raise RuntimeError('boom')\n", True),
+])
+def test_gpu_check_reports_the_compiled_checks(tmp_path, body, fails, capsys):
+    """gpu-check runs gpu_compiled.py's run() on its own device, and a
+    failed check there (run() returns 1, or raises) fails gpu-check."""
+    import importlib.machinery
+    import importlib.util
+    script = Path(__file__).resolve().parents[1] / "perf" / "gpu-check"
+    loader = importlib.machinery.SourceFileLoader("gpu_check_under_test", str(script))
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    gc = importlib.util.module_from_spec(spec)
+    loader.exec_module(gc)
+    extra = tmp_path / "gpu_compiled.py"
+    extra.write_text(body)
+    gc.run_extra(extra, "cpu")
+    assert bool(gc.FAILED) == fails, capsys.readouterr().out
+    gc.run_extra(tmp_path / "absent.py", "cpu")     # no file: nothing to run, nothing failed
+    assert len(gc.FAILED) == int(fails)
