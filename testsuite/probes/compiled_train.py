@@ -7,6 +7,7 @@ count, so that a test can check that the probe changes neither.
     TM_BACKEND=NAME     dynamo backend (default inductor)
     TM_MODE=NAME        torch.compile mode (e.g. reduce-overhead)
     TM_STEPS=N          steps (default 6)
+    TM_CACHE_COUNTS=1   also print how inductor's caches on disk answered
 """
 
 import os
@@ -38,6 +39,9 @@ def main() -> None:
         print(f"step {step:2d}  loss {loss.item():.4g}")
     from torch._dynamo.utils import counters
     print("graph breaks:", sum(counters["graph_break"].values()))
+    if os.environ.get("TM_CACHE_COUNTS"):
+        for group in ("inductor", "aot_autograd"):
+            print(group, *sorted(f"{k}={v}" for k, v in counters[group].items() if "cache" in k))
 
 
 if __name__ == "__main__":

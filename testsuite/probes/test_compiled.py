@@ -166,6 +166,29 @@ def test_find_first_nan(script_runs):
     assert "Compiled:" not in r.stdout, r.stdout
 
 
+def test_warm_caches(tmp_path):
+    """A probed program run again finds its compiled graphs in inductor's
+    caches on disk, as the program alone does (the probe's flush is an
+    effect, which inductor does not cache unless told it may), and
+    records what the cold run recorded."""
+    env = dict(os.environ, TM_CACHE_COUNTS="1", TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"))
+    runs = []
+    for k in range(2):
+        rec = str(tmp_path / f"run{k}.tmrun")
+        r = _run([sys.executable, "-m", "tensormorph_probe", "record", "-o", rec, "--level", "2",
+                  "--", sys.executable, str(SCRIPT)], env)
+        assert r.returncode == 0, r.stderr
+        runs.append((r.stdout, rec))
+    (cold, rec0), (warm, rec1) = runs
+    assert "fxgraph_cache_miss=2" in cold and "autograd_cache_saved=1" in cold, cold
+    assert "fxgraph_cache_hit=2" in warm and "autograd_cache_hit=1" in warm, warm
+    assert "bypass" not in cold + warm and "fxgraph_cache_miss" not in warm
+    # the script's own output (its losses) is the same; so is the recording
+    assert [ln for ln in warm.splitlines() if ln.startswith("step")] == \
+        [ln for ln in cold.splitlines() if ln.startswith("step")]
+    assert_same(fwd_events(rec0, True), fwd_events(rec1, True), rel=1e-9)
+
+
 @needs_tmdb
 def test_live_equals_replay(tmp_path):
     """A live `break model.** if tensor.nan_count > 0` on the compiled model
