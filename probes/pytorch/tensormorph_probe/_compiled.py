@@ -88,7 +88,7 @@ from typing import Any
 import torch
 
 from . import _lib
-from ._devstats import VEC_LEN, device_stats
+from ._devstats import VEC_LEN, device_stats, sync_allowed
 from ._flatten import flatten, flatten_call
 
 _EV_ENTER, _EV_EXIT, _EV_BWD = _lib.EV_ENTER, _lib.EV_EXIT, _lib.EV_BWD
@@ -907,7 +907,9 @@ def run_flush(p: Any, stats: torch.Tensor, table: list[int],
     call's included: it calls Probe._root_call and _first_event as this
     loop does) are packed by _hook.c's flush_events, a run of them a call:
     a region of host tensors is one call of it."""
-    rows = stats.to("cpu", torch.float64).tolist() if stats.numel() else []
+    with sync_allowed():        # the region's one host read (and its level-3 copies)
+        rows = stats.to("cpu", torch.float64).tolist() if stats.numel() else []
+        caps = [c.to("cpu").contiguous() for c in captures]
     if hrecs:
         hcat = hrecs[0] if len(hrecs) == 1 else torch.cat(hrecs)
         haddr = hcat.data_ptr()
@@ -918,7 +920,6 @@ def run_flush(p: Any, stats: torch.Tensor, table: list[int],
     sofs, hofs, hhofs = _STATS_OFF, _HAVE_OFF, _HAVE_HIST_OFF
     tbuf = p._tbuf
     h = 0
-    caps = [c.to("cpu").contiguous() for c in captures]
     t = time.monotonic_ns() - p._t0
     nodes = p._by_id
     meta, nevents, levels, saddr, _keep = _plan(table, plan)

@@ -16,12 +16,31 @@ hist_lo, hist_hi, 32 histogram counts.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import torch
 
 from ._lib import TM_HIST_BINS, TM_STAT_COUNT
 
 VEC_LEN = TM_STAT_COUNT + 2 + TM_HIST_BINS
 HALF = TM_HIST_BINS // 2
+
+
+@contextlib.contextmanager
+def sync_allowed() -> Iterator[None]:
+    """The probe's one host copy of a batch's device stats: the sync it
+    means to make, exempt from torch.cuda.set_sync_debug_mode, which then
+    flags any other (testsuite/perf/gpu-check runs the probed steps with
+    "error")."""
+    mode = torch.cuda.get_sync_debug_mode() if torch.cuda.is_initialized() else 0
+    if mode:
+        torch.cuda.set_sync_debug_mode(0)
+    try:
+        yield
+    finally:
+        if mode:
+            torch.cuda.set_sync_debug_mode(mode)
 
 
 def _ilog2(v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -46,7 +65,7 @@ def device_stats(t: torch.Tensor, level: int) -> torch.Tensor:
     x = x.reshape(-1).to(acc)
     n = x.numel()
     out = torch.zeros(VEC_LEN, dtype=acc, device=x.device)
-    out[0] = n
+    out[0].fill_(n)     # (out[0] = n would copy n from the host, a sync on CUDA)
     if n == 0:
         return out
     finite = torch.isfinite(x)

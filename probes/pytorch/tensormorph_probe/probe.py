@@ -83,7 +83,7 @@ import torch.optim.optimizer as torch_optimizer
 
 from . import _compiled, _flight, _lib, _loop
 from . import _ops as _ops_mod
-from ._devstats import device_stats
+from ._devstats import device_stats, sync_allowed as _sync_allowed
 from ._flatten import FLATTEN_RULE, flatten, flatten_call
 
 L1_MASK = (1 << 10) - 1
@@ -127,21 +127,6 @@ _queue_callback = torch.autograd.Variable._execution_engine.queue_callback
 _partial = functools.partial
 _wref = weakref.ref
 
-
-@contextlib.contextmanager
-def _sync_allowed() -> Iterator[None]:
-    """The probe's one host copy of a batch's device stats: the sync it
-    means to make, exempt from torch.cuda.set_sync_debug_mode, which then
-    flags any other (testsuite/perf/gpu-check runs the probed steps with
-    "error")."""
-    mode = torch.cuda.get_sync_debug_mode() if torch.cuda.is_initialized() else 0
-    if mode:
-        torch.cuda.set_sync_debug_mode(0)
-    try:
-        yield
-    finally:
-        if mode:
-            torch.cuda.set_sync_debug_mode(mode)
 
 
 class ProbeError(RuntimeError):
@@ -1183,9 +1168,13 @@ class Probe(_ProbeBase):
         """Hands the batch to libtensormorph: one host copy of the device
         stats, one call."""
         if self._dev_pending:
+            # stacked on the first one's device (a model on two GPUs has
+            # vectors on both), MPS's float32 on the host
+            first = self._dev_pending[0][1].device
+            dev = torch.device("cpu") if first.type == "mps" else first
             with _sync_allowed():
-                vecs = torch.stack([v.to("cpu", torch.float64) if v.device.type == "mps" else v
-                                    for _, v, _ in self._dev_pending]).to("cpu", torch.float64)
+                vecs = torch.stack([v.to(dev, torch.float64) for _, v, _ in self._dev_pending]
+                                   ).to("cpu", torch.float64)
             for (idx, _, level), row in zip(self._dev_pending, vecs.tolist(), strict=True):
                 self._pack_stats(idx, row, level)
             self._dev_pending.clear()
