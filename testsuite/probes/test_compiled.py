@@ -661,3 +661,14 @@ def test_level_change_recompiles(tmp_path):
     head = [ev for ev in fwd_events(path) if ev.node == "model.head" and ev.kind == "enter"]
     assert [ev.level for ev in head] == [1, 2, 2]
     assert ["std" in ev.tensors[0].stats for ev in head] == [False, True, True]
+
+
+def test_inductor_is_told_of_the_ops():
+    """Inductor hears of the probe's ops what their tags cannot tell it
+    through with_effects: they are not to be captured in a CUDA graph
+    (graph partitioning runs them between the graphs), and a graph holding
+    them may be kept in the caches on disk (test_warm_caches)."""
+    import torch._inductor.config as icfg
+    parts = icfg.custom_should_partition_ops
+    assert all(f"tensormorph::{op}" in parts for op in ("flush", "grad", "snap", "begin"))
+    assert "torch.ops.higher_order.with_effects" in icfg.unsafe_marked_cacheable_functions

@@ -458,11 +458,25 @@ def _static(fwd: Any) -> tuple[int, int, int, int, int]:
 def _mark_static() -> None:
     torch._dynamo.assume_constant_result(_static)
     torch._dynamo.assume_constant_result(_const)
-    _effects_cacheable()
+    _inductor_config()
 
 
-def _effects_cacheable() -> None:
-    """Inductor keeps a graph in its caches on disk only if each higher
+# the probe's ops, as inductor's config names them
+_OPS = ("flush", "begin", "grad", "snap", "leaf_grads", "host_stats")
+
+
+def _inductor_config() -> None:
+    """What inductor must be told of the probe's ops.
+
+    CUDA graphs (mode="reduce-overhead"): the ops are host code, tagged
+    cudagraph_unsafe, so that inductor's graph partitioning runs them
+    between the captured graphs.  But an ordered effect reaches inductor
+    wrapped in with_effects, whose node hides the tag from it: flush would
+    be captured, read the stats while the stream captures, and never run on
+    a replay.  custom_should_partition_ops names them to it; without CUDA
+    graphs no op is captured, so this changes nothing there.
+
+    Caches: inductor keeps a graph in its caches on disk only if each higher
     order op in it says it may be cached, and with_effects -- how an
     ordered effect such as the probe's flush is kept in the graph -- does
     not by default: every run of a probed program would compile from
@@ -473,6 +487,9 @@ def _effects_cacheable() -> None:
     stay (a torchbind object, which with_effects may also carry, is still
     not cached)."""
     import torch._inductor.config as icfg
+    parts = getattr(icfg, "custom_should_partition_ops", None)
+    if isinstance(parts, list):
+        parts.extend(n for n in (f"tensormorph::{o}" for o in _OPS) if n not in parts)
     icfg.unsafe_marked_cacheable_functions.setdefault(
         "torch.ops.higher_order.with_effects", torch.__version__)
 
