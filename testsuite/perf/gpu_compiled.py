@@ -87,16 +87,19 @@ def _first_nan(path):
 
 
 def _device_stats_seen(path):
-    """(forward events, those with a device tensor whose stats are known)."""
+    """(forward events, those with a device tensor whose stats are known,
+    forward events by step)."""
     import tensormorph_probe as tp
     n = with_stats = 0
+    steps: dict[int, int] = {}
     with tp.Trace(path) as t:
         for r in t.records():
             if isinstance(r, tp.EventRecord) and r.kind in ("enter", "exit"):
                 n += 1
+                steps[r.step] = steps.get(r.step, 0) + 1
                 if any(x.device_type != 0 and "max" in x.stats for x in r.tensors):
                     with_stats += 1
-    return n, with_stats
+    return n, with_stats, steps
 
 
 def run(argv=None) -> int:
@@ -145,7 +148,9 @@ def run(argv=None) -> int:
     base_model = LM(**cfg).to(dev)
     probed_model = copy.deepcopy(base_model)
     ids = torch.randint(0, cfg["vocab"], (cfg["batch"], cfg["seq"]), device=dev)
-    torch._dynamo.reset()
+    # both compile from cold caches (an earlier run's on disk would make
+    # one of them warm): a new cache directory, dynamo reset
+    po._cold_inductor(tmp)
     counters.clear()
     base_step = po.make_step(torch.compile(base_model, mode="reduce-overhead"), ids, True)
     t = time.perf_counter()
@@ -178,12 +183,19 @@ def run(argv=None) -> int:
     print(f"  compile + capture (3 steps): {compile_base:.1f} s alone, {compile_probe:.1f} s "
           f"with the probe ({compile_probe / compile_base:.2f}x)")
     print(f"  CUDA graphs skipped by inductor: {skips_base} alone, {skips_probe} with the probe")
-    n, with_stats = _device_stats_seen(rec)
+    n, with_stats, per_step = _device_stats_seen(rec)
     want = n if dev.type == "cuda" else 0
     ok = n > 0 and with_stats == want
     failed += not ok
     print(f"  {'ok' if ok else 'FAIL'}: {n} forward events recorded, {with_stats} with device "
           f"stats (want {want})")
+    # every step the probed model ran (3 to compile and capture, then the
+    # timed ones) recorded its events: a replayed CUDA graph, too
+    ran = 3 + args.reps * args.steps
+    ok = len(per_step) == ran and len(set(per_step.values())) == 1
+    failed += not ok
+    print(f"  {'ok' if ok else 'FAIL'}: forward events in {len(per_step)} steps of {ran} run, "
+          f"{sorted(set(per_step.values()))} a step")
 
     # 3. a NaN, compiled, named as eager mode names it
     found = {}
