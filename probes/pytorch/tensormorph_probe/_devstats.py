@@ -29,10 +29,10 @@ HALF = TM_HIST_BINS // 2
 
 @contextlib.contextmanager
 def sync_allowed() -> Iterator[None]:
-    """The probe's one host copy of a batch's device stats: the sync it
-    means to make, exempt from torch.cuda.set_sync_debug_mode, which then
-    flags any other (testsuite/perf/gpu-check runs the probed steps with
-    "error")."""
+    """The probe's one host copy of a batch's device stats (or of a
+    compiled region's): the sync it means to make, exempt from
+    torch.cuda.set_sync_debug_mode, which then flags any other
+    (testsuite/perf/gpu-check runs the probed steps with "error")."""
     mode = torch.cuda.get_sync_debug_mode() if torch.cuda.is_initialized() else 0
     if mode:
         torch.cuda.set_sync_debug_mode(0)

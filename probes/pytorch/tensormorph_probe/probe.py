@@ -128,7 +128,6 @@ _partial = functools.partial
 _wref = weakref.ref
 
 
-
 class ProbeError(RuntimeError):
     """The recorder refused something (bad path, closed, writer failure)."""
 
