@@ -125,8 +125,12 @@ def test_all_stop_pauses_every_rank(tmp_path):
     # test looks at the time the user spent, not at where rank 0 was: one
     # that looked for a long pause past rank 0's second event failed once
     # in CI, under ASan)
+    # One event may fall in the span: the one rank 0 pauses at, when it
+    # takes longer than the margin to reach it (under the sanitizers on a
+    # loaded host it did, once in CI: "1 of 112"); running, it records
+    # over 100 there (test_non_stop_lets_other_ranks_run).
     during, total = _events_during(tmp_path / "run.rank0.tmrun", span)
-    assert during == 0 and total > 20, f"rank 0 recorded {during} of {total} events at the prompt"
+    assert during <= 1 and total > 20, f"rank 0 recorded {during} of {total} events at the prompt"
     assert re.search(r"^\[Inferior 1 \(process \d+\) exited normally\]$", out, re.M), out
 
 
