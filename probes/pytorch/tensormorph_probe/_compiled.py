@@ -461,8 +461,9 @@ def _mark_static() -> None:
     _inductor_config()
 
 
-# the probe's ops, as inductor's config names them
-_OPS = ("flush", "begin", "grad", "snap", "leaf_grads", "host_stats")
+# the probe's ops: those registered as ordered effects (below), and all
+_EFFECTS = ("flush", "begin", "grad", "snap", "leaf_grads")
+_OPS = (*_EFFECTS, "host_stats")
 
 
 def _inductor_config() -> None:
@@ -797,7 +798,7 @@ def _snap_fake(probe: int, node: int, tensors: list[torch.Tensor | None], npos: 
 
 try:
     from torch._library.effects import EffectType
-    for _name in ("flush", "begin", "grad", "snap", "leaf_grads"):
+    for _name in _EFFECTS:
         _LIB._register_effectful_op("tensormorph::" + _name, EffectType.ORDERED)
 except (ImportError, AttributeError):   # older torch: kept as ops without outputs
     pass
