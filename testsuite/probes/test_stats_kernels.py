@@ -206,3 +206,29 @@ def test_gpu_check_reports_the_compiled_checks(tmp_path, body, fails, capsys):
     assert bool(gc.FAILED) == fails, capsys.readouterr().out
     gc.run_extra(tmp_path / "absent.py", "cpu")     # no file: nothing to run, nothing failed
     assert len(gc.FAILED) == int(fails)
+
+
+def test_kernel_floor_counts_each_tensor_once(tmp_path):
+    """probe-overhead's kernel floor times each tensor a step summarised
+    once: in a chain of three Linear layers a layer's output is the next
+    one's input, so level 1 reduces four tensors (the input and three
+    outputs), not the eight slots they fill; level 2 adds the gradients and
+    the parameters, and costs more."""
+    import importlib.machinery
+    import importlib.util
+    script = Path(__file__).resolve().parents[1] / "perf" / "probe-overhead"
+    loader = importlib.machinery.SourceFileLoader("probe_overhead_under_test", str(script))
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    po = importlib.util.module_from_spec(spec)
+    loader.exec_module(po)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 64), nn.Linear(64, 64), nn.Linear(64, 64))
+    x = torch.randn(8, 64)
+
+    def step():
+        model.zero_grad()
+        model(x).sum().backward()
+    ms1, n1 = po.kernel_floor(model, step, 1, str(tmp_path))
+    ms2, n2 = po.kernel_floor(model, step, 2, str(tmp_path))
+    assert n1 == 4
+    assert n2 > n1 and ms2 > ms1 > 0

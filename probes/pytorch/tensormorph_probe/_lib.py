@@ -597,6 +597,8 @@ def _declare(lib: ctypes.CDLL) -> None:
         "tm_slot_kind_name": (c_str, [c_int]),
         "tm_event_kind_name": (c_str, [c_int]),
         "tm_dtype_from_name": (c_int, [c_str]),
+        # what probe-overhead times as the stats kernel's floor
+        "tm_stats_compute": (c_int, [ctypes.POINTER(Tensor), c_vp, c_u64, c_int, c_int]),
         "tm_path_glob": (c_int, [c_str, c_str]),
         "tm_path_segment": (ctypes.c_size_t, [c_str, ctypes.c_char_p, ctypes.c_size_t]),
         "tm_recorder_opts_default": (None, [ctypes.POINTER(RecorderOpts)]),
