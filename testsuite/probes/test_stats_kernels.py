@@ -208,12 +208,8 @@ def test_gpu_check_reports_the_compiled_checks(tmp_path, body, fails, capsys):
     assert len(gc.FAILED) == int(fails)
 
 
-def test_kernel_floor_counts_each_tensor_once(tmp_path):
-    """probe-overhead's kernel floor times each tensor a step summarised
-    once: in a chain of three Linear layers a layer's output is the next
-    one's input, so level 1 reduces four tensors (the input and three
-    outputs), not the eight slots they fill; level 2 adds the gradients and
-    the parameters, and costs more."""
+def _probe_overhead():
+    """testsuite/perf/probe-overhead, loaded as a module."""
     import importlib.machinery
     import importlib.util
     script = Path(__file__).resolve().parents[1] / "perf" / "probe-overhead"
@@ -221,6 +217,16 @@ def test_kernel_floor_counts_each_tensor_once(tmp_path):
     spec = importlib.util.spec_from_loader(loader.name, loader)
     po = importlib.util.module_from_spec(spec)
     loader.exec_module(po)
+    return po
+
+
+def test_kernel_floor_counts_each_tensor_once(tmp_path):
+    """probe-overhead's kernel floor times each tensor a step summarised
+    once: in a chain of three Linear layers a layer's output is the next
+    one's input, so level 1 reduces four tensors (the input and three
+    outputs), not the eight slots they fill; level 2 adds the gradients and
+    the parameters, and costs more."""
+    po = _probe_overhead()
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(64, 64), nn.Linear(64, 64), nn.Linear(64, 64))
     x = torch.randn(8, 64)
@@ -232,3 +238,32 @@ def test_kernel_floor_counts_each_tensor_once(tmp_path):
     ms2, n2 = po.kernel_floor(model, step, 2, str(tmp_path))
     assert n1 == 4
     assert n2 > n1 and ms2 > ms1 > 0
+
+
+def test_goal_verdicts():
+    """probe-overhead's summary against the goals: met only when the whole
+    interval is under the goal, the two cases where the point estimate and
+    the interval disagree named, a kernel floor over the goal said, and the
+    compile time held to its own goal."""
+    po = _probe_overhead()
+    rows = [dict(config="hook", tool="probe", level=0, ratio=1.010, ci_lo=0.990, ci_hi=1.019),
+            dict(config="hook", tool="probe", level=1, ratio=1.049, ci_lo=1.03, ci_hi=1.07),
+            dict(config="deep", tool="probe", level=1, ratio=1.056, ci_lo=1.035, ci_hi=1.076),
+            dict(config="conv", tool="probe", level=2, ratio=1.30, ci_lo=1.25, ci_hi=1.35),
+            dict(config="compute", tool="probe", level=2, ratio=1.04, ci_lo=1.03, ci_hi=1.05),
+            dict(config="compute", tool="kernel-floor", level=2, ratio=1.062),
+            dict(config="hook", tool="probe", level=3, ratio=3.5, ci_lo=3.4, ci_hi=3.6),
+            dict(config="compiled-gpt2", tool="probe", level=1, ratio=1.08, ci_lo=1.06,
+                 ci_hi=1.10, compile_ratio=1.12, warm_compile_ratio=2.5)]
+    lines = po.against_goals(rows)
+    assert [r.get("verdict") for r in rows] == [
+        "met",
+        "met at the point estimate, not beyond the noise (interval up to 1.070x)",
+        "not met at the point estimate, within the noise (interval from 1.035x)",
+        "not met",
+        "met; the stats kernel alone costs 1.062x, over the goal: a ratio under that is "
+        "this run's noise",
+        None, None, "not met"]
+    assert rows[-1]["compile_verdict"] == "met"
+    assert len(lines) == 7 and "goal 1.15x: not met" in lines[3]
+    assert "compile 1.12x (cold caches), goal 1.2x: met; warm 2.50x" in lines[-1]
