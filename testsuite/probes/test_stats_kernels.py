@@ -225,11 +225,15 @@ def test_kernel_floor_counts_each_tensor_once(tmp_path):
     once: in a chain of three Linear layers a layer's output is the next
     one's input, so level 1 reduces four tensors (the input and three
     outputs), not the eight slots they fill; level 2 adds the gradients and
-    the parameters, and costs more."""
+    the parameters, and costs more.  The tensors (64 x 256 floats) are large
+    enough that the kernel's time stands well above the noise of timing
+    an empty call through ctypes, which the floor takes off each tensor's
+    (on 8 x 64 floats the two were close, and a level's floor could come
+    out as nothing)."""
     po = _probe_overhead()
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(64, 64), nn.Linear(64, 64), nn.Linear(64, 64))
-    x = torch.randn(8, 64)
+    model = nn.Sequential(nn.Linear(256, 256), nn.Linear(256, 256), nn.Linear(256, 256))
+    x = torch.randn(64, 256)
 
     def step():
         model.zero_grad()
