@@ -269,5 +269,9 @@ def test_goal_verdicts():
         "this run's noise",
         None, None, "not met"]
     assert rows[-1]["compile_verdict"] == "met"
+    one = [dict(config="hook", tool="probe", level=1, ratio=1.04, ci_lo=1.04, ci_hi=1.04,
+                rounds=1)]
+    assert po.against_goals(one) == [
+        "  hook           L1  1.040x  goal 1.05x: met (one round: no interval)"]
     assert len(lines) == 7 and "goal 1.15x: not met" in lines[3]
     assert "compile 1.12x (cold caches), goal 1.2x: met; warm 2.50x" in lines[-1]
