@@ -518,7 +518,7 @@ fail:
  * slot, its stats computed now (the tensor may change in place after the
  * hook), the event after it.  Returns 1 when written, 0 when x is for
  * Python's _event1 after all (a device tensor, a shape of over 8
- * dimensions, a dtype seen first; nothing written), -1 on error.
+ * dimensions, a dtype not in the table; nothing written), -1 on error.
  */
 static int
 event1(ProbeBase *p, const struct ev1 *e, PyObject *x)
@@ -542,7 +542,7 @@ event1(ProbeBase *p, const struct ev1 *e, PyObject *x)
 	idx = p->nt;
 	if (read_meta(x, p->dtypes, dims, &rank, &numel, &dtype, &shape, &dt) < 0 ||
 	    rank > MAX_RANK || dtype < 0)
-		goto python;            /* a dtype seen first: Python names it */
+		goto python;            /* a dtype not in the table */
 	if (e->level >= 1) {
 		PyObject *layout = PyObject_GetAttr(x, s_layout);
 

@@ -539,7 +539,8 @@ class Probe(_ProbeBase):
         self._dev_pending: list[tuple[int, torch.Tensor, int]] = []
         self._dev_capture: list[tuple[int, torch.Tensor]] = []
         self._keep: list[torch.Tensor] = []
-        self._dtypes: dict[torch.dtype, int] = {}
+        # the library's code of every torch dtype, the table compiled regions use
+        self._dtypes: dict[torch.dtype, int] = _compiled._DTYPES
         # id(tensor) -> (index, weak ref, version, address, shape, dtype, level, strides)
         self._seen: dict[int, tuple[Any, ...]] = {}
         self.reused = 0                 # tensor summaries copied, not recomputed
@@ -937,13 +938,6 @@ class Probe(_ProbeBase):
 
     # ------------------------------------------------------------ batches
 
-    def _dtype(self, dt: torch.dtype) -> int:
-        code = self._dtypes.get(dt)
-        if code is None:
-            code = self._lib.tm_dtype_from_name(str(dt).encode())
-            self._dtypes[dt] = code
-        return code
-
     def set_rows(self, spans: Sequence[tuple[int, int]] | None,
                  sizes: Sequence[int] = ()) -> None:
         """The rows of each request of the forward about to run (a serving
@@ -1018,7 +1012,7 @@ class Probe(_ProbeBase):
                    slot_index: int) -> None:
         """_event for one tensor, as _hook.c's ProbeBase._event1 does it for
         host tensors; that one calls this for the rest (device tensors,
-        shapes of over 8 dimensions, a dtype seen first, a forward with
+        shapes of over 8 dimensions, a dtype not in the table, a forward with
         requests' rows), and without the extension every one-tensor event
         comes here."""
         if self._rows is not None and kind <= _EV_EXIT:
@@ -1065,9 +1059,7 @@ class Probe(_ProbeBase):
             shape = (*shape[:7], -1)
             rank = _MAX_RANK
         dt = x.dtype
-        dtype = self._dtypes.get(dt)
-        if dtype is None:
-            dtype = self._dtype(dt)
+        dtype = self._dtypes.get(dt, 0)
         data = clevel = capture = devtype = devidx = 0
         numel = x.numel()
         if x.is_cpu and not self._force_dev:
